@@ -1,0 +1,68 @@
+"""The ``loomterm`` command line.
+
+This module stays light: it imports neither torch nor textual at module level, so
+``loomterm --help`` and argument errors answer at once. Each subcommand lives in its own
+module and is imported only when chosen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from loomterm.errors import LoomError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser, subcommands included."""
+    parser = argparse.ArgumentParser(
+        prog="loomterm",
+        description="A terminal loom: write, branch and edit language-model output.",
+    )
+    add_model_args(parser)
+    parser.add_argument("-s", "--session", help="session name or path to open or create")
+    parser.add_argument(
+        "--prompt",
+        help="print a greedy completion of PROMPT and exit, instead of opening the editor",
+    )
+    parser.add_argument("--max-new-tokens", type=int, default=48, help=argparse.SUPPRESS)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    from loomterm import cli_bench, cli_sessions
+
+    cli_bench.register(sub)
+    cli_sessions.register(sub)
+    return parser
+
+
+def add_model_args(parser: argparse.ArgumentParser) -> None:
+    """Options shared by every command that loads a model."""
+    parser.add_argument(
+        "--model",
+        help="local HF folder, .gguf file or hub id (default: SmolLM2-135M-Instruct)",
+    )
+    parser.add_argument("--device", default="auto", help="auto, cuda, mps or cpu")
+    parser.add_argument("--dtype", default="auto", help="auto, float32, bfloat16 or float16")
+    parser.add_argument("--n-ctx", type=int, default=None, help="context window in tokens")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``loomterm`` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if getattr(args, "handler", None) is not None:
+            return int(args.handler(args) or 0)
+        from loomterm import cli_run
+
+        return int(cli_run.run(args) or 0)
+    except LoomError as exc:
+        print(f"loomterm: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("loomterm: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""Tokens to text and back: per-token display pieces, streaming, and text diffs.
+
+Byte-level tokenizers (GPT-2, Llama 3, Qwen, SmolLM) split multi-byte UTF-8
+characters across tokens. A token's *piece* is the text it completes: a token holding
+the first byte of a character has an empty piece, and the token with its last byte
+shows the whole character. Joining the pieces gives the decoded text, with no
+replacement characters for partial bytes.
+"""
+
+from __future__ import annotations
+
+import codecs
+from functools import lru_cache
+
+
+def _byte_decoder() -> dict[str, int]:
+    """GPT-2's map from printable stand-in characters back to bytes."""
+    printable = (
+        list(range(ord("!"), ord("~") + 1))
+        + list(range(ord("\u00a1"), ord("\u00ac") + 1))
+        + list(range(ord("\u00ae"), ord("\u00ff") + 1))
+    )
+    chars = printable[:]
+    extra = 0
+    for b in range(256):
+        if b not in printable:
+            printable.append(b)
+            chars.append(256 + extra)
+            extra += 1
+    return {chr(c): b for b, c in zip(printable, chars)}
+
+
+class TokenText:
+    """Turns token ids into bytes, pieces and text for one tokenizer."""
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer = tokenizer
+        self.special_ids = set(tokenizer.all_special_ids or [])
+        added = getattr(tokenizer, "added_tokens_decoder", {}) or {}
+        self.added_ids = set(added.keys())
+        self.mode = self._detect_mode()
+        self._bytes = lru_cache(maxsize=None)(self._token_bytes)
+
+    def _detect_mode(self) -> str:
+        backend = getattr(self.tokenizer, "backend_tokenizer", None)
+        decoder = getattr(backend, "decoder", None) if backend is not None else None
+        name = type(decoder).__name__ if decoder is not None else ""
+        text = repr(decoder) if decoder is not None else ""
+        if name == "ByteLevel" or "ByteLevel" in text:
+            return "bytelevel"
+        if "ByteFallback" in text or "Metaspace" in text or "\u2581" in text:
+            return "sentencepiece"
+        return "decode"
+
+    def _token_bytes(self, token_id: int) -> bytes:
+        if token_id in self.added_ids:
+            return self.tokenizer.decode([token_id], skip_special_tokens=False).encode("utf-8")
+        piece = self.tokenizer.convert_ids_to_tokens(token_id)
+        if piece is None:
+            return b""
+        if self.mode == "bytelevel":
+            table = BYTE_DECODER
+            if all(ch in table for ch in piece):
+                return bytes(table[ch] for ch in piece)
+        elif self.mode == "sentencepiece":
+            if len(piece) == 6 and piece.startswith("<0x") and piece.endswith(">"):
+                return bytes([int(piece[3:5], 16)])
+            return piece.replace("\u2581", " ").encode("utf-8")
+        return self.tokenizer.decode([token_id], skip_special_tokens=False).encode("utf-8")
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """The raw bytes one token stands for."""
+        return self._bytes(int(token_id))
+
+    def pieces(self, tokens: list[int]) -> list[str]:
+        """Display text per token; ``"".join(pieces(t)) == decode(t)``."""
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        out = [decoder.decode(self.token_bytes(t)) for t in tokens]
+        tail = decoder.decode(b"", final=True)
+        if tail and out:
+            out[-1] += tail
+        return out
+
+    def complete_after(self, tokens: list[int]) -> list[bool]:
+        """Per boundary ``i`` (0..len): True when the bytes of ``tokens[:i]`` end on a
+        whole character, so text can be cut there."""
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        flags = [True]
+        for t in tokens:
+            decoder.decode(self.token_bytes(t))
+            flags.append(decoder.getstate()[0] == b"")
+        return flags
+
+    def decode(self, tokens: list[int]) -> str:
+        """The text of ``tokens`` (special tokens shown as themselves)."""
+        return "".join(self.pieces(tokens))
+
+
+BYTE_DECODER = _byte_decoder()
+
+
+class StreamDecoder:
+    """Yields each new token's text as it arrives, holding back partial characters."""
+
+    def __init__(self, text: TokenText) -> None:
+        self.text = text
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def push(self, token_id: int) -> str:
+        return self._decoder.decode(self.text.token_bytes(token_id))
+
+
+def common_prefix(a: list, b: list) -> int:
+    """Length of the longest common prefix of two sequences."""
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def common_suffix(a: list, b: list, limit: int) -> int:
+    """Length of the longest common suffix, at most ``limit``."""
+    n = min(len(a), len(b), limit)
+    i = 0
+    while i < n and a[len(a) - 1 - i] == b[len(b) - 1 - i]:
+        i += 1
+    return i

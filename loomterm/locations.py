@@ -1,0 +1,42 @@
+"""The one place that asks platformdirs where loomterm keeps its files.
+
+Each folder can be moved with an environment variable, which tests and CI use to keep
+their files apart from a user's.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from platformdirs import user_cache_dir, user_config_dir, user_data_dir
+
+APP_NAME = "loomterm"
+
+
+def _folder(env_var: str, default: str) -> Path:
+    path = Path(os.environ.get(env_var) or default)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def cache_dir() -> Path:
+    """Downloaded wheels and converted models (``LOOMTERM_CACHE_DIR``)."""
+    return _folder("LOOMTERM_CACHE_DIR", user_cache_dir(APP_NAME))
+
+
+def data_dir() -> Path:
+    """Sessions (``LOOMTERM_DATA_DIR``)."""
+    return _folder("LOOMTERM_DATA_DIR", user_data_dir(APP_NAME))
+
+
+def config_dir() -> Path:
+    """Settings, key maps and user themes (``LOOMTERM_CONFIG_DIR``)."""
+    return _folder("LOOMTERM_CONFIG_DIR", user_config_dir(APP_NAME))
+
+
+def sessions_dir() -> Path:
+    """Where named sessions live."""
+    path = data_dir() / "sessions"
+    path.mkdir(parents=True, exist_ok=True)
+    return path

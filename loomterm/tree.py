@@ -1,0 +1,247 @@
+"""The loom's tree: nodes that each hold a run of tokens, and the paths through them.
+
+Pure Python, standard library only. The engine hangs KV tensors on nodes through the
+opaque ``Node.kv`` slot; nothing here knows what they are.
+
+A *path* is the chain of nodes from the root to a node; its tokens are the
+concatenation of every segment on it. Positions are implicit: a node's first token sits
+at ``node.start``, the number of tokens above it. Nodes are never destroyed: edits make
+new branches, and truncating inside a node splits it in two (see ``Tree.split``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class Origin(str, Enum):
+    """Who wrote a node's tokens."""
+
+    ROOT = "root"
+    USER = "user"  # typed or pasted by the user
+    MODEL = "model"  # sampled by the model
+    EDIT = "edit"  # made by an edit: inserted text, or a copied suffix after a splice
+    IMPORT = "import"  # brought in from another loom's file
+
+
+# One alternative token: (token_id, log-probability under the model).
+Alternative = tuple[int, float]
+
+
+@dataclass(eq=False)
+class Node:
+    """One segment of the tree.
+
+    Attributes:
+        id: Stable integer id, unique within a tree.
+        parent: The node above, or None for the root.
+        children: Branches below, oldest first.
+        tokens: This segment's token ids.
+        logprobs: Per token, the model's log-probability of the chosen token, or None
+            where it was never measured (typed text).
+        top: Per token, the model's top alternatives at that position as
+            ``(token_id, logprob)`` pairs (best first), or None.
+        origin: Who wrote the tokens.
+        approx: True when this node's KV was re-rotated from another position (fast
+            splice, context shift) or computed on top of such KV, so its logits are an
+            approximation until refreshed.
+        sampling: The sampling settings that produced the tokens, for generated nodes.
+        seed: The seed that produced the tokens, if one was given.
+        created: Creation time (seconds since the epoch).
+        meta: Free-form extra data (chat role, bookmarks, hidden flag...).
+        kv: The engine's cached keys and values for a prefix of ``tokens`` (or None).
+    """
+
+    id: int
+    parent: Node | None = None
+    children: list[Node] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+    logprobs: list[float | None] = field(default_factory=list)
+    top: list[list[Alternative] | None] = field(default_factory=list)
+    origin: Origin = Origin.USER
+    approx: bool = False
+    sampling: dict[str, Any] | None = None
+    seed: int | None = None
+    created: float = field(default_factory=time.time)
+    meta: dict[str, Any] = field(default_factory=dict)
+    kv: Any = field(default=None, repr=False)
+
+    def __repr__(self) -> str:
+        return f"Node(id={self.id}, start={self.start}, len={len(self.tokens)}, origin={self.origin.value})"
+
+    # -- geometry -------------------------------------------------------------------
+    @property
+    def start(self) -> int:
+        """Path position of this node's first token (tokens above it)."""
+        total = 0
+        node = self.parent
+        while node is not None:
+            total += len(node.tokens)
+            node = node.parent
+        return total
+
+    @property
+    def end(self) -> int:
+        """Path length up to and including this node."""
+        return self.start + len(self.tokens)
+
+    @property
+    def depth(self) -> int:
+        """Number of nodes above this one."""
+        depth, node = 0, self.parent
+        while node is not None:
+            depth, node = depth + 1, node.parent
+        return depth
+
+    def path(self) -> list[Node]:
+        """Nodes from the root down to and including this one."""
+        nodes: list[Node] = []
+        node: Node | None = self
+        while node is not None:
+            nodes.append(node)
+            node = node.parent
+        nodes.reverse()
+        return nodes
+
+    def path_tokens(self) -> list[int]:
+        """All token ids on the path from the root to this node."""
+        out: list[int] = []
+        for node in self.path():
+            out.extend(node.tokens)
+        return out
+
+    def siblings(self) -> list[Node]:
+        """This node and its siblings, in creation order (just [self] for the root)."""
+        return list(self.parent.children) if self.parent is not None else [self]
+
+    def is_ancestor_of(self, other: Node) -> bool:
+        """True when this node lies on ``other``'s path (a node is its own ancestor)."""
+        node: Node | None = other
+        while node is not None:
+            if node is self:
+                return True
+            node = node.parent
+        return False
+
+    def walk(self) -> Iterator[Node]:
+        """This node and every descendant, depth first, in creation order."""
+        stack = [self]
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(reversed(node.children))
+
+    def leaf(self) -> Node:
+        """Follow the newest child down to a leaf."""
+        node = self
+        while node.children:
+            node = node.children[-1]
+        return node
+
+
+class Tree:
+    """Owns the nodes and hands out ids. Every structural change goes through here."""
+
+    def __init__(self) -> None:
+        self._next_id = 0
+        self.nodes: dict[int, Node] = {}
+        self.root = self._make(parent=None, origin=Origin.ROOT)
+
+    @classmethod
+    def from_nodes(cls, root: Node, nodes: dict[int, Node]) -> Tree:
+        """A tree around nodes that are already linked (parents and children set), such
+        as nodes read back from a session file. New ids continue after the largest."""
+        tree = cls()
+        tree.nodes = dict(nodes)
+        tree.root = root
+        tree._next_id = max(nodes) + 1
+        return tree
+
+    def _make(self, parent: Node | None, origin: Origin, **fields: Any) -> Node:
+        node = Node(id=self._next_id, parent=parent, origin=origin, **fields)
+        self._next_id += 1
+        self.nodes[node.id] = node
+        if parent is not None:
+            parent.children.append(node)
+        return node
+
+    def add(
+        self,
+        parent: Node,
+        tokens: list[int],
+        origin: Origin,
+        logprobs: list[float | None] | None = None,
+        top: list[list[Alternative] | None] | None = None,
+        **fields: Any,
+    ) -> Node:
+        """Create a child of ``parent`` holding ``tokens``."""
+        n = len(tokens)
+        return self._make(
+            parent,
+            origin,
+            tokens=list(tokens),
+            logprobs=list(logprobs) if logprobs is not None else [None] * n,
+            top=list(top) if top is not None else [None] * n,
+            **fields,
+        )
+
+    def split(self, node: Node, offset: int) -> Node:
+        """Split ``node`` so that its first ``offset`` tokens become a new parent node.
+
+        The new head takes ``node``'s place under its parent; ``node`` keeps its id and
+        its children and becomes the head's only child, holding the rest. References to
+        ``node`` therefore still name the same path. Returns the head. The ``split_kv``
+        hook (set by the engine) divides the KV between the halves.
+        """
+        if not 0 < offset < len(node.tokens):
+            raise ValueError(f"split offset {offset} outside node of {len(node.tokens)} tokens")
+        parent = node.parent
+        assert parent is not None, "the root holds no tokens"
+        head = Node(
+            id=self._next_id,
+            parent=parent,
+            tokens=node.tokens[:offset],
+            logprobs=node.logprobs[:offset],
+            top=node.top[:offset],
+            origin=node.origin,
+            approx=node.approx,
+            sampling=node.sampling,
+            seed=node.seed,
+            created=node.created,
+            meta={k: v for k, v in node.meta.items() if k in INHERITED_META},
+        )
+        self._next_id += 1
+        self.nodes[head.id] = head
+        parent.children[parent.children.index(node)] = head
+        head.children = [node]
+        node.parent = head
+        del node.tokens[:offset]
+        del node.logprobs[:offset]
+        del node.top[:offset]
+        if self.split_kv is not None:
+            head.kv, node.kv = self.split_kv(node.kv, offset)
+        else:
+            head.kv = node.kv = None
+        return head
+
+    # Set by the engine: (kv, offset) -> (head_kv, tail_kv).
+    split_kv: Any = None
+
+    def locate(self, node: Node, position: int) -> tuple[Node, int]:
+        """The node on ``node``'s path that holds path position ``position``, and the
+        offset inside it. ``position`` may equal the path length (the end)."""
+        path = node.path()
+        start = 0
+        for item in path:
+            if position < start + len(item.tokens):
+                return item, position - start
+            start += len(item.tokens)
+        return path[-1], len(path[-1].tokens)
+
+
+# Meta keys that a head keeps when a node is split (a chat role applies to both halves).
+INHERITED_META = frozenset({"role"})
