@@ -117,3 +117,73 @@ def _scale_up(model) -> None:
         for name, param in model.named_parameters():
             if param.dim() == 2 and "norm" not in name and "ln" not in name:
                 param.mul_(4.0)
+
+
+def build_tiny_family(folder: Path, family: str, seed: int = 0) -> Path:
+    """Tiny models of other RoPE conventions, to prove re-rotation per family:
+    ``gptj`` (interleaved, partial), ``neox`` (half-split, partial), ``phi`` (half-split,
+    partial), ``qwen2`` (half-split), ``llama-linear`` (linear scaling),
+    ``llama-yarn`` (YaRN, attention factor), ``llama-dynamic`` (dynamic NTK: never
+    shift-invariant)."""
+    import torch
+    import transformers as tf
+
+    tokenizer = build_tokenizer()
+    common = dict(
+        vocab_size=len(tokenizer),
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    llama = dict(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        **common,
+    )
+    if family == "gptj":
+        config = tf.GPTJConfig(
+            n_embd=64, n_layer=2, n_head=4, rotary_dim=8, n_positions=512, **common
+        )
+        cls = tf.GPTJForCausalLM
+    elif family == "neox":
+        config = tf.GPTNeoXConfig(
+            hidden_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=128,
+            rotary_pct=0.25,
+            max_position_embeddings=512,
+            **common,
+        )
+        cls = tf.GPTNeoXForCausalLM
+    elif family == "phi":
+        config = tf.PhiConfig(
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            partial_rotary_factor=0.5,
+            max_position_embeddings=512,
+            **common,
+        )
+        cls = tf.PhiForCausalLM
+    elif family == "qwen2":
+        config = tf.Qwen2Config(**llama)
+        cls = tf.Qwen2ForCausalLM
+    elif family.startswith("llama-"):
+        kind = family.split("-", 1)[1]
+        params = {"rope_type": kind, "rope_theta": 10000.0, "factor": 2.0}
+        if kind == "yarn":
+            params["original_max_position_embeddings"] = 256
+        config = tf.LlamaConfig(rope_parameters=params, **llama)
+        cls = tf.LlamaForCausalLM
+    else:
+        raise ValueError(family)
+    torch.manual_seed(seed)
+    model = cls(config)
+    _scale_up(model)
+    return _save(model, tokenizer, folder)

@@ -237,6 +237,16 @@ class WorkingCache(Cache):
         self.buf[:, :, : self.batch, :, self.length : self.length + count] = src.unsqueeze(2)
         self.commit(count, node, lo)
 
+    def keep_pending(self, offsets: list[int]) -> None:
+        """Of the columns just written past ``length``, move those at ``offsets``
+        (relative to ``length``, increasing) to sit right after ``length``; the caller
+        then commits ``len(offsets)`` of them. Used when a verified draft was a tree."""
+        if offsets == list(range(len(offsets))):
+            return
+        src = torch.tensor([self.length + o for o in offsets], device=self.device)
+        dst = slice(self.length, self.length + len(offsets))
+        self.buf[:, :, : self.batch, :, dst] = self.buf[:, :, : self.batch, :, src]
+
     def columns(self, start: int, end: int, row: int = 0) -> torch.Tensor:
         """A copy of committed columns ``[start, end)`` of one row, shaped like a node's
         KV: (L, 2, H, T, D)."""

@@ -39,7 +39,7 @@ from loomterm.engine.sampling import (
     token_records,
 )
 from loomterm.engine.text import StreamDecoder, TokenText, common_prefix, common_suffix
-from loomterm.errors import ContextError, EditRangeError, EmptyEditError, InputError, LoomError
+from loomterm.errors import ContextError, EditRangeError, EmptyEditError, InputError
 from loomterm.tree import Node, Origin, Tree
 
 if TYPE_CHECKING:
@@ -87,7 +87,9 @@ class Loom:
             or 4096
         )
         self._cache_kw = (
-            "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
+            "cache"
+            if "cache" in inspect.signature(self.model.forward).parameters
+            else "past_key_values"
         )
         n_layers, n_heads, head_dim = self._kv_geometry()
         self.rope: RopeSpec | None = probe_rope(self.model, self._fresh_kv, self.vocab_size)
@@ -115,7 +117,9 @@ class Loom:
         """Load a model (None: the default model) and start an empty loom on it."""
         from loomterm.engine.models import load_model
 
-        return cls.from_loaded(load_model(model, device=device, dtype=dtype, progress=progress), n_ctx)
+        return cls.from_loaded(
+            load_model(model, device=device, dtype=dtype, progress=progress), n_ctx
+        )
 
     @classmethod
     def from_loaded(
@@ -150,7 +154,11 @@ class Loom:
 
     def _eos_ids(self) -> set[int]:
         ids: set[int] = set()
-        for source in (getattr(self.model, "generation_config", None), self.model.config, self.tokenizer):
+        for source in (
+            getattr(self.model, "generation_config", None),
+            self.model.config,
+            self.tokenizer,
+        ):
             value = getattr(source, "eos_token_id", None) if source is not None else None
             if isinstance(value, int):
                 ids.add(value)
@@ -177,19 +185,36 @@ class Loom:
         return torch.stack([torch.stack(kv) for kv in layers])  # (L, 2, H, T, D)
 
     @torch.inference_mode()
-    def _forward(self, ids: torch.Tensor, keep: int = 1) -> torch.Tensor:
+    def _forward(
+        self,
+        ids: torch.Tensor,
+        keep: int = 1,
+        positions: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """Run ``ids`` (B, q) after the working cache's columns, writing their KV in
-        place. Returns logits of the last ``keep`` positions: (B, keep, V). The caller
-        commits the written columns."""
+        place at columns ``length..length+q``. Returns logits of the last ``keep``
+        positions: (B, keep, V). The caller commits the columns it keeps.
+
+        ``positions`` (B, q) overrides the default ``length + arange(q)``, and
+        ``attention_mask`` (B, 1, q, length+q), boolean, True = may attend, replaces
+        the causal mask: drafted decoding verifies a tree of guesses this way.
+        """
         batch, q = ids.shape
         self.work.prepare(q, batch)
-        positions = torch.arange(self.work.length, self.work.length + q, device=self.device)
+        if positions is None:
+            positions = torch.arange(self.work.length, self.work.length + q, device=self.device)
+            positions = positions[None].expand(batch, q)
+        extra = {}
+        if attention_mask is not None:
+            extra["attention_mask"] = attention_mask
         out = self.model(
             input_ids=ids,
-            position_ids=positions[None].expand(batch, q),
+            position_ids=positions,
             use_cache=True,
             logits_to_keep=keep,
             **{self._cache_kw: self.work},
+            **extra,
         )
         return out.logits  # (B, keep, V)
 
@@ -323,7 +348,9 @@ class Loom:
     def _check_tokens(self, tokens: list[int]) -> None:
         bad = [t for t in tokens if not 0 <= int(t) < self.vocab_size]
         if bad:
-            raise InputError(f"token id {bad[0]} is outside the vocabulary (0..{self.vocab_size - 1})")
+            raise InputError(
+                f"token id {bad[0]} is outside the vocabulary (0..{self.vocab_size - 1})"
+            )
 
     def pick(self, node: Node, position: int, token_id: int) -> Node:
         """A branch where path position ``position`` holds ``token_id`` (an alternative
@@ -407,7 +434,8 @@ class Loom:
                     copy.approx = True
                 self._emit("add", copy)
                 tail = copy
-            self._ensure(tail)
+            if tail.end:
+                self._ensure(tail)
             return tail
 
     def _segments(self, node: Node, start: int, end: int) -> list[tuple[Node, int, int]]:
@@ -437,6 +465,7 @@ class Loom:
             for piece in pieces:
                 offsets.append(offsets[-1] + len(piece))
             whole = self.text_codec.complete_after(old_tokens)
+            whole[-1] = True  # the end is always a place to cut, even after stray bytes
             cp = common_prefix(old_text, new_text)
             cs = common_suffix(old_text, new_text, min(len(old_text), len(new_text)) - cp)
             # Cut one whole token outside the change on each side: a token next to an
@@ -503,7 +532,7 @@ class Loom:
         target = self._layout(node)
         columns = sum(seg.size for seg in target)
         if columns == 0:
-            raise EmptyEditError("the path is empty: there is nothing to predict from")
+            raise EmptyEditError("the document is empty: write something to continue from")
         keep = work.common_prefix_segments(target)
         if keep == columns and self._logits_len == columns and self._logits is not None:
             return self._logits[0]
@@ -728,7 +757,10 @@ class Loom:
             work.buf[:, 1, : work.batch, :, keep:end] = values
             return
         # Absolute positions: rebuild the window of every row from its tokens.
-        rows = [parent.path_tokens() + kid.tokens[:-1] if kid.tokens else parent.path_tokens() for kid in kids]
+        rows = [
+            parent.path_tokens() + kid.tokens[:-1] if kid.tokens else parent.path_tokens()
+            for kid in kids
+        ]
         total = max(len(r) for r in rows)
         shift = self._shift_for(total + 1)
         tails = []

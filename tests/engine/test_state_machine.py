@@ -1,0 +1,122 @@
+"""Random sequences of operations on a loom, each result checked against a recompute."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from tests.helpers import assert_matches_recompute, make_loom
+
+WORDS = st.sampled_from(
+    [" the", " fox", " caf\u00e9", " \u65e5\u672c", ".", " once upon", "\n", " weaver"]
+)
+
+
+class LoomMachine(RuleBasedStateMachine):
+    folder = None
+    n_ctx = None
+
+    @initialize(text=st.lists(WORDS, min_size=1, max_size=6))
+    def start(self, text):
+        self.loom = make_loom(self.folder, n_ctx=self.n_ctx)
+        node = self.loom.append(self.loom.root, "".join(text))
+        self.nodes = [node]
+        self.expected = {node.id: self.loom.tokens(node)}
+
+    def _track(self, node):
+        if node.end == 0:  # everything was deleted: the root, nothing to predict from
+            assert node is self.loom.root
+            return node
+        self.nodes.append(node)
+        self.expected.setdefault(node.id, self.loom.tokens(node))
+        return node
+
+    def _check(self, node):
+        if node.end and self.loom.is_exact(node):
+            assert_matches_recompute(self.loom, node)
+
+    @rule(data=st.data(), text=st.lists(WORDS, min_size=1, max_size=3))
+    def append(self, data, text):
+        node = data.draw(st.sampled_from(self.nodes))
+        self._check(self._track(self.loom.append(node, "".join(text))))
+
+    @rule(data=st.data(), n=st.integers(1, 3), steps=st.integers(1, 6), seed=st.integers(0, 99))
+    def generate(self, data, n, steps, seed):
+        node = data.draw(st.sampled_from(self.nodes))
+        for kid in self.loom.generate(node, steps, n=n, temperature=1.0, seed=seed):
+            self._check(self._track(kid))
+
+    @rule(data=st.data())
+    def truncate(self, data):
+        node = data.draw(st.sampled_from(self.nodes))
+        length = data.draw(st.integers(1, node.end))
+        self._check(self._track(self.loom.truncate(node, length)))
+
+    @rule(data=st.data(), text=st.lists(WORDS, max_size=2), exact=st.booleans())
+    def splice(self, data, text, exact):
+        node = data.draw(st.sampled_from(self.nodes))
+        start = data.draw(st.integers(0, node.end))
+        end = data.draw(st.integers(start, min(node.end, start + 4)))
+        if start == end and not text:
+            return
+        new = self.loom.splice(node, start, end, "".join(text), exact=exact)
+        if exact and self.loom.is_exact(node):
+            assert self.loom.is_exact(new)
+        self._check(self._track(new))
+
+    @rule(data=st.data(), word=WORDS, exact=st.booleans())
+    def edit(self, data, word, exact):
+        node = data.draw(st.sampled_from(self.nodes))
+        text = self.loom.text(node)
+        at = data.draw(st.integers(0, len(text)))
+        new_text = text[:at] + word + text[at:]
+        edited = self.loom.edit(node, new_text, exact=exact)
+        assert self.loom.text(edited) == new_text
+        self._check(self._track(edited))
+
+    @precondition(lambda self: any(n.approx for n in self.loom.tree.nodes.values()))
+    @rule(data=st.data())
+    def refresh(self, data):
+        approx = [n for n in self.nodes if not self.loom.is_exact(n)]
+        if not approx:
+            return
+        node = data.draw(st.sampled_from(approx))
+        self.loom.refresh(node)
+        assert self.loom.is_exact(node)
+        assert_matches_recompute(self.loom, node)
+
+    @rule(data=st.data())
+    def pick(self, data):
+        node = data.draw(st.sampled_from(self.nodes))
+        spots = [(n.start + i, alts) for n in node.path() for i, alts in enumerate(n.top) if alts]
+        if not spots:
+            return
+        position, alts = data.draw(st.sampled_from(spots))
+        token = data.draw(st.sampled_from([t for t, _ in alts]))
+        self._check(self._track(self.loom.pick(node, position, token)))
+
+    @invariant()
+    def every_path_is_stable(self):
+        if not hasattr(self, "loom"):
+            return
+        for node in self.nodes:
+            assert self.loom.tokens(node) == self.expected[node.id]
+
+
+SETTINGS = settings(
+    max_examples=12,
+    stateful_step_count=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+
+
+@pytest.mark.parametrize("n_ctx", [None, 40])
+def test_random_operation_sequences(family, tiny_llama_dir, tiny_gpt2_dir, n_ctx):
+    folder = tiny_llama_dir if family == "llama" else tiny_gpt2_dir
+    machine = type(f"{family.title()}Machine", (LoomMachine,), {"folder": folder, "n_ctx": n_ctx})
+    from hypothesis.stateful import run_state_machine_as_test
+
+    run_state_machine_as_test(machine, settings=SETTINGS)
