@@ -1,0 +1,56 @@
+"""The headless layers never pull in the UI toolkit, and the CLI starts without torch.
+
+Each check runs in a fresh interpreter, so modules imported by other tests do not count.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+
+HEADLESS = [
+    "loomterm.tree",
+    "loomterm.errors",
+    "loomterm.locations",
+    "loomterm.progress",
+    "loomterm.engine.models",
+    "loomterm.engine",
+    "loomterm.store",
+    "loomterm.session",
+    "loomterm.export",
+]
+UI_MODULES = ["textual", "rich"]
+
+
+def imported_after(statement: str) -> set[str]:
+    """The names in sys.modules after running ``statement`` in a fresh interpreter."""
+    code = f"import sys\n{statement}\nprint('\\n'.join(sorted(sys.modules)))"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    return set(result.stdout.split())
+
+
+def present(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def test_headless_modules_do_not_import_the_ui():
+    names = [name for name in HEADLESS if present(name)]
+    assert "loomterm.engine.models" in names
+    modules = imported_after("\n".join(f"import {name}" for name in names))
+    for ui in UI_MODULES:
+        leaked = sorted(m for m in modules if m == ui or m.startswith(ui + "."))
+        assert not leaked, f"importing {names} pulled in {leaked[:5]}"
+
+
+def test_cli_imports_without_torch():
+    # ``loomterm --help`` and argument errors must answer at once.
+    modules = imported_after("import loomterm.cli\nloomterm.cli.build_parser()")
+    heavy = {"torch", "transformers", "textual"} & modules
+    assert not heavy, f"the CLI parser imported {sorted(heavy)}"
