@@ -22,6 +22,7 @@ worker thread while reading nodes from another.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import math
 import threading
@@ -218,6 +219,13 @@ class Loom:
         )
         return out.logits  # (B, keep, V)
 
+    @contextlib.contextmanager
+    def _guard(self):
+        """One operation at a time, and no autograd: KV buffers are created and updated
+        in place under inference mode, so every operation must run inside it."""
+        with self._lock, torch.inference_mode():
+            yield
+
     # -- events ----------------------------------------------------------------------
     def subscribe(self, listener: Listener) -> None:
         """Call ``listener(event, node)`` on every change: add, tokens, split, update,
@@ -293,7 +301,7 @@ class Loom:
 
     def next_logits(self, node: Node) -> torch.Tensor:
         """(vocab,) float32 logits for the token after ``node``'s path."""
-        with self._lock:
+        with self._guard():
             return self._ensure(node).float().clone()
 
     # -- structure -------------------------------------------------------------------
@@ -310,7 +318,7 @@ class Loom:
     def truncate(self, node: Node, length: int) -> Node:
         """The node whose path is the first ``length`` tokens of ``node``'s path.
         Splits a node if needed; runs no forward pass."""
-        with self._lock:
+        with self._guard():
             self._check_node(node)
             total = node.end
             if not 0 <= length <= total:
@@ -326,7 +334,7 @@ class Loom:
 
     def append(self, node: Node, text: str, origin: Origin = Origin.USER, **meta: Any) -> Node:
         """A new child of ``node`` holding ``text``'s tokens, with its KV computed."""
-        with self._lock:
+        with self._guard():
             self._check_node(node)
             tokens = self.encode(text, at_start=node.end == 0)
             if not tokens:
@@ -337,7 +345,7 @@ class Loom:
         self, node: Node, tokens: list[int], origin: Origin = Origin.USER, **meta: Any
     ) -> Node:
         """Like ``append``, for token ids."""
-        with self._lock:
+        with self._guard():
             self._check_node(node)
             self._check_tokens(tokens)
             child = self.tree.add(node, tokens, origin, meta=dict(meta))
@@ -356,7 +364,7 @@ class Loom:
         """A branch where path position ``position`` holds ``token_id`` (an alternative
         from the top list) and nothing follows. Costs no forward pass; an existing
         branch with that token is reused."""
-        with self._lock:
+        with self._guard():
             self._check_node(node)
             if not 0 <= position < node.end:
                 raise EditRangeError(f"position {position} is outside the path (0..{node.end - 1})")
@@ -382,15 +390,24 @@ class Loom:
     # -- splicing --------------------------------------------------------------------
     def splice(self, node: Node, start: int, end: int, text: str, exact: bool = False) -> Node:
         """Replace path tokens ``[start, end)`` with ``text``'s tokens, on a new branch."""
-        with self._lock:
+        with self._guard():
             self._check_node(node)
             return self.splice_tokens(node, start, end, self.encode(text), exact)
 
     def splice_tokens(
-        self, node: Node, start: int, end: int, tokens: list[int], exact: bool = False
+        self,
+        node: Node,
+        start: int,
+        end: int,
+        tokens: list[int],
+        exact: bool = False,
+        rotate: bool = True,
     ) -> Node:
-        """``splice`` with token ids. Returns the new branch's last node."""
-        with self._lock:
+        """``splice`` with token ids. Returns the new branch's last node.
+
+        ``rotate=False`` keeps a fast splice's suffix keys at their old positions; it
+        exists only to measure what re-rotation buys (bench, tests)."""
+        with self._guard():
             self._check_node(node)
             total = node.end
             if not 0 <= start <= end <= total:
@@ -430,7 +447,8 @@ class Loom:
                     meta={k: v for k, v in source.meta.items() if k == "role"},
                 )
                 if fast:
-                    copy.kv = rerotate_kv(source.kv[:, :, :, lo:hi], delta, self.rope)
+                    moved = source.kv[:, :, :, lo:hi]  # (L, 2, H, T, D)
+                    copy.kv = rerotate_kv(moved, delta, self.rope) if rotate else moved.clone()
                     copy.approx = True
                 self._emit("add", copy)
                 tail = copy
@@ -452,7 +470,7 @@ class Loom:
     def edit(self, node: Node, new_text: str, exact: bool = False) -> Node:
         """The path's whole text changed to ``new_text``: re-tokenize the changed region
         and splice only the tokens between the longest common token prefix and suffix."""
-        with self._lock:
+        with self._guard():
             self._check_node(node)
             if not isinstance(new_text, str):
                 raise InputError("text must be a string")
@@ -489,7 +507,7 @@ class Loom:
     def refresh(self, node: Node) -> Node:
         """Recompute, exactly, the KV of every approximate node on the path (and of
         everything after the first one). Returns ``node``."""
-        with self._lock:
+        with self._guard():
             self._check_node(node)
             path = node.path()
             first = next((i for i, n in enumerate(path) if n.approx), None)
@@ -627,7 +645,7 @@ class Loom:
         params = SamplingParams(temperature, top_p, top_k, min_p, repetition_penalty)
         if max_new_tokens < 0 or n < 1:
             raise InputError("max_new_tokens must be >= 0 and n >= 1")
-        with self._lock:
+        with self._guard():
             self._check_node(node)
             logits = self._ensure(node)[None].expand(n, -1)  # (n, V)
             kids = [
