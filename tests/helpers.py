@@ -26,9 +26,16 @@ def window_tokens(loom: Loom, tokens: list[int]) -> list[int]:
 
 @torch.inference_mode()
 def reference_logits(loom: Loom, tokens: list[int]) -> torch.Tensor:
-    """A plain transformers forward over the tokens, no cache: (V,) float32."""
+    """A plain transformers forward over the tokens, no cache, with transformers' own
+    SDPA attention (not loomterm's): (V,) float32."""
     ids = torch.tensor([window_tokens(loom, tokens)], device=loom.device)
-    return loom.model(input_ids=ids).logits[0, -1].float()
+    config = loom.model.config
+    saved = config._attn_implementation
+    config._attn_implementation = "sdpa"
+    try:
+        return loom.model(input_ids=ids).logits[0, -1].float()
+    finally:
+        config._attn_implementation = saved
 
 
 def relative_error(got: torch.Tensor, want: torch.Tensor) -> float:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from loomterm.engine import attention
 from loomterm.engine.kvcache import Segment, WorkingCache, kv_bytes, kv_len, split_kv
 from loomterm.engine.rope import RopeSpec, probe_rope, rerotate, rerotate_kv
 from loomterm.engine.sampling import (
@@ -61,6 +62,7 @@ DEFAULT_SETTINGS = {
     "max_new_tokens": 128,
     "n": 4,
     "splice_mode": "fast",
+    "kv_snapshot": False,
 }
 
 
@@ -79,6 +81,7 @@ class Loom:
         self._listeners: list[Listener] = []
         self.progress: Progress | None = None
         self.settings: dict[str, Any] = dict(DEFAULT_SETTINGS)
+        self.session = None  # the on-disk recorder, once saved or opened (loomterm.session)
 
         config = self.model.config.get_text_config(decoder=True)
         self.vocab_size = int(self.model.get_output_embeddings().weight.shape[0])
@@ -92,6 +95,12 @@ class Loom:
             if "cache" in inspect.signature(self.model.forward).parameters
             else "past_key_values"
         )
+        if self.device.type == "cpu":
+            # Softmax tails underflow into subnormal floats, which x86 CPUs multiply up
+            # to 100x slower; flushing them to zero changes no result that matters.
+            torch.set_flush_denormal(True)
+        # Attention that reads the working cache's strided views in place (see attention).
+        self.fast_attention = attention.install(self.model)
         n_layers, n_heads, head_dim = self._kv_geometry()
         self.rope: RopeSpec | None = probe_rope(self.model, self._fresh_kv, self.vocab_size)
         self.n_ctx = self._check_ctx(n_ctx)
@@ -141,6 +150,13 @@ class Loom:
         from loomterm.session import save_loom
 
         save_loom(self, path)
+
+    def close(self) -> None:
+        """Flush and close the session file, if any (saving a KV snapshot when on)."""
+        if self.session is not None:
+            from loomterm.session import close_session
+
+            close_session(self)
 
     def _check_ctx(self, n_ctx: int | None) -> int:
         if n_ctx is None:
