@@ -664,14 +664,9 @@ class Loom:
         with self._guard():
             self._check_node(node)
             logits = self._ensure(node)[None].expand(n, -1)  # (n, V)
-            kids = [
-                self.tree.add(node, [], Origin.MODEL, sampling=params.as_dict(), seed=seed)
-                for _ in range(n)
-            ]
-            for kid in kids:
-                self._emit("add", kid)
+            kids: list[Node] = []
             try:
-                self._decode(node, kids, logits, max_new_tokens, params, seed, on_token, cancel)
+                self._decode(node, n, kids, logits, max_new_tokens, params, seed, on_token, cancel)
             finally:
                 for kid in kids:
                     self._emit("done", kid)
@@ -680,6 +675,7 @@ class Loom:
     def _decode(
         self,
         parent: Node,
+        n: int,
         kids: list[Node],
         logits: torch.Tensor,
         max_new_tokens: int,
@@ -693,16 +689,16 @@ class Loom:
         Every sampled token is fed back in the same step, so each child ends with its KV
         complete and its next-token logits known. Rows that hit an end-of-sequence
         token stop growing; they keep being fed (their columns are ignored) so the batch
-        stays rectangular.
+        stays rectangular. The ``n`` children are created (into ``kids``) when their
+        first token arrives, so a generation cancelled at once leaves no empty nodes.
         """
-        n = len(kids)
         work = self.work
         base = work.length  # columns of the shared prefix
         # KV can be kept on a child only while its columns sit at its path positions.
         plain = self._shift_for(parent.end) == 0
         work.fork(n)
         generators = make_generators(seed, n)
-        streams = [StreamDecoder(self.text_codec) for _ in kids]
+        streams = [StreamDecoder(self.text_codec) for _ in range(n)]
         history = None
         if params.repetition_penalty != 1.0:
             prefix = torch.tensor(parent.path_tokens(), device=self.device, dtype=torch.long)
@@ -717,6 +713,13 @@ class Loom:
             chosen = sample(logits, params, generators, history)  # (n,)
             logprobs, alternatives = token_records(logits, chosen)
             picks = chosen.tolist()
+            if not kids:
+                sampling = params.as_dict()
+                for _ in range(n):
+                    kids.append(
+                        self.tree.add(parent, [], Origin.MODEL, sampling=sampling, seed=seed)
+                    )
+                    self._emit("add", kids[-1])
             live = [not done for done in finished]
             for row, kid in enumerate(kids):
                 if finished[row]:
@@ -753,6 +756,10 @@ class Loom:
                 history = torch.cat([history, chosen[:, None]], dim=1)
             if all(finished):
                 break
+        if not kids:  # nothing was generated: the cache still holds the parent
+            work.select_row(0, work.segments)
+            work.truncate(base)
+            return
         self._store_generated(kids, base, stored)
         work.select_row(0, work.segments)
         if row0_cols == -2:

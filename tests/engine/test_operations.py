@@ -291,3 +291,15 @@ def test_errors_are_clear_and_typed(loom):
         message = str(info.value)
         assert message and "\n" not in message
     assert loom.tokens(node) == loom.encode(PROMPT)
+
+
+def test_a_generation_cancelled_at_once_leaves_no_empty_node(loom):
+    node = loom.append(loom.root, PROMPT)
+    cancel = threading.Event()
+    cancel.set()
+    assert loom.generate(node, 10, cancel=cancel) == []
+    assert loom.generate(node, 0) == []
+    assert node.children == []
+    assert_matches_recompute(loom, node)
+    (kid,) = loom.generate(node, 3, temperature=0)
+    assert_matches_recompute(loom, kid)
