@@ -44,6 +44,11 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto", help="auto, cuda, mps or cpu")
     parser.add_argument("--dtype", default="auto", help="auto, float32, bfloat16 or float16")
     parser.add_argument("--n-ctx", type=int, default=None, help="context window in tokens")
+    parser.add_argument(
+        "--kv-budget",
+        default=None,
+        help="cap on cached KV memory, e.g. 2G (default: half the free memory)",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

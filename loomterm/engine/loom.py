@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from loomterm.engine import attention
+from loomterm.engine.budget import LruClock, default_budget, parse_size
 from loomterm.engine.kvcache import Segment, WorkingCache, kv_bytes, kv_len, split_kv
 from loomterm.engine.rope import RopeSpec, probe_rope, rerotate, rerotate_kv
 from loomterm.engine.sampling import (
@@ -70,7 +71,13 @@ class Loom:
     """A session's tree and the model that extends it. See the module docstring."""
 
     # -- construction ------------------------------------------------------------
-    def __init__(self, loaded: LoadedModel, n_ctx: int | None = None, tree: Tree | None = None):
+    def __init__(
+        self,
+        loaded: LoadedModel,
+        n_ctx: int | None = None,
+        tree: Tree | None = None,
+        kv_budget: int | str | None = None,
+    ):
         self.loaded = loaded
         self.model = loaded.model
         self.tokenizer = loaded.tokenizer
@@ -112,6 +119,10 @@ class Loom:
 
         self.tree = tree or Tree()
         self.tree.split_kv = split_kv
+        # Resident KV cap (bytes); least recently used branches lose their KV first.
+        self.kv_budget = parse_size(kv_budget) or default_budget(self.device)
+        self.lru = LruClock()
+        self.evictions = 0
         self._cursor = self.tree.root
         self.eos_ids = self._eos_ids()
 
@@ -123,20 +134,25 @@ class Loom:
         dtype: str = "auto",
         n_ctx: int | None = None,
         progress: Progress | None = None,
+        kv_budget: int | str | None = None,
     ) -> Loom:
-        """Load a model (None: the default model) and start an empty loom on it."""
+        """Load a model (None: the default model) and start an empty loom on it.
+        ``kv_budget`` caps resident KV ("2G", bytes; default: half the free memory)."""
         from loomterm.engine.models import load_model
 
-        return cls.from_loaded(
-            load_model(model, device=device, dtype=dtype, progress=progress), n_ctx
-        )
+        loaded = load_model(model, device=device, dtype=dtype, progress=progress)
+        return cls.from_loaded(loaded, n_ctx, kv_budget=kv_budget)
 
     @classmethod
     def from_loaded(
-        cls, loaded: LoadedModel, n_ctx: int | None = None, tree: Tree | None = None
+        cls,
+        loaded: LoadedModel,
+        n_ctx: int | None = None,
+        tree: Tree | None = None,
+        kv_budget: int | str | None = None,
     ) -> Loom:
         """A loom on an already loaded model, optionally over an existing tree."""
-        return cls(loaded, n_ctx=n_ctx, tree=tree)
+        return cls(loaded, n_ctx=n_ctx, tree=tree, kv_budget=kv_budget)
 
     @classmethod
     def open(cls, path, model: str | None = None, device: str = "auto", dtype: str = "auto", **kw):
@@ -225,15 +241,28 @@ class Loom:
         extra = {}
         if attention_mask is not None:
             extra["attention_mask"] = attention_mask
-        out = self.model(
-            input_ids=ids,
-            position_ids=positions,
-            use_cache=True,
-            logits_to_keep=keep,
-            **{self._cache_kw: self.work},
-            **extra,
-        )
-        return out.logits  # (B, keep, V)
+        kwargs = dict(input_ids=ids, position_ids=positions, use_cache=True, logits_to_keep=keep)
+        kwargs[self._cache_kw] = self.work
+        try:
+            return self.model(**kwargs, **extra).logits  # (B, keep, V)
+        except torch.OutOfMemoryError:
+            # Free every branch's KV but the ones being worked on, then try once more.
+            self._free_for_oom()
+            try:
+                return self.model(**kwargs, **extra).logits
+            except torch.OutOfMemoryError:
+                raise LoomError(
+                    f"out of memory on {self.device.type} even after freeing cached branches: "
+                    "generate fewer siblings, or lower --n-ctx or --kv-budget"
+                ) from None
+
+    def _free_for_oom(self) -> None:
+        active = {seg.node.id for seg in self.work.segments}
+        for node in list(self.tree.nodes.values()):
+            if node.kv is not None and node.id not in active:
+                self.evict(node)
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
 
     @contextlib.contextmanager
     def _guard(self):
@@ -598,6 +627,9 @@ class Loom:
         logits = self._run(plan, approx_before, store=True, windowed=windowed)
         self._logits = logits[None]  # (1, V)
         self._logits_len = columns
+        path = node.path()
+        self.lru.touch(path)
+        self._enforce_budget(path)
         return logits
 
     def _run(
@@ -631,8 +663,10 @@ class Loom:
                 if plain and kv_len(node.kv) == lo:
                     fresh = self.work.columns(col, col + hi - lo)  # (L, 2, H, T, D)
                     node.kv = fresh if node.kv is None else torch.cat([node.kv, fresh], dim=3)
-                    if approx_before and not node.approx:
-                        node.approx = True
+                    # Computed on top of approximate KV, it is approximate too; computed
+                    # afresh on an exact path (after an eviction), it is exact.
+                    if node.approx != approx_before and (lo == 0 or approx_before):
+                        node.approx = approx_before
                         self._emit("update", node)
                 approx_before = approx_before or node.approx
                 col += hi - lo
@@ -761,6 +795,8 @@ class Loom:
             work.truncate(base)
             return
         self._store_generated(kids, base, stored)
+        self.lru.touch([*parent.path(), *kids])
+        self._enforce_budget([*parent.path(), kids[0]])
         work.select_row(0, work.segments)
         if row0_cols == -2:
             work.truncate(0)
@@ -769,6 +805,43 @@ class Loom:
         valid = row0_cols == -1 and len(kids[0].tokens) > 0
         self._logits = logits[:1].clone() if valid else None
         self._logits_len = work.length if valid else -1
+
+    # -- memory budget ---------------------------------------------------------------
+    def _enforce_budget(self, protect: list[Node]) -> int:
+        """Evict least recently used KV until the tree fits ``kv_budget``; nodes in
+        ``protect`` (the active path) are never evicted. Returns bytes now resident."""
+        storages: dict[int, list] = {}  # storage pointer -> [bytes, node ids]
+        for node in self.tree.nodes.values():
+            if node.kv is not None:
+                storage = node.kv.untyped_storage()
+                entry = storages.setdefault(storage.data_ptr(), [storage.nbytes(), set()])
+                entry[1].add(node.id)
+        resident = sum(size for size, _ in storages.values())
+        if resident <= self.kv_budget:
+            return resident
+        keep = {node.id for node in protect}
+        owner = {nid: ptr for ptr, (_, ids) in storages.items() for nid in ids}
+        candidates = [n for n in self.tree.nodes.values() if n.kv is not None and n.id not in keep]
+        for node in self.lru.oldest_first(candidates):
+            entry = storages[owner[node.id]]
+            self.evict(node)
+            entry[1].discard(node.id)
+            if not entry[1]:
+                resident -= entry[0]
+                if resident <= self.kv_budget:
+                    break
+        return resident
+
+    def evict(self, node: Node) -> None:
+        """Drop ``node``'s KV, keeping its tokens; it is recomputed exactly when used."""
+        with self._guard():
+            if node.kv is None:
+                return
+            node.kv = None
+            self.evictions += 1
+            if node.approx and not any(n.approx for n in node.path()[:-1]):
+                node.approx = False  # its recompute will be exact
+                self._emit("update", node)
 
     def _store_generated(self, kids: list[Node], base: int, stored: list[int]) -> None:
         """Copy each child's new KV out of its buffer row onto the child."""

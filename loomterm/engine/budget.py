@@ -1,0 +1,60 @@
+"""A cap on resident KV, with least-recently-used eviction.
+
+Evicting a node drops its KV and keeps its tokens: coming back to it recomputes the KV
+exactly (``Loom._ensure``). The active path is never evicted. Nodes that share one
+storage (the halves of a split) free memory only once all of them are evicted, so the
+accounting is per storage, as ``kvcache.kv_bytes`` counts it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+
+import torch
+
+from loomterm.errors import InputError
+
+# Share of free memory the KV may take by default: the model and the working buffer
+# need the rest.
+DEFAULT_SHARE = 0.5
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(text: str | int | None) -> int | None:
+    """``"512M"``, ``"2G"``, ``"1.5g"``, ``"1000000"`` or an int -> bytes; None stays None."""
+    if text is None or isinstance(text, int):
+        return text
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*", str(text).lower())
+    if not match:
+        raise InputError(f"cannot read a memory size from {text!r}: use e.g. 512M or 2G")
+    return int(float(match.group(1)) * _UNITS[match.group(2)])
+
+
+def default_budget(device: torch.device) -> int:
+    """Half of the device's free memory now."""
+    if device.type == "cuda":
+        free, _total = torch.cuda.mem_get_info(device)
+        return int(free * DEFAULT_SHARE)
+    try:
+        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        free = 8 << 30
+    return int(free * DEFAULT_SHARE)
+
+
+class LruClock:
+    """Remembers when each node's KV was last used."""
+
+    def __init__(self) -> None:
+        self._ticks = itertools.count()
+        self.last_used: dict[int, int] = {}
+
+    def touch(self, nodes) -> None:
+        tick = next(self._ticks)
+        for node in nodes:
+            self.last_used[node.id] = tick
+
+    def oldest_first(self, nodes) -> list:
+        return sorted(nodes, key=lambda n: self.last_used.get(n.id, -1))
