@@ -42,7 +42,7 @@ from loomterm.engine.sampling import (
     token_records,
 )
 from loomterm.engine.text import StreamDecoder, TokenText, common_prefix, common_suffix
-from loomterm.errors import ContextError, EditRangeError, EmptyEditError, InputError
+from loomterm.errors import ContextError, EditRangeError, EmptyEditError, InputError, LoomError
 from loomterm.tree import Node, Origin, Tree
 
 if TYPE_CHECKING:
