@@ -9,6 +9,9 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from tests.helpers import assert_matches_recompute, make_loom
 
+# Sequences and steps run, for the record (printed with -s).
+STATS = {"sequences": 0, "steps": 0}
+
 WORDS = st.sampled_from(
     [" the", " fox", " caf\u00e9", " \u65e5\u672c", ".", " once upon", "\n", " weaver"]
 )
@@ -20,6 +23,11 @@ class LoomMachine(RuleBasedStateMachine):
 
     @initialize(text=st.lists(WORDS, min_size=1, max_size=6))
     def start(self, text):
+        import tempfile
+        from pathlib import Path
+
+        self.session_path = Path(tempfile.mkdtemp()) / "fuzz.loom"
+        STATS["sequences"] += 1
         self.loom = make_loom(self.folder, n_ctx=self.n_ctx)
         node = self.loom.append(self.loom.root, "".join(text))
         self.nodes = [node]
@@ -97,17 +105,48 @@ class LoomMachine(RuleBasedStateMachine):
         token = data.draw(st.sampled_from([t for t, _ in alts]))
         self._check(self._track(self.loom.pick(node, position, token)))
 
+    @rule(data=st.data())
+    def evict(self, data):
+        resident = [n for n in self.loom.tree.nodes.values() if n.kv is not None]
+        if not resident:
+            return
+        node = data.draw(st.sampled_from(resident))
+        self.loom.evict(node)
+        assert node.kv is None and node.tokens == self.loom.tree.nodes[node.id].tokens
+
+    @rule(data=st.data())
+    def save_and_reopen(self, data):
+        from loomterm.engine import Loom
+
+        cursor = data.draw(st.sampled_from(self.nodes))
+        self.loom.cursor = cursor
+        if self.loom.session is None:
+            self.loom.save(self.session_path)
+        before = {n.id: self.loom.tokens(n) for n in self.loom.tree.nodes.values()}
+        self.loom.close()
+        self.loom = Loom.open(self.session_path, n_ctx=self.n_ctx)
+        after = {n.id: self.loom.tokens(n) for n in self.loom.tree.nodes.values()}
+        assert after == before  # nothing lost, nothing changed
+        assert self.loom.cursor.id == cursor.id
+        self.nodes = [self.loom.tree.nodes[n.id] for n in self.nodes]
+        self._check(self.loom.cursor)
+
+    def teardown(self):
+        if hasattr(self, "loom"):
+            self.loom.close()
+
     @invariant()
     def every_path_is_stable(self):
         if not hasattr(self, "loom"):
             return
+        STATS["steps"] += 1
         for node in self.nodes:
             assert self.loom.tokens(node) == self.expected[node.id]
 
 
 SETTINGS = settings(
-    max_examples=12,
-    stateful_step_count=12,
+    max_examples=25,
+    stateful_step_count=15,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
@@ -120,3 +159,4 @@ def test_random_operation_sequences(family, tiny_llama_dir, tiny_gpt2_dir, n_ctx
     from hypothesis.stateful import run_state_machine_as_test
 
     run_state_machine_as_test(machine, settings=SETTINGS)
+    print(f"fuzzed {STATS['sequences']} op sequences, {STATS['steps']} steps so far")
