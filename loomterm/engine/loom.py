@@ -41,6 +41,7 @@ from loomterm.engine.sampling import (
     sample,
     token_records,
 )
+from loomterm.engine.speculative import drafted_decode, drafting_config
 from loomterm.engine.text import StreamDecoder, TokenText, common_prefix, common_suffix
 from loomterm.errors import ContextError, EditRangeError, EmptyEditError, InputError, LoomError
 from loomterm.tree import Node, Origin, Tree
@@ -64,6 +65,9 @@ DEFAULT_SETTINGS = {
     "n": 4,
     "splice_mode": "fast",
     "kv_snapshot": False,
+    # Drafted decoding for one continuation (loomterm.engine.speculative): "auto",
+    # "tree", "lookahead" or "off".
+    "drafting": "auto",
 }
 
 
@@ -700,7 +704,13 @@ class Loom:
             logits = self._ensure(node)[None].expand(n, -1)  # (n, V)
             kids: list[Node] = []
             try:
-                self._decode(node, n, kids, logits, max_new_tokens, params, seed, on_token, cancel)
+                # -- drafted decoding (issue 5): one continuation, verified drafts --
+                args = (node, n, kids, logits, max_new_tokens, params, seed, on_token, cancel)
+                draft = drafting_config(self, node, n, max_new_tokens)
+                if draft is not None:
+                    drafted_decode(self, *args, draft)
+                else:
+                    self._decode(*args)
             finally:
                 for kid in kids:
                     self._emit("done", kid)
@@ -840,7 +850,8 @@ class Loom:
             node.kv = None
             self.evictions += 1
             if node.approx and not any(n.approx for n in node.path()[:-1]):
-                node.approx = False  # its recompute will be exact
+                node.approx = False  # its recompute will be exact...
+                self.work.forget(node)  # ...so the working cache's copy must go too
                 self._emit("update", node)
 
     def _store_generated(self, kids: list[Node], base: int, stored: list[int]) -> None:

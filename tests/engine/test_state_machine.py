@@ -145,8 +145,8 @@ class LoomMachine(RuleBasedStateMachine):
 
 
 SETTINGS = settings(
-    max_examples=25,
-    stateful_step_count=15,
+    max_examples=20,
+    stateful_step_count=12,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
