@@ -123,7 +123,7 @@ class PieceMaker:
 
     @classmethod
     def for_loom(cls, loom: Loom) -> PieceMaker:
-        return cls(loom.tokenizer, getattr(loom, "text_codec", None))
+        return cls(loom.tokenizer, loom.text_codec)
 
     def pieces(self, tokens: Sequence[int], context: Sequence[int] = ()) -> list[str]:
         """Pieces of ``tokens`` when ``context`` comes just before them."""
@@ -324,9 +324,7 @@ class SessionRecorder:
                             warnings.warn(f"KV snapshot not saved: {exc}", stacklevel=2)
             finally:
                 self._closed = True
-                unsubscribe = getattr(self.loom, "unsubscribe", None)
-                if unsubscribe is not None:
-                    unsubscribe(self)
+                self.loom.unsubscribe(self)
                 if self.store is not None:
                     self.store.close()
                 _open_recorders.discard(self)
@@ -350,7 +348,7 @@ def _close_open_sessions() -> None:
 
 def session_of(loom: Loom) -> SessionRecorder | None:
     """The recorder attached to ``loom`` by save or open, if any."""
-    return getattr(loom, "session", None)
+    return loom.session
 
 
 def close_session(loom: Loom) -> None:
@@ -454,23 +452,13 @@ def _attach(
 ) -> SessionRecorder:
     recorder = SessionRecorder(loom, store, path, pieces, kv_snapshot=kv_snapshot)
     loom.subscribe(recorder)
-    loom.session = recorder  # type: ignore[attr-defined]
+    loom.session = recorder
     return recorder
 
 
-class _engine_lock:
-    """Hold the engine's lock (if it has one) so no change slips by while we write."""
-
-    def __init__(self, loom: Loom) -> None:
-        self.lock = getattr(loom, "_lock", None)
-
-    def __enter__(self) -> None:
-        if self.lock is not None:
-            self.lock.acquire()
-
-    def __exit__(self, *exc: object) -> None:
-        if self.lock is not None:
-            self.lock.release()
+def _engine_lock(loom: Loom) -> threading.RLock:
+    """The engine's lock: hold it so no change slips by while we write."""
+    return loom._lock
 
 
 # -- open -----------------------------------------------------------------------------

@@ -79,3 +79,77 @@ class ForwardCounter:
 
     def __exit__(self, *exc):
         self.close()
+
+
+# -- sessions -------------------------------------------------------------------------
+
+
+def ends_whole(loom: Loom, node) -> bool:
+    """True when ``node``'s path ends on a whole character (no UTF-8 bytes pending)."""
+    return loom.text_codec.complete_after(loom.tokens(node))[-1]
+
+
+def split_characters(loom: Loom, node) -> list[str]:
+    """Characters of ``node``'s text whose UTF-8 bytes are spread over two or more of its
+    tokens (a token holding only their first bytes has an empty piece)."""
+    pieces = loom.token_pieces(loom.tokens(node))[node.end - len(node.tokens) :]
+    found = []
+    for i, piece in enumerate(pieces):
+        if piece or (i and not pieces[i - 1]):
+            continue  # not the first token of a character's bytes
+        following = next((p for p in pieces[i + 1 :] if p), "")
+        if following and following[0] != "\ufffd":
+            found.append(following[0])
+    return found
+
+
+def sample_tree(loom: Loom) -> Loom:
+    """Build a small session on ``loom`` with real operations: branches, a split, a fast
+    splice (re-rotated, approximate KV), every origin, chat-role and bookmark meta,
+    characters split across tokens, and a cursor. Returns ``loom``.
+
+    The seeds are fixed and chosen so that every node starts and ends on a whole
+    character (checked below), so each node's text stands on its own.
+    """
+    from loomterm.tree import Origin
+
+    prompt = loom.append(loom.root, "Once upon a time", role="user")
+    first = loom.generate(prompt, 12, temperature=0.7, seed=8)[0]
+    second = loom.generate(prompt, 8, temperature=0.0)[0]  # greedy, no seed
+    edited = loom.splice(second, second.end, second.end, ' <edit> & "quotes"')
+    edited.meta["bookmark"] = "favourite"
+    loom.truncate(first, prompt.end + 5)  # splits the first reply
+    # A fast splice inside it: the tokens after the change keep re-rotated KV.
+    loom.splice(first, prompt.end + 2, prompt.end + 3, " caf\u00e9 \u65e5\u672c \U0001f600\n")
+    loom.append(prompt, "\n\n# not a heading\n> not a quote", hidden=True)
+    loom.cursor = edited
+
+    nodes = list(loom.tree.nodes.values())
+    assert all(ends_whole(loom, n) for n in nodes if n.tokens), "a node ends mid-character"
+    assert any(n.approx for n in nodes), "the splice left no approximate node"
+    assert {Origin(n.origin) for n in nodes} >= {Origin.USER, Origin.MODEL, Origin.EDIT}
+    assert any(split_characters(loom, n) for n in nodes), "no character spans tokens"
+    return loom
+
+
+def tree_record(tree) -> list[tuple]:
+    """Everything the file must keep about each node, for equality checks."""
+    from loomterm.tree import Origin
+
+    return [
+        (
+            node.id,
+            node.parent.id if node.parent is not None else None,
+            [child.id for child in node.children],
+            list(node.tokens),
+            list(node.logprobs),
+            [None if top is None else [tuple(alt) for alt in top] for top in node.top],
+            Origin(node.origin).value,
+            bool(node.approx),
+            node.sampling,
+            node.seed,
+            node.created,
+            node.meta,
+        )
+        for node in sorted(tree.nodes.values(), key=lambda n: n.id)
+    ]

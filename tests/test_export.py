@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -15,20 +16,30 @@ from markdown_it import MarkdownIt
 
 from loomterm import export
 from loomterm.cli import main
+from loomterm.engine import Loom
 from loomterm.export import ExportError, read_import, render, write_atomic
 from loomterm.session import close_session, import_session, load_session, save_loom, session_path
 from loomterm.store import SessionData, load
 from loomterm.tree import Origin
-from tests.fake_loom import FakeLoom, sample_tree, tree_record
+from tests.helpers import ends_whole, make_loom, sample_tree, tree_record
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
-def sample() -> tuple[FakeLoom, SessionData]:
-    loom = sample_tree()
-    # A logprob of minus infinity must survive strict JSON.
+def loom(tiny_llama_dir) -> Iterator[Loom]:
+    """A fresh loom on the tiny seeded Llama (it loads in milliseconds)."""
+    loom = make_loom(tiny_llama_dir)
+    yield loom
+    loom.close()
+
+
+@pytest.fixture
+def sample(loom) -> tuple[Loom, SessionData]:
+    sample_tree(loom)
+    # A logprob of minus infinity must survive strict JSON (a real model's are finite).
     node = loom.tree.nodes[2]
+    assert Origin(node.origin) is Origin.MODEL and node.logprobs
     node.logprobs[0] = float("-inf")
     node.top[0] = [(node.tokens[0], float("-inf")), (66, -1.0)]
     save_loom(loom, "sample")
@@ -177,17 +188,22 @@ def test_markdown_shows_who_wrote_what_and_the_exact_path(sample):
     assert tokens[0].type == "heading_open"
 
 
-def test_markdown_without_roles_labels_origins():
-    loom = FakeLoom()
+def test_markdown_without_roles_labels_origins(loom):
     typed = loom.append(loom.root, "Dear diary,\n\n")
-    reply = loom.start_generation(typed)
-    loom.grow(reply, "today I learned\n# that hashes\n> and quotes <b>stay</b> &amp; text")
-    loom.cursor = reply
+    reply = loom.generate(typed, 12, temperature=0.7, seed=8)[0]
+    assert ends_whole(loom, reply)
+    more = "today I learned\n# that hashes\n> and quotes <b>stay</b> &amp; text"
+    edited = loom.splice(reply, reply.end, reply.end, more)
+    loom.cursor = edited
     save_loom(loom, "diary")
     close_session(loom)
     data = load_session("diary")
     runs = markdown_runs(render(data, "md"))
-    assert runs == [("You", "Dear diary,\n\n"), ("Model", loom.decode(reply.tokens))]
+    assert runs == [
+        ("You", "Dear diary,\n\n"),
+        ("Model", loom.decode(reply.tokens)),
+        ("Edited", more),
+    ]
     assert "&lt;b&gt;stay&lt;/b&gt; &amp;amp;" in MarkdownIt().render(render(data, "md"))
 
 
@@ -287,7 +303,7 @@ def test_the_sessions_table(sample, capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0].split() == ["NAME", "MODEL", "LAST", "CHANGE", "NODES", "PATH"]
     row = out[1].split()
-    assert row[0] == "sample" and row[1] == "fake-bytes"
+    assert row[0] == "sample" and row[1] == loom.loaded.name
     assert str(len(loom.tree.nodes) - 1) in row and f"{loom.cursor.end}" in row
 
 
@@ -397,11 +413,11 @@ def test_a_text_only_loomterm_tree_is_retokenized(sample, tiny_llama_dir, tmp_pa
     assert {n.id for n in imported.tree.nodes.values()} == set(data.tree.nodes)
 
 
-def test_tokens_of_another_model_are_retokenized_on_import(sample, tiny_llama_dir, tmp_path):
+def test_tokens_of_another_model_are_retokenized_on_import(sample, tiny_gpt2_dir, tmp_path):
     _, data = sample
-    out = tmp_path / "fake.json"
+    out = tmp_path / "llama.json"
     out.write_text(render(data, "json"), encoding="utf-8")
-    imported = import_session(read_import(out), "moved", model=str(tiny_llama_dir), device="cpu")
+    imported = import_session(read_import(out), "moved", model=str(tiny_gpt2_dir), device="cpu")
     assert imported.path_text() == data.path_text()
     assert imported.model["fingerprint"] != data.model["fingerprint"]
     assert load(session_path("moved")).tree.nodes.keys() == data.tree.nodes.keys()

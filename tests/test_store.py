@@ -10,14 +10,18 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+import torch
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loomterm import store as store_mod
+from loomterm.engine import Loom
 from loomterm.errors import SessionError
 from loomterm.session import (
     FLUSH_INTERVAL,
@@ -37,17 +41,25 @@ from loomterm.store import (
     unpack_top,
 )
 from loomterm.tree import Origin
-from tests.fake_loom import FakeLoom, sample_tree, tree_record
+from tests.helpers import ends_whole, make_loom, sample_tree, tree_record
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def loom(tiny_llama_dir) -> Iterator[Loom]:
+    """A fresh loom on the tiny seeded Llama (it loads in milliseconds)."""
+    loom = make_loom(tiny_llama_dir)
+    yield loom
+    loom.close()
 
 
 def sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def saved_sample(tmp_path: Path) -> tuple[FakeLoom, Path]:
-    loom = sample_tree()
+def saved_sample(loom: Loom, tmp_path: Path) -> tuple[Loom, Path]:
+    sample_tree(loom)
     path = tmp_path / "sample.loom"
     save_loom(loom, path)
     close_session(loom)
@@ -57,14 +69,14 @@ def saved_sample(tmp_path: Path) -> tuple[FakeLoom, Path]:
 # -- what the file keeps --------------------------------------------------------------
 
 
-def test_save_and_load_keep_every_field(tmp_path):
-    loom, path = saved_sample(tmp_path)
+def test_save_and_load_keep_every_field(loom, tmp_path):
+    loom, path = saved_sample(loom, tmp_path)
     data = load(path)
     assert tree_record(data.tree) == tree_record(loom.tree)
     assert data.cursor == loom.cursor.id
     assert data.settings == loom.settings
     assert data.model["fingerprint"] == loom.loaded.fingerprint
-    assert data.model["name"] == "fake-bytes"
+    assert data.model["name"] == loom.loaded.name
     assert data.tree._next_id == loom.tree._next_id
     for node in loom.tree.nodes.values():
         assert data.text(node) == loom.decode(node.tokens) or node.tokens == []
@@ -73,8 +85,8 @@ def test_save_and_load_keep_every_field(tmp_path):
     assert data.name == "sample"
 
 
-def test_schema_is_versioned_with_a_migration_path(tmp_path):
-    _, path = saved_sample(tmp_path)
+def test_schema_is_versioned_with_a_migration_path(loom, tmp_path):
+    _, path = saved_sample(loom, tmp_path)
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -82,8 +94,8 @@ def test_schema_is_versioned_with_a_migration_path(tmp_path):
     assert len(MIGRATIONS) == SCHEMA_VERSION
 
 
-def test_an_older_schema_is_migrated_with_a_backup(tmp_path, monkeypatch):
-    loom, path = saved_sample(tmp_path)
+def test_an_older_schema_is_migrated_with_a_backup(loom, tmp_path, monkeypatch):
+    loom, path = saved_sample(loom, tmp_path)
     before = sha(path)
 
     def add_colour(conn):
@@ -103,6 +115,18 @@ def test_an_older_schema_is_migrated_with_a_backup(tmp_path, monkeypatch):
     conn.close()
 
 
+@pytest.fixture
+def ieee_floats():
+    """Subnormal floats as IEEE-754 has them, for one test. Building a Loom on the CPU
+    flushes them to zero on its thread (for speed); an exactness check cannot run like
+    that, and hypothesis refuses to draw floats."""
+    flushing = sys.float_info.min / 2 == 0.0
+    torch.set_flush_denormal(False)
+    yield
+    torch.set_flush_denormal(flushing)
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])  # set once, for all
 @given(
     st.lists(
         st.tuples(
@@ -113,15 +137,14 @@ def test_an_older_schema_is_migrated_with_a_backup(tmp_path, monkeypatch):
     )
     | st.none()
 )
-def test_alternatives_pack_exactly(top):
+def test_alternatives_pack_exactly(ieee_floats, top):
     assert unpack_top(pack_top(top)) == top
 
 
 # -- streaming ------------------------------------------------------------------------
 
 
-def test_every_change_reaches_the_file_as_it_happens(tmp_path):
-    loom = FakeLoom()
+def test_every_change_reaches_the_file_as_it_happens(loom, tmp_path):
     path = tmp_path / "live.loom"
     save_loom(loom, path)
     prompt = loom.append(loom.root, "Hello")
@@ -131,57 +154,75 @@ def test_every_change_reaches_the_file_as_it_happens(tmp_path):
     loom.update_settings(temperature=0.3)
     assert load(path).settings["temperature"] == 0.3
     prompt.meta["bookmark"] = True
-    loom.emit("update", prompt)
+    loom._emit("update", prompt)  # how the app changes meta (loomterm.tui.ops.set_meta)
     assert load(path).tree.nodes[prompt.id].meta == {"bookmark": True}
-    reply = loom.start_generation(prompt)
-    loom.grow(reply, " world, and all who live in it")
-    loom.emit("done", reply)
+    reply = loom.generate(prompt, 12, temperature=0.7, seed=8)[0]
+    assert len(reply.tokens) == 12 and ends_whole(loom, reply)
     assert tree_record(load(path).tree) == tree_record(loom.tree)
-    head = loom.split(reply, 6)
+    head = loom.truncate(reply, prompt.end + 6)
+    assert head is not reply  # it split the reply
     data = load(path)
     assert tree_record(data.tree) == tree_record(loom.tree)
-    assert data.text(head) + data.text(reply) == " world, and all who live in it"
+    assert data.text(head) + data.text(reply) == loom.decode(head.tokens + reply.tokens)
+    assert data.path_text(reply) == loom.text(reply)
     close_session(loom)
 
 
-def test_generated_tokens_reach_disk_within_half_a_second(tmp_path):
-    loom = FakeLoom()
+def test_generated_tokens_reach_disk_within_half_a_second(loom, tmp_path):
     path = tmp_path / "stream.loom"
+    prompt = loom.append(loom.root, "Once upon a time")
     save_loom(loom, path)
-    node = loom.start_generation(loom.root)
-    loom.grow(node, "abc")  # then the model goes quiet: no more events
-    time.sleep(FLUSH_INTERVAL + 0.3)
-    assert load(path).tree.nodes[node.id].tokens == list(b"abc")
-    # A steady stream is written at least every half second, not only at the end.
-    start = time.monotonic()
-    while time.monotonic() - start < 1.2:
-        loom.grow(node, "x")
-        time.sleep(0.01)
-    on_disk = len(load(path).tree.nodes[node.id].tokens)
-    assert on_disk >= len(node.tokens) - int(FLUSH_INTERVAL / 0.01) - 5
+    seen: dict[str, object] = {}
+    cancel = threading.Event()
+
+    def on_token(node, token, piece):
+        # Runs as each token arrives, before the engine announces it.
+        if len(node.tokens) == 4:
+            # Three tokens announced, then the model goes quiet: no more events.
+            time.sleep(FLUSH_INTERVAL + 0.3)
+            seen["quiet"] = (load(path).tree.nodes[node.id].tokens, list(node.tokens))
+            seen["start"] = time.monotonic()
+        elif len(node.tokens) > 4:
+            # A steady stream is written at least every half second, not only at the end.
+            time.sleep(0.01)
+            if time.monotonic() - seen["start"] >= 1.2:
+                on_disk = len(load(path).tree.nodes[node.id].tokens)
+                seen["stream"] = (on_disk, len(node.tokens))
+                cancel.set()
+
+    node = loom.generate(prompt, 1000, temperature=0.0, on_token=on_token, cancel=cancel)[0]
+    on_disk, tokens = seen["quiet"]
+    assert len(on_disk) >= 3 and on_disk == tokens[: len(on_disk)]
+    on_disk, generated = seen["stream"]
+    assert on_disk >= generated - int(FLUSH_INTERVAL / 0.01) - 5
     close_session(loom)
     assert load(path).tree.nodes[node.id].tokens == node.tokens
 
 
-def test_a_character_split_across_flushes_keeps_its_text(tmp_path):
-    loom = FakeLoom()
+def test_a_character_split_across_flushes_keeps_its_text(loom, tmp_path):
     path = tmp_path / "utf8.loom"
+    prompt = loom.append(loom.root, "Caf\u00e9 \u65e5\u672c \U0001f600")
     save_loom(loom, path)
-    node = loom.start_generation(loom.root)
-    loom.grow(node, "caf")
-    encoded = "\u00e9!".encode()
-    node.tokens.append(encoded[0])
-    node.logprobs.append(None)
-    node.top.append(None)
-    loom.emit("tokens", node)
-    loom.emit("done", node)  # flush with half a character at the end
-    for byte in encoded[1:]:
-        node.tokens.append(byte)
-        node.logprobs.append(None)
-        node.top.append(None)
-        loom.emit("tokens", node)
-    loom.emit("done", node)
-    assert load(path).path_text(node) == "caf\u00e9!"
+    flushes = []
+
+    def flush_each_token(node, token, piece):
+        # Write what was announced so far, and this token: the first bytes of a
+        # character reach the file before the token that completes it.
+        loom.session.flush()
+        flushes.append(len(load(path).tree.nodes[node.id].tokens))
+
+    node = loom.generate(prompt, 16, temperature=0.7, seed=6, on_token=flush_each_token)[0]
+    assert flushes[-1] == len(node.tokens) == 16
+    pieces = loom.token_pieces(loom.tokens(node))[prompt.end :]
+
+    def mid_character(k: int) -> bool:
+        """The first ``k`` tokens end inside a character that the next ones complete."""
+        following = next((p for p in pieces[k:] if p), "")
+        return k > 0 and pieces[k - 1] == "" and following[:1] not in ("", "\ufffd")
+
+    assert any(mid_character(k) for k in flushes), "the seed no longer splits a character"
+    assert ends_whole(loom, node)
+    assert load(path).path_text(node) == loom.text(node)
     close_session(loom)
 
 
@@ -190,31 +231,38 @@ CRASHER = textwrap.dedent(
     import os, sys, time
     sys.path.insert(0, {repo!r})
     from loomterm.session import save_loom
-    from tests.fake_loom import FakeLoom
-    loom = FakeLoom()
+    from tests.helpers import make_loom
+    loom = make_loom({model!r})
+    prompt = loom.append(loom.root, "Once upon a time")
     save_loom(loom, {path!r})
-    node = loom.start_generation(loom.root)
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < 1.5:
-        loom.grow(node, "z")
+    started = []
+
+    def on_token(node, token, piece):
+        if not started:
+            started.append(time.monotonic())
         time.sleep(0.005)
-    print(len(node.tokens), flush=True)
-    os.kill(os.getpid(), 9)   # crash: no close, no atexit
+        if time.monotonic() - started[0] >= 1.5:
+            print(node.id, len(node.tokens), flush=True)
+            os.kill(os.getpid(), 9)   # crash: no close, no atexit
+
+    loom.generate(prompt, 1500, temperature=0.0, on_token=on_token)
+    print("the generation ended before the crash", file=sys.stderr)
     """
 )
 
 
-def test_a_crash_loses_at_most_half_a_second_and_releases_the_lock(tmp_path):
+def test_a_crash_loses_at_most_half_a_second_and_releases_the_lock(tiny_llama_dir, tmp_path):
     path = tmp_path / "crash.loom"
+    code = CRASHER.format(repo=str(REPO), model=str(tiny_llama_dir), path=str(path))
     proc = subprocess.run(
-        [sys.executable, "-c", CRASHER.format(repo=str(REPO), path=str(path))],
+        [sys.executable, "-c", code],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=120,
     )
     assert proc.returncode == -signal.SIGKILL, proc.stderr
-    generated = int(proc.stdout.strip())
-    kept = len(load(path).tree.nodes[1].tokens)
+    node_id, generated = map(int, proc.stdout.split())
+    kept = len(load(path).tree.nodes[node_id].tokens)
     rate = generated / 1.5
     assert kept >= generated - rate * FLUSH_INTERVAL - 10
     # The dead process's lock went with it.
@@ -246,27 +294,25 @@ def test_an_empty_file_is_refused_untouched(tmp_path):
     _assert_refused(path, "empty")
 
 
-def big_session(tmp_path: Path) -> Path:
-    loom = FakeLoom()
+def big_session(loom: Loom, tmp_path: Path) -> Path:
     path = tmp_path / "big.loom"
     save_loom(loom, path)
-    node = loom.root
-    for i in range(60):
-        node = loom.append(node, f"paragraph {i} " + "lorem ipsum dolor sit amet " * 20)
+    for i in range(12):  # side by side: each path stays short, so this stays fast
+        loom.append(loom.root, f"paragraph {i} " + "lorem ipsum dolor sit amet " * 20)
     close_session(loom)
     return path
 
 
-def test_a_truncated_file_is_refused_untouched(tmp_path):
-    path = big_session(tmp_path)
+def test_a_truncated_file_is_refused_untouched(loom, tmp_path):
+    path = big_session(loom, tmp_path)
     data = path.read_bytes()
     assert len(data) > 40_000
     path.write_bytes(data[: len(data) // 2])
     _assert_refused(path, "not a readable loomterm session")
 
 
-def test_a_damaged_page_is_refused_untouched(tmp_path):
-    path = big_session(tmp_path)
+def test_a_damaged_page_is_refused_untouched(loom, tmp_path):
+    path = big_session(loom, tmp_path)
     data = bytearray(path.read_bytes())
     middle = len(data) // 2
     data[middle : middle + 3000] = random.Random(0).randbytes(3000)  # fixed: repeatable
@@ -283,8 +329,8 @@ def test_a_foreign_sqlite_file_is_refused_untouched(tmp_path):
     _assert_refused(path, "not a loomterm session")
 
 
-def test_a_newer_schema_is_refused_untouched(tmp_path):
-    _, path = saved_sample(tmp_path)
+def test_a_newer_schema_is_refused_untouched(loom, tmp_path):
+    _, path = saved_sample(loom, tmp_path)
     conn = sqlite3.connect(path)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 5}")
     conn.commit()
@@ -304,8 +350,8 @@ HOLDER = textwrap.dedent(
 )
 
 
-def test_a_session_in_use_is_refused_but_readable(tmp_path):
-    _, path = saved_sample(tmp_path)
+def test_a_session_in_use_is_refused_but_readable(loom, tmp_path):
+    _, path = saved_sample(loom, tmp_path)
     before = sha(path)
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLDER.format(repo=str(REPO), path=str(path))],
@@ -327,8 +373,8 @@ def test_a_session_in_use_is_refused_but_readable(tmp_path):
     SessionStore.open(path).close()
 
 
-def test_the_same_process_cannot_open_twice_for_writing(tmp_path):
-    _, path = saved_sample(tmp_path)
+def test_the_same_process_cannot_open_twice_for_writing(loom, tmp_path):
+    _, path = saved_sample(loom, tmp_path)
     first = SessionStore.open(path)
     with pytest.raises(SessionLockedError):
         SessionStore.open(path)
@@ -336,19 +382,19 @@ def test_the_same_process_cannot_open_twice_for_writing(tmp_path):
     SessionStore.open(path).close()
 
 
-def test_saving_over_a_foreign_file_is_refused(tmp_path):
+def test_saving_over_a_foreign_file_is_refused(loom, tmp_path):
     path = tmp_path / "notes.loom"
     path.write_text("my notes")
     with pytest.raises(SessionError):
-        save_loom(FakeLoom(), path)
+        save_loom(loom, path)
     assert path.read_text() == "my notes"
 
 
 # -- names ----------------------------------------------------------------------------
 
 
-def test_names_resolve_under_the_sessions_folder_with_close_matches():
-    loom = sample_tree()
+def test_names_resolve_under_the_sessions_folder_with_close_matches(loom):
+    sample_tree(loom)
     save_loom(loom, "story")
     close_session(loom)
     assert resolve_session("story") == session_path("story")
@@ -359,28 +405,28 @@ def test_names_resolve_under_the_sessions_folder_with_close_matches():
         resolve_session("zzz")
 
 
-def test_list_sessions_reports_each_file():
-    loom = sample_tree()
+def test_list_sessions_reports_each_file(loom):
+    sample_tree(loom)
     save_loom(loom, "one")
     close_session(loom)
     session_path("broken").write_bytes(b"nope")
     rows = {row.name: row for row in list_sessions()}
     one = rows["one"]
-    assert one.model == "fake-bytes"
+    assert one.model == loom.loaded.name
     assert one.nodes == len(loom.tree.nodes)
     assert one.path_tokens == len(loom.cursor.path_tokens())
     assert one.modified > 0 and one.error is None
     assert rows["broken"].error
 
 
-def test_origin_values_survive(tmp_path):
-    loom, path = saved_sample(tmp_path)
+def test_origin_values_survive(loom, tmp_path):
+    loom, path = saved_sample(loom, tmp_path)
     origins = {Origin(n.origin) for n in load(path).tree.nodes.values()}
     assert {Origin.ROOT, Origin.USER, Origin.MODEL, Origin.EDIT} <= origins
 
 
-def test_save_again_flushes_and_save_as_moves_the_session(tmp_path):
-    loom = sample_tree()
+def test_save_again_flushes_and_save_as_moves_the_session(loom, tmp_path):
+    sample_tree(loom)
     first = tmp_path / "first.loom"
     recorder = save_loom(loom, first)
     assert save_loom(loom, first) is recorder  # same file: just a flush
@@ -394,19 +440,19 @@ def test_save_again_flushes_and_save_as_moves_the_session(tmp_path):
     close_session(loom)
 
 
-def test_a_failing_disk_does_not_break_generation_and_is_reported(tmp_path, monkeypatch):
-    loom = FakeLoom()
+def test_a_failing_disk_does_not_break_generation_and_is_reported(loom, tmp_path, monkeypatch):
+    prompt = loom.append(loom.root, "Once upon a time")
     recorder = save_loom(loom, tmp_path / "full.loom")
-    node = loom.start_generation(loom.root)
 
     def disk_full(*args, **kwargs):
         raise SessionError("cannot write session full.loom: database or disk is full")
 
     monkeypatch.setattr(recorder.store, "append_tokens", disk_full)
     with pytest.warns(UserWarning, match="no longer being saved"):
-        loom.grow(node, "abc")
-        loom.emit("done", node)
-    loom.grow(node, "def")  # generation carries on
+        node = loom.generate(prompt, 3, temperature=0.0)[0]
+    assert len(node.tokens) == 3  # the generation was not cut short
+    more = loom.generate(node, 3, temperature=0.0)[0]  # and generating carries on
+    assert len(more.tokens) == 3
     with pytest.raises(SessionError, match="disk is full"):
         recorder.flush()
     with pytest.raises(SessionError, match="disk is full"):

@@ -106,10 +106,6 @@ class Loom:
             if "cache" in inspect.signature(self.model.forward).parameters
             else "past_key_values"
         )
-        if self.device.type == "cpu":
-            # Softmax tails underflow into subnormal floats, which x86 CPUs multiply up
-            # to 100x slower; flushing them to zero changes no result that matters.
-            torch.set_flush_denormal(True)
         # Attention that reads the working cache's strided views in place (see attention).
         self.fast_attention = attention.install(self.model)
         n_layers, n_heads, head_dim = self._kv_geometry()
@@ -273,7 +269,15 @@ class Loom:
         """One operation at a time, and no autograd: KV buffers are created and updated
         in place under inference mode, so every operation must run inside it."""
         with self._lock, torch.inference_mode():
-            yield
+            # Softmax tails underflow into subnormal floats, which x86 CPUs multiply up
+            # to 100x slower; flush them to zero during engine work only (the mode is
+            # per thread and would otherwise leak into the caller's code).
+            flush = self.device.type == "cpu" and torch.set_flush_denormal(True)
+            try:
+                yield
+            finally:
+                if flush:
+                    torch.set_flush_denormal(False)
 
     # -- events ----------------------------------------------------------------------
     def subscribe(self, listener: Listener) -> None:
