@@ -28,8 +28,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-new-tokens", type=int, default=48, help=argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    from loomterm import cli_bench, cli_sessions
+    from loomterm import cli_bench, cli_generate, cli_sessions
 
+    cli_generate.register(sub)
     cli_bench.register(sub)
     cli_sessions.register(sub)
     return parser
