@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 
 from loomterm.errors import LoomError
 
@@ -56,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``loomterm`` console script."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    # Warnings (a session that stopped saving, a stale KV snapshot) are one line each.
+    warnings.formatwarning = lambda message, *rest, **kw: f"loomterm: warning: {message}\n"
     try:
         if getattr(args, "handler", None) is not None:
             return int(args.handler(args) or 0)
@@ -63,11 +66,24 @@ def main(argv: list[str] | None = None) -> int:
 
         return int(cli_run.run(args) or 0)
     except LoomError as exc:
+        _end_progress()
         print(f"loomterm: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # a read-only folder, a full disk: the user's environment
+        _end_progress()
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"loomterm: {exc.strerror or exc}{where}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("loomterm: interrupted", file=sys.stderr)
         return 130
+
+
+def _end_progress() -> None:
+    """Finish a half-drawn progress line before an error is printed."""
+    progress = sys.modules.get("loomterm.progress")
+    if progress is not None:
+        progress.end_progress_line()
 
 
 if __name__ == "__main__":  # pragma: no cover
