@@ -119,3 +119,47 @@ def test_kill_dash_nine_loses_at_most_half_a_second(tiny_llama_dir, tmp_path):
     )
     assert lost_nodes == 0
     assert lost_tokens == 0
+
+
+def test_kill_during_export_leaves_the_old_file_or_the_new_one(tiny_llama_dir, tmp_path):
+    from tests.helpers import make_loom
+
+    path = tmp_path / "big.loom"
+    loom = make_loom(tiny_llama_dir)
+    node = loom.append(loom.root, "Once upon a time")
+    for i in range(12):
+        loom.generate(node, 40, n=4, temperature=1.0, seed=i)
+    loom.save(path)
+    loom.close()
+    out = tmp_path / "tree.html"
+    command = [*loomterm_command(), "export", str(path), "--format", "html", "--branch", "all"]
+    first = subprocess.run([*command, "-o", str(out)], capture_output=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    old = out.read_bytes()
+    # Change the session so a new export differs, and learn what it looks like.
+    from loomterm.session import open_loom
+
+    loom = open_loom(path)
+    loom.append(loom.cursor, " The end.")
+    loom.close()
+    reference = tmp_path / "reference.html"
+    started = time.monotonic()
+    subprocess.run([*command, "-o", str(reference)], check=True, capture_output=True, timeout=120)
+    duration = time.monotonic() - started
+    new = reference.read_bytes()
+    assert new != old
+    rng = random.Random(7)
+    outcomes = {"old": 0, "new": 0}
+    for _ in range(10):
+        out.write_bytes(old)
+        proc = subprocess.Popen([*command, "-o", str(out)], stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.0, duration))
+        proc.kill()
+        proc.wait()
+        now = out.read_bytes()
+        assert now in (old, new), "a killed export left a torn file"
+        outcomes["old" if now == old else "new"] += 1
+    leftovers = [
+        p for p in tmp_path.iterdir() if p.name.startswith(".tree.html") or p.suffix == ".tmp"
+    ]
+    print(f"export kills: {outcomes}; temp files left: {len(leftovers)}")
