@@ -1,13 +1,27 @@
-"""Bare ``loomterm``: load the model and print a greedy completion.
+"""Bare ``loomterm``: open the editor on a session.
 
-A stand-in until the editor exists: it proves the whole path (fetch, convert, load,
-prefill, decode, stream) works on this machine.
+- ``loomterm`` opens the most recent session, or starts a new one on the default model.
+- ``loomterm -s NAME|PATH`` opens that session, or creates it if it does not exist.
+- ``--model``, ``--device``, ``--dtype`` and ``--n-ctx`` pass through to the engine.
+- ``loomterm --prompt TEXT`` prints a greedy completion and exits (no editor): a quick
+  check that fetching, converting, loading and decoding work on this machine.
+
+Model loading shows its progress on stderr before the editor takes the screen. Every
+error is one line (``cli.main`` prints :class:`~loomterm.errors.LoomError`).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from loomterm.errors import LoomError
+
+if TYPE_CHECKING:
+    from loomterm.engine import Loom
 
 DEFAULT_USER_MESSAGE = "Write one sentence about looms."
 # For base models without a chat template.
@@ -15,6 +29,120 @@ DEFAULT_PLAIN_PROMPT = "A loom is a machine that"
 
 
 def run(args: argparse.Namespace) -> int:
+    """``loomterm`` with no subcommand."""
+    if args.prompt is not None:
+        return run_prompt(args)
+    return run_editor(args)
+
+
+# -- the editor -----------------------------------------------------------------------
+
+
+def run_editor(args: argparse.Namespace) -> int:
+    """Open (or create) the session and run the editor until the user quits."""
+    loom, name = open_session(args)
+    from loomterm.session import close_session
+
+    try:
+        from loomterm.tui.app import LoomApp
+
+        LoomApp(loom, session_name=name).run()
+    finally:
+        close_session(loom)
+    return 0
+
+
+def open_session(args: argparse.Namespace) -> tuple[Loom, str]:
+    """The Loom to edit and its session's name, with load progress on stderr."""
+    from loomterm.progress import end_progress_line, print_progress
+    from loomterm.session import list_sessions, open_loom, session_path
+    from loomterm.store import SESSION_SUFFIX, ModelMismatchError
+
+    try:
+        if args.session:
+            path = session_path(args.session)
+            if path.exists():
+                return _open(open_loom, path, args, print_progress), _name(path, SESSION_SUFFIX)
+            return _create(path, args, print_progress), _name(path, SESSION_SUFFIX)
+        recent = next((s for s in list_sessions() if s.error is None), None)
+        if recent is not None:
+            try:
+                return _open(open_loom, recent.path, args, print_progress), recent.name
+            except ModelMismatchError:
+                end_progress_line()
+                print(
+                    f"loomterm: session {recent.name!r} was made with {recent.model}; "
+                    "starting a new session on the model asked for",
+                    file=sys.stderr,
+                )
+        path = session_path(new_session_name())
+        return _create(path, args, print_progress), _name(path, SESSION_SUFFIX)
+    finally:
+        end_progress_line()  # a failed stage leaves its line open before the error
+
+
+def _name(path: Path, suffix: str) -> str:
+    return path.name.removesuffix(suffix)
+
+
+def require_terminal() -> None:
+    """The editor draws on a terminal; say so plainly when there is none."""
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise LoomError("the editor needs a terminal; use --prompt TEXT for a one-shot completion")
+
+
+def _open(open_loom, path: Path, args: argparse.Namespace, progress) -> Loom:
+    from loomterm.session import close_session
+
+    loom = open_loom(
+        path,
+        model=args.model,
+        device=args.device,
+        dtype=args.dtype,
+        n_ctx=args.n_ctx,
+        progress=progress,
+    )
+    _apply_budget(loom, args)
+    try:
+        require_terminal()
+    except LoomError:
+        close_session(loom)
+        raise
+    print(f"loomterm: session {path}", file=sys.stderr)
+    return loom
+
+
+def _apply_budget(loom: Loom, args: argparse.Namespace) -> None:
+    """``--kv-budget`` for a session opened from a file."""
+    if getattr(args, "kv_budget", None):
+        from loomterm.engine.budget import parse_size
+
+        loom.kv_budget = parse_size(args.kv_budget)
+
+
+def _create(path: Path, args: argparse.Namespace, progress) -> Loom:
+    from loomterm.engine import Loom
+    from loomterm.engine.models import load_model
+    from loomterm.session import save_loom
+
+    loaded = load_model(args.model, device=args.device, dtype=args.dtype, progress=progress)
+    loom = Loom.from_loaded(loaded, n_ctx=args.n_ctx, kv_budget=getattr(args, "kv_budget", None))
+    require_terminal()  # before any file is written
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_loom(loom, path)
+    print(f"loomterm: new session {path}", file=sys.stderr)
+    return loom
+
+
+def new_session_name() -> str:
+    """A fresh name from the time, e.g. ``session-20250131-142501``."""
+    return time.strftime("session-%Y%m%d-%H%M%S")
+
+
+# -- one-shot completion -----------------------------------------------------------------
+
+
+def run_prompt(args: argparse.Namespace) -> int:
     """Load ``args.model``, generate greedily from the prompt, stream the text to stdout."""
     from loomterm.engine.models import end_progress_line, load_model, print_progress
 

@@ -310,6 +310,18 @@ class Loom:
         self._cursor = node
         self._emit("cursor", node)
 
+    def set_meta(self, node: Node, **changes: Any) -> None:
+        """Change ``node.meta`` (bookmark, hidden, role...) and tell the listeners, so
+        the session file saves it. A value of None removes the key."""
+        with self._guard():
+            self._check_node(node)
+            for key, value in changes.items():
+                if value is None:
+                    node.meta.pop(key, None)
+                else:
+                    node.meta[key] = value
+            self._emit("update", node)
+
     def update_settings(self, **changes: Any) -> None:
         """Change per-session settings (sampling defaults, splice mode...)."""
         unknown = set(changes) - set(DEFAULT_SETTINGS)

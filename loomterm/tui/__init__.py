@@ -1,0 +1,23 @@
+"""The Textual editor (``loomterm`` with no subcommand). Imported only when the editor
+starts, so headless commands never load Textual.
+
+Layout of the package:
+
+- ``app.py``: :class:`~loomterm.tui.app.LoomApp`, the actions, and the glue to the engine:
+  one thread worker runs model jobs in order and reports back with the messages in
+  ``messages.py``; navigation reads the tree on the UI thread.
+- ``document.py``: the text on screen as token blocks, local (not yet synced) edits and
+  the wrapped layout. No Textual. ``sanitize.py`` makes every character safe to draw.
+- ``ops.py`` (engine steps for the worker), ``chat.py`` (chat-template turns),
+  ``history.py`` (undo/redo as navigation): no Textual either.
+- ``keymap.py``: every action with its default key; ``commands.py``: the command
+  palette; ``themes.py``: ``themes/*.tcss`` and user themes; ``prefs.py``: the theme and
+  view toggles the user chose last.
+- ``widgets/``: the document pane, the branch pane, the status bar and the dialogs.
+
+Files in the config folder (``loomterm.locations.config_dir()``):
+
+- ``keymap.toml`` or ``keymap.json``: ``action_id = "keys"`` (ids in ``keymap.py``);
+- ``themes/NAME.tcss``: user themes (copy a bundled one to start);
+- ``tui.json``: the remembered theme and view toggles (written by the app).
+"""

@@ -1,0 +1,49 @@
+"""The command palette (ctrl+p): every action by name, every theme, every bookmark."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from functools import partial
+from typing import TYPE_CHECKING, cast
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+from loomterm.tui.keymap import ACTIONS
+
+if TYPE_CHECKING:
+    from loomterm.tui.app import LoomApp
+
+Command = tuple[str, Callable[[], object], str]  # (title, run, help)
+
+
+class LoomCommands(Provider):
+    """Actions from :data:`~loomterm.tui.keymap.ACTIONS` (with their current keys),
+    ``Theme: NAME`` for every theme and ``Bookmark: TEXT`` for every bookmark."""
+
+    @property
+    def loom_app(self) -> LoomApp:
+        return cast("LoomApp", self.app)
+
+    def commands(self) -> Iterator[Command]:
+        app = self.loom_app
+        keys = app.keys_by_id()
+        for action in ACTIONS:
+            key = keys.get(action.id, "")
+            help_text = f"{action.help}  ({key})" if key else action.help
+            yield action.title, partial(app.run_action, action.action), help_text
+        for name in sorted(app.available_themes):
+            yield f"Theme: {name}", partial(app.set_theme, name), "Switch to this theme"
+        for node, preview in app.bookmarks():
+            yield f"Bookmark: {preview}", partial(app.go_to_node, node), "Go to this bookmark"
+
+    async def discover(self) -> Hits:
+        for title, run, help_text in self.commands():
+            if not title.startswith(("Theme:", "Bookmark:")):
+                yield DiscoveryHit(title, run, help=help_text)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for title, run, help_text in self.commands():
+            score = matcher.match(title)
+            if score > 0:
+                yield Hit(score, matcher.highlight(title), run, help=help_text)

@@ -1,0 +1,71 @@
+"""Undo and redo as navigation: every state is a place in the tree, and nothing is ever
+deleted, so undoing an edit or a generation just goes back to where the document was.
+
+A state may also carry text typed on top of its node that the engine has not seen yet
+(undoing unsynced typing keeps it for redo).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from loomterm.tree import Node
+
+LIMIT = 1000
+
+
+@dataclass(frozen=True)
+class Place:
+    """A document state: the path's last node, the caret, and unsynced text if any."""
+
+    node: Node
+    caret: int
+    text: str | None = None
+
+
+class History:
+    """A linear undo stack with a redo branch that a new state cuts off."""
+
+    def __init__(self, limit: int = LIMIT) -> None:
+        self.limit = limit
+        self._past: list[Place] = []
+        self._future: list[Place] = []
+        self.current: Place | None = None
+
+    def push(self, place: Place) -> None:
+        """Record ``place`` as the new present (the same node again is just updated)."""
+        if self.current is not None:
+            if self.current.node is place.node and self.current.text == place.text:
+                self.current = place
+                return
+            self._past.append(self.current)
+            del self._past[: max(0, len(self._past) - self.limit)]
+        self.current = place
+        self._future.clear()
+
+    def undo(self) -> Place | None:
+        """Step back; returns the place to show, or None at the oldest."""
+        if not self._past or self.current is None:
+            return None
+        self._future.append(self.current)
+        self.current = self._past.pop()
+        return self.current
+
+    def redo(self) -> Place | None:
+        if not self._future or self.current is None:
+            return None
+        self._past.append(self.current)
+        self.current = self._future.pop()
+        return self.current
+
+    def save_unsynced(self, place: Place) -> None:
+        """Undo of unsynced typing: ``place`` (with its text) becomes redoable."""
+        self._future.append(place)
+
+    @property
+    def can_undo(self) -> bool:
+        return bool(self._past)
+
+    @property
+    def can_redo(self) -> bool:
+        return bool(self._future)

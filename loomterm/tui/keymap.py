@@ -1,0 +1,361 @@
+"""Every app-level action, its default key, and the user's key map.
+
+One table (:data:`ACTIONS`) feeds the app's ``BINDINGS`` (each with an ``id`` so it can be
+remapped), the help screen and the command palette, so they never disagree.
+
+Users remap keys in ``keymap.toml`` (or ``keymap.json``) in the config folder, by action
+id, with Textual's key names; a comma gives several keys::
+
+    # ~/.config/loomterm/keymap.toml
+    generate = "ctrl+g,f9"
+    alternatives = "alt+a"
+
+A ``[keys]`` table is read the same way. Unknown ids and unreadable files are reported,
+never fatal.
+
+Terminals send alt+b and alt+f as ESC b / ESC f, which Textual reads as ctrl+left and
+ctrl+right (word moves), so no default uses them.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from textual.binding import Binding
+
+from loomterm.locations import config_dir
+
+KEYMAP_FILES = ("keymap.toml", "keymap.json")
+
+
+@dataclass(frozen=True)
+class Action:
+    """One user-facing action.
+
+    Attributes:
+        id: Stable id, used by key maps.
+        key: Default key(s), or "" for palette-only actions.
+        action: The Textual action string run on the app.
+        title: Short name (footer, palette).
+        help: One sentence for the help screen, palette and tooltip.
+        footer: Show in the footer.
+        group: Heading on the help screen.
+        short: Footer label (default: the title).
+    """
+
+    id: str
+    key: str
+    action: str
+    title: str
+    help: str
+    footer: bool = False
+    group: str = "Generate"
+    short: str = ""
+
+    def binding(self) -> Binding:
+        return Binding(
+            self.key,
+            self.action,
+            self.short or self.title,
+            show=self.footer,
+            id=self.id,
+            tooltip=self.help,
+            priority=self.id in PRIORITY,
+        )
+
+
+ACTIONS: tuple[Action, ...] = (
+    # Generating
+    Action(
+        "generate",
+        "ctrl+g",
+        "generate",
+        "Generate",
+        "Continue from the caret, streaming; from the middle of the text this starts a new branch there.",
+        True,
+    ),
+    Action(
+        "regenerate",
+        "ctrl+r",
+        "regenerate",
+        "Regenerate",
+        "Generate a new sibling of the generated text the caret is in.",
+        True,
+        short="Regen",
+    ),
+    Action(
+        "generate_n",
+        "ctrl+n",
+        "generate_n",
+        "N siblings",
+        "Generate N continuations at once from the caret (N is a setting).",
+        True,
+        short="N×",
+    ),
+    Action("stop", "escape", "stop", "Stop", "Stop generating, keeping what has come.", True),
+    Action(
+        "alternatives",
+        "ctrl+a",
+        "alternatives",
+        "Alternatives",
+        "Show the top-10 alternatives of the token at the caret; picking one makes a branch.",
+        False,
+        short="Alts",
+    ),
+    Action(
+        "refresh",
+        "f8",
+        "refresh_exact",
+        "Recompute exactly",
+        "Recompute the approximate (re-roped) tokens of this path exactly.",
+    ),
+    # Navigating
+    Action(
+        "prev_sibling",
+        "alt+left",
+        "sibling(-1)",
+        "Prev sibling",
+        "Show the previous sibling of the branch the caret is in.",
+        True,
+        "Navigate",
+        short="◀ Sib",
+    ),
+    Action(
+        "next_sibling",
+        "alt+right",
+        "sibling(1)",
+        "Next sibling",
+        "Show the next sibling of the branch the caret is in.",
+        True,
+        "Navigate",
+        short="Sib ▶",
+    ),
+    Action(
+        "parent_branch",
+        "alt+up",
+        "branch_point(-1)",
+        "Parent branch",
+        "Move the caret to the branch point above.",
+        False,
+        "Navigate",
+    ),
+    Action(
+        "child_branch",
+        "alt+down",
+        "branch_point(1)",
+        "Child branch",
+        "Move the caret to the branch point below.",
+        False,
+        "Navigate",
+    ),
+    Action(
+        "undo",
+        "ctrl+z",
+        "undo",
+        "Undo",
+        "Go back to the previous edit or generation (nothing is deleted).",
+        True,
+        "Navigate",
+    ),
+    Action("redo", "ctrl+y", "redo", "Redo", "Go forward again after an undo.", False, "Navigate"),
+    Action(
+        "bookmark",
+        "alt+s",
+        "bookmark",
+        "Bookmark",
+        "Bookmark the branch the caret is in, or remove its bookmark.",
+        False,
+        "Navigate",
+    ),
+    Action(
+        "next_bookmark",
+        "alt+m",
+        "next_bookmark",
+        "Next bookmark",
+        "Go to the next bookmarked branch.",
+        False,
+        "Navigate",
+    ),
+    Action(
+        "hide_branch",
+        "alt+h",
+        "hide_branch",
+        "Hide branch",
+        "Hide (archive) the branch the caret is in, after confirmation; it can be shown again.",
+        False,
+        "Navigate",
+    ),
+    Action(
+        "show_hidden",
+        "",
+        "toggle_hidden",
+        "Show hidden branches",
+        "Show or hide archived branches in the branch pane.",
+        False,
+        "Navigate",
+    ),
+    Action(
+        "unhide_branch",
+        "",
+        "unhide_branch",
+        "Unhide branch",
+        "Bring the branch the caret is in back from the archive.",
+        False,
+        "Navigate",
+    ),
+    # View
+    Action(
+        "toggle_tree",
+        "ctrl+t",
+        "toggle_tree",
+        "Tree",
+        "Show or hide the branch pane.",
+        True,
+        "View",
+    ),
+    Action(
+        "focus_tree",
+        "f4",
+        "focus_tree",
+        "Focus tree",
+        "Move the keyboard to the branch pane (or back to the text).",
+        False,
+        "View",
+    ),
+    Action(
+        "toggle_boundaries",
+        "f5",
+        "toggle_view('boundaries')",
+        "Token boundaries",
+        "Show where each token begins and ends.",
+        False,
+        "View",
+    ),
+    Action(
+        "toggle_probs",
+        "f6",
+        "toggle_view('probabilities')",
+        "Probability colours",
+        "Colour each generated token by its probability.",
+        False,
+        "View",
+    ),
+    Action(
+        "toggle_approx",
+        "f7",
+        "toggle_view('approx')",
+        "Approximate marks",
+        "Mark re-roped (approximate) tokens until they are recomputed.",
+        False,
+        "View",
+    ),
+    Action(
+        "theme", "", "change_theme", "Theme", "Pick a colour theme (remembered).", False, "View"
+    ),
+    # Session
+    Action(
+        "settings",
+        "f2",
+        "settings",
+        "Settings",
+        "Sampling settings, N and the splice mode, kept with the session.",
+        False,
+        "Session",
+    ),
+    Action(
+        "export",
+        "ctrl+e",
+        "export",
+        "Export",
+        "Export the session as Markdown, text, JSON or HTML.",
+        True,
+        "Session",
+    ),
+    Action(
+        "new_chat",
+        "",
+        "new_chat",
+        "New chat",
+        "Start a chat from a system and a user message, with the model's chat template.",
+        False,
+        "Session",
+    ),
+    Action(
+        "add_turn",
+        "alt+t",
+        "add_turn",
+        "Add chat turn",
+        "Add a user turn (and the assistant's header) after the text.",
+        False,
+        "Session",
+    ),
+    Action("help", "f1", "help", "Help", "Every key and action.", True, "Session"),
+    Action("quit", "ctrl+q", "quit", "Quit", "Save and quit.", True, "Session"),
+)
+
+# Bindings that must work whatever has focus (an Input in a dialog would eat them).
+PRIORITY = frozenset({"quit"})
+
+ACTION_BY_ID = {action.id: action for action in ACTIONS}
+
+
+def app_bindings() -> list[Binding]:
+    """The app's bindings, from :data:`ACTIONS`."""
+    return [action.binding() for action in ACTIONS if action.key]
+
+
+class KeymapError(ValueError):
+    """A key map file that cannot be used (the message names the file and the reason)."""
+
+
+def keymap_path() -> Path | None:
+    """The user's key map file, if there is one."""
+    for name in KEYMAP_FILES:
+        path = config_dir() / name
+        if path.is_file():
+            return path
+    return None
+
+
+def load_keymap(path: Path | None = None) -> dict[str, str]:
+    """The user's key map: ``{binding id: keys}``. Empty when there is no file.
+
+    Raises:
+        KeymapError: the file cannot be read or holds something other than strings.
+    """
+    path = path or keymap_path()
+    if path is None:
+        return {}
+    try:
+        raw = path.read_text(encoding="utf-8")
+        if path.suffix == ".json":
+            data = json.loads(raw)
+        else:
+            data = _toml_loads(raw)
+    except (OSError, ValueError) as exc:
+        raise KeymapError(f"key map {path} not used: {exc}") from None
+    if isinstance(data.get("keys"), dict):
+        data = {**{k: v for k, v in data.items() if k != "keys"}, **data["keys"]}
+    bad = [key for key, value in data.items() if not isinstance(value, str)]
+    if bad:
+        raise KeymapError(f"key map {path} not used: {bad[0]!r} must be a string of keys")
+    return {str(key): value for key, value in data.items()}
+
+
+def unknown_ids(keymap: dict[str, str], known: set[str]) -> list[str]:
+    """Ids in ``keymap`` that no binding has (probably typos)."""
+    return sorted(set(keymap) - known)
+
+
+def _toml_loads(text: str) -> dict:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        try:
+            import tomli as tomllib
+        except ImportError:
+            raise ValueError("reading TOML needs Python 3.11 or tomli; use keymap.json") from None
+    return tomllib.loads(text)

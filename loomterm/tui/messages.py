@@ -1,0 +1,120 @@
+"""Messages the engine worker and the Loom's listener post to the app.
+
+They are the only way results travel from the worker thread to the UI: the worker never
+touches a widget. ``post_message`` is thread-safe and never blocks, so the worker keeps
+decoding while the UI catches up.
+"""
+
+from __future__ import annotations
+
+from textual.message import Message
+
+from loomterm.tree import Node
+
+
+class LoomChanged(Message):
+    """The Loom reported a change (from any thread): add, split, update, done, cursor,
+    settings. Token-by-token growth comes as :class:`TokensStreamed` instead."""
+
+    def __init__(self, event: str, node: Node | None) -> None:
+        super().__init__()
+        self.event = event
+        self.node = node
+
+
+class JobStarted(Message):
+    """The worker picked up a job."""
+
+    def __init__(self, label: str) -> None:
+        super().__init__()
+        self.label = label
+
+
+class JobFinished(Message):
+    """The worker finished a job (whatever its outcome)."""
+
+    def __init__(self, label: str) -> None:
+        super().__init__()
+        self.label = label
+
+
+class JobFailed(Message):
+    """A job raised. ``error`` is shown as one line; the app keeps running."""
+
+    def __init__(self, label: str, error: BaseException) -> None:
+        super().__init__()
+        self.label = label
+        self.error = error
+
+
+class Synced(Message):
+    """The engine caught up with the typed text: ``node``'s path reads ``text``."""
+
+    def __init__(self, node: Node, text: str) -> None:
+        super().__init__()
+        self.node = node
+        self.text = text
+
+
+class GenerationStarted(Message):
+    """Generation begins from ``start`` (after the edit and the cut at the caret)."""
+
+    def __init__(self, start: Node, text: str, n: int) -> None:
+        super().__init__()
+        self.start = start
+        self.text = text
+        self.n = n
+
+
+class TokensStreamed(Message):
+    """Tokens ``start..start+len(pieces)`` of ``node`` arrived (the first row of the
+    batch; the others are counted in ``total``)."""
+
+    def __init__(self, node: Node, start: int, pieces: list[str], total: int, seconds: float):
+        super().__init__()
+        self.node = node
+        self.start = start
+        self.pieces = pieces
+        self.total = total
+        self.seconds = seconds
+
+
+class GenerationDone(Message):
+    """Generation ended (finished, stopped or failed midway): ``kids`` are the new
+    siblings, ``start`` their parent."""
+
+    def __init__(self, start: Node, kids: list[Node], total: int, seconds: float) -> None:
+        super().__init__()
+        self.start = start
+        self.kids = kids
+        self.total = total
+        self.seconds = seconds
+
+
+class Moved(Message):
+    """A job produced a new place to show (a picked token, a chat turn, a refresh)."""
+
+    def __init__(self, node: Node, then_generate: bool = False) -> None:
+        super().__init__()
+        self.node = node
+        self.then_generate = then_generate
+
+
+class Exported(Message):
+    """An export was written to ``path``."""
+
+    def __init__(self, path: str, fmt: str) -> None:
+        super().__init__()
+        self.path = path
+        self.fmt = fmt
+
+
+class SessionSwitched(Message):
+    """A new session (a new chat) replaces the open one; ``node`` is where to stand."""
+
+    def __init__(self, loom: object, name: str, node: Node, then_generate: bool) -> None:
+        super().__init__()
+        self.loom = loom
+        self.name = name
+        self.node = node
+        self.then_generate = then_generate

@@ -1,0 +1,133 @@
+"""Engine steps the editor runs in its worker thread, built from the public Loom API.
+
+No Textual here: each function takes a Loom, does model work, and returns nodes. The
+app wraps them in jobs and posts the results back as messages.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from loomterm.errors import EmptyEditError
+from loomterm.tree import Node
+
+if TYPE_CHECKING:
+    from loomterm.engine import Loom
+    from loomterm.store import SessionData
+
+
+def sync_text(loom: Loom, node: Node, text: str, keep: int | None = None) -> Node:
+    """The node whose path reads ``text``, made from ``node``'s path by the smallest
+    splice (``Loom.edit``), in the session's splice mode.
+
+    ``keep`` first cuts ``node``'s path to that many tokens (what was on screen when
+    the user started typing over a generation that went on for a few more tokens).
+    """
+    if keep is not None and keep < node.end:
+        node = loom.truncate(node, keep)
+    if text == loom.text(node):
+        return node
+    if not text:
+        return loom.root
+    if node.end == 0:
+        return loom.append(loom.root, text)
+    exact = loom.settings.get("splice_mode") == "exact"
+    try:
+        return loom.edit(node, text, exact=exact)
+    except EmptyEditError:
+        return node
+
+
+def start_point(loom: Loom, node: Node, position: int, partial: str = "") -> Node:
+    """Where generating from a caret starts: ``node``'s path cut to ``position`` tokens,
+    plus ``partial`` text (the part of a token before the caret) when there is one."""
+    if position < node.end:
+        node = loom.truncate(node, position)
+    if partial:
+        node = loom.append(node, partial)
+    return node
+
+
+def sampling_kwargs(settings: dict[str, Any]) -> dict[str, Any]:
+    """``Loom.generate`` keyword arguments from the session settings."""
+    return {
+        "temperature": float(settings.get("temperature", 1.0)),
+        "top_p": float(settings.get("top_p", 1.0)),
+        "top_k": int(settings.get("top_k", 0)),
+        "min_p": float(settings.get("min_p", 0.0)),
+        "repetition_penalty": float(settings.get("repetition_penalty", 1.0)),
+    }
+
+
+def set_meta(loom: Loom, node: Node, **changes: Any) -> None:
+    """Change ``node.meta`` (bookmark, hidden...) through the engine, so the change is
+    saved like any other. A value of None removes the key."""
+    loom.set_meta(node, **changes)
+
+
+def session_data(loom: Loom, name: str = "") -> SessionData:
+    """The live session as :class:`~loomterm.store.SessionData`, for the exporters."""
+    from loomterm.session import PieceMaker, model_record, session_of
+    from loomterm.store import SessionData
+
+    pieces = PieceMaker.for_loom(loom)
+    vocab: dict[int, str] = {}
+    for node in loom.tree.nodes.values():
+        for top in node.top:
+            for token, _ in top or ():
+                if token not in vocab:
+                    vocab[token] = pieces.piece(token)
+    recorder = session_of(loom)
+    if not name and recorder is not None:
+        name = recorder.path.name.removesuffix(".loom")
+    now = time.time()
+    return SessionData(
+        tree=loom.tree,
+        pieces={node.id: pieces.node_pieces(node) for node in loom.tree.nodes.values()},
+        cursor=loom.cursor.id,
+        settings=dict(loom.settings),
+        model=model_record(loom.loaded),
+        vocab=vocab,
+        created=loom.root.created,
+        modified=now,
+        name=name,
+    )
+
+
+def export_session(loom: Loom, path: str, fmt: str, branch: str | None = None) -> str:
+    """Write the session to ``path`` in ``fmt``; returns the path written."""
+    from loomterm import export
+
+    text = export.render(session_data(loom), fmt, branch)
+    export.write_atomic(path, text)
+    return path
+
+
+def split_at_char(loom: Loom, node: Node, char: int) -> tuple[int, str]:
+    """Where a caret at ``char`` of ``node``'s path text cuts it: ``(whole tokens
+    before the caret, the caret's token's text before the caret)``."""
+    pieces = loom.token_pieces(loom.tokens(node))
+    offset = 0
+    for position, piece in enumerate(pieces):
+        if offset + len(piece) > char:
+            return position, piece[: char - offset]
+        offset += len(piece)
+    return len(pieces), ""
+
+
+def new_session_like(loom: Loom, name: str = "") -> tuple[Loom, str]:
+    """A new, empty Loom on ``loom``'s model and settings. When ``loom`` has a session
+    file, the new one gets its own (``name``, or one made from the time)."""
+    from loomterm.errors import SessionError
+    from loomterm.session import save_loom, session_of, session_path
+
+    fresh = type(loom).from_loaded(loom.loaded, n_ctx=loom.n_ctx)
+    fresh.update_settings(**loom.settings)
+    if session_of(loom) is not None:
+        name = name or time.strftime("chat-%Y%m%d-%H%M%S")
+        path = session_path(name)
+        if path.exists():
+            raise SessionError(f"a session named {name!r} exists already: choose another name")
+        save_loom(fresh, path)
+    return fresh, name

@@ -1,0 +1,373 @@
+"""The branch pane: the loom's tree with short previews.
+
+Runs of single children (a generation, the halves of a truncated node) are shown as one
+row, so depth in the pane is the number of branch points, not of nodes. Rows on the
+current path are highlighted, branch points show how many branches they hold, bookmarks
+a star; archived (hidden) branches are left out unless asked for.
+
+A Line API widget: a session with a thousand branch points a hundred deep costs what
+its visible rows cost. (Textual's ``Tree`` draws every ancestor's guide on every row,
+which grows with depth.) Indentation stops growing past :data:`MAX_INDENT` levels; deeper
+rows show their depth instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from rich.segment import Segment
+from rich.style import Style
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.cache import LRUCache
+from textual.geometry import Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from loomterm.tree import Node, Origin
+from loomterm.tui.sanitize import safe_line
+
+PREVIEW = 40
+MAX_INDENT = 12
+
+
+@dataclass(frozen=True)
+class Chain:
+    """One row: ``first`` and its single-child descendants down to ``last``."""
+
+    first: Node
+    last: Node
+
+    def nodes(self) -> list[Node]:
+        out: list[Node] = []
+        node: Node | None = self.last
+        while node is not None:
+            out.append(node)
+            if node is self.first:
+                break
+            node = node.parent
+        out.reverse()
+        return out
+
+
+@dataclass
+class Row:
+    """A row of the pane: a chain, its depth (branch points above it), its branches."""
+
+    chain: Chain
+    depth: int
+    kids: int
+    last: bool  # the last of its siblings (└ rather than ├)
+    collapsed: bool = False
+    preview: str = field(default="", compare=False)
+    preview_len: int = field(default=-1, compare=False)
+
+
+def is_hidden(node: Node) -> bool:
+    return bool(node.meta.get("hidden"))
+
+
+def visible_children(node: Node, show_hidden: bool) -> list[Node]:
+    return [child for child in node.children if show_hidden or not is_hidden(child)]
+
+
+def chain_from(node: Node, show_hidden: bool) -> Chain:
+    """The row starting at ``node``: follow while there is exactly one child."""
+    last = node
+    while True:
+        kids = visible_children(last, show_hidden)
+        if len(kids) != 1:
+            return Chain(node, last)
+        last = kids[0]
+
+
+class BranchTree(ScrollView, can_focus=True):
+    """The tree of branches. Enter or a click on a row moves the document there."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up", "cursor(-1)", "Up", show=False, id="tree_up"),
+        Binding("down", "cursor(1)", "Down", show=False, id="tree_down"),
+        Binding("pageup", "page(-1)", "Page up", show=False, id="tree_page_up"),
+        Binding("pagedown", "page(1)", "Page down", show=False, id="tree_page_down"),
+        Binding("home", "jump(0)", "First", show=False, id="tree_first"),
+        Binding("end", "jump(-1)", "Last", show=False, id="tree_last"),
+        Binding("enter", "select", "Go there", show=False, id="tree_select"),
+        Binding("space", "toggle", "Fold", show=False, id="tree_fold"),
+        Binding("escape", "back_to_text", "Back to text", show=False, id="tree_back"),
+    ]
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "branch-tree--path",
+        "branch-tree--current",
+        "branch-tree--cursor",
+        "branch-tree--model",
+        "branch-tree--guide",
+        "branch-tree--count",
+        "branch-tree--bookmark",
+        "branch-tree--hidden",
+    }
+    """
+    | Class | Description |
+    | :- | :- |
+    | `branch-tree--path` | Rows on the current path. |
+    | `branch-tree--current` | The row the document is at. |
+    | `branch-tree--cursor` | The keyboard cursor (when focused). |
+    | `branch-tree--model` | Rows the model wrote. |
+    | `branch-tree--guide` | Indentation guides and depth marks. |
+    | `branch-tree--count` | Branch counts at branch points. |
+    | `branch-tree--bookmark` | Bookmark stars. |
+    | `branch-tree--hidden` | Archived rows (when shown). |
+    """
+
+    DEFAULT_CSS = """
+    BranchTree {
+        background: $surface;
+        color: $text;
+        overflow-x: hidden;
+        overflow-y: auto;
+        scrollbar-gutter: stable;
+        scrollbar-size-vertical: 1;
+        & > .branch-tree--path { color: $loom-path; text-style: bold; }
+        & > .branch-tree--current { text-style: bold reverse; }
+        & > .branch-tree--cursor { background: $block-cursor-blurred-background; }
+        &:focus > .branch-tree--cursor { background: $block-cursor-background; color: $block-cursor-foreground; }
+        & > .branch-tree--model { color: $loom-model; }
+        & > .branch-tree--guide { color: $text-disabled; }
+        & > .branch-tree--count { color: $text-muted; }
+        & > .branch-tree--bookmark { color: $loom-bookmark; }
+        & > .branch-tree--hidden { color: $text-disabled; text-style: italic; }
+    }
+    """
+
+    class Selected(Message):
+        """A row was chosen (enter or click): move the document to ``chain.last``."""
+
+        def __init__(self, tree: BranchTree, chain: Chain) -> None:
+            super().__init__()
+            self.tree = tree
+            self.chain = chain
+
+        @property
+        def control(self) -> BranchTree:
+            return self.tree
+
+    def __init__(self, text_of: Callable[[Node], str], *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.text_of = text_of
+        self.show_hidden = False
+        self.rows: list[Row] = []
+        self.entries: dict[int, int] = {}  # node id -> row index
+        self.path_ids: set[int] = set()
+        self.current_row = -1
+        self.cursor_row = 0
+        self._collapsed: set[int] = set()  # first-node ids of folded rows
+        self._cache: LRUCache[int, tuple[tuple, Strip]] = LRUCache(256)
+        self._version = 0
+        self._root: Node | None = None
+        self._base: Style | None = None
+
+    # -- building ------------------------------------------------------------------
+    def rebuild(self, root: Node) -> None:
+        """Lay out every row from the loom's tree."""
+        self._root = root
+        show_hidden = self.show_hidden
+        rows: list[Row] = [
+            Row(Chain(root, root), 0, len(visible_children(root, show_hidden)), True)
+        ]
+        entries: dict[int, int] = {root.id: 0}
+        stack: list[tuple[Node, int, bool]] = []
+        for i, child in reversed(list(enumerate(kids := visible_children(root, show_hidden)))):
+            stack.append((child, 1, i == len(kids) - 1))
+        while stack:
+            first, depth, last = stack.pop()
+            chain = chain_from(first, show_hidden)
+            kids = visible_children(chain.last, show_hidden)
+            collapsed = first.id in self._collapsed and bool(kids)
+            index = len(rows)
+            rows.append(Row(chain, depth, len(kids), last, collapsed))
+            for node in chain.nodes():
+                entries[node.id] = index
+            if not collapsed:
+                for i in range(len(kids) - 1, -1, -1):
+                    stack.append((kids[i], depth + 1, i == len(kids) - 1))
+        self.rows = rows
+        self.entries = entries
+        self.cursor_row = min(self.cursor_row, len(rows) - 1)
+        self._version += 1
+        self._cache.clear()
+        self.virtual_size = Size(self.scrollable_content_region.width, len(rows))
+        self.refresh()
+
+    def set_path(self, path: list[Node], current: Node) -> None:
+        """Highlight ``path`` and put the cursor on ``current``'s row. Only rows whose
+        highlight changed are drawn again."""
+        new_ids = {node.id for node in path}
+        changed = {self.entries.get(i, -1) for i in new_ids ^ self.path_ids}
+        changed |= {self.current_row, self.cursor_row}
+        self.path_ids = new_ids
+        row = self.entries.get(current.id, -1)
+        self.current_row = row
+        top = round(self.scroll_y)
+        if row >= 0:
+            self.cursor_row = row
+            self._scroll_to_row(row)
+        changed |= {row}
+        height = self.scrollable_content_region.height
+        if round(self.scroll_y) != top:
+            self.refresh()
+            return
+        for index in changed:
+            if top <= index < top + height:
+                self.refresh_line(index)
+
+    # -- keys and mouse --------------------------------------------------------------
+    def _scroll_to_row(self, row: int) -> None:
+        height = max(1, self.scrollable_content_region.height)
+        top = round(self.scroll_y)
+        if row < top:
+            self.scroll_to(y=row, animate=False)
+        elif row >= top + height:
+            self.scroll_to(y=row - height // 2, animate=False)
+
+    def move_cursor(self, row: int) -> None:
+        if not self.rows:
+            return
+        previous = self.cursor_row
+        top = round(self.scroll_y)
+        self.cursor_row = max(0, min(row, len(self.rows) - 1))
+        self._scroll_to_row(self.cursor_row)
+        if round(self.scroll_y) != top:
+            self.refresh()
+        else:
+            self.refresh_line(previous)
+            self.refresh_line(self.cursor_row)
+
+    def action_cursor(self, step: int) -> None:
+        self.move_cursor(self.cursor_row + step)
+
+    def action_page(self, step: int) -> None:
+        self.move_cursor(self.cursor_row + step * max(1, self.scrollable_content_region.height - 1))
+
+    def action_jump(self, row: int) -> None:
+        self.move_cursor(row if row >= 0 else len(self.rows) - 1)
+
+    def action_select(self) -> None:
+        if 0 <= self.cursor_row < len(self.rows):
+            self.post_message(self.Selected(self, self.rows[self.cursor_row].chain))
+
+    def action_toggle(self) -> None:
+        if not 0 <= self.cursor_row < len(self.rows) or self._root is None:
+            return
+        row = self.rows[self.cursor_row]
+        if not row.kids:
+            return
+        key = row.chain.first.id
+        self._collapsed.symmetric_difference_update({key})
+        self.rebuild(self._root)
+
+    def action_back_to_text(self) -> None:
+        self.app.action_focus_document()  # type: ignore[attr-defined]
+
+    def on_click(self, event: events.Click) -> None:
+        offset = event.get_content_offset(self)
+        if offset is None:
+            return
+        row = round(self.scroll_y) + offset.y
+        if 0 <= row < len(self.rows):
+            self.move_cursor(row)
+            self.action_select()
+
+    # -- drawing -------------------------------------------------------------------
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._cache.clear()
+        self._base = None
+
+    def _component(self, name: str) -> Style:
+        return self.get_component_rich_style(f"branch-tree--{name}", partial=True)
+
+    def _preview(self, row: Row) -> str:
+        """The row's text, short and safe (kept on the row: rows are rebuilt when the
+        tree changes, and a growing node's row is refreshed by its token count)."""
+        if row.preview and row.preview_len == len(row.chain.last.tokens):
+            return row.preview
+        row.preview = self._make_preview(row)
+        row.preview_len = len(row.chain.last.tokens)
+        return row.preview
+
+    def _make_preview(self, row: Row) -> str:
+        chain = row.chain
+        text = ""
+        for node in chain.nodes():
+            text += self.text_of(node)
+            if len(text) > PREVIEW * 2:
+                break
+        text = safe_line(text.strip() or text)
+        return text[:PREVIEW] + ("\u2026" if len(text) > PREVIEW else "")
+
+    def render_line(self, y: int) -> Strip:
+        index = round(self.scroll_y) + y
+        width = self.scrollable_content_region.width
+        if self._base is None:
+            self._base = self.rich_style
+        base = self._base
+        if not 0 <= index < len(self.rows):
+            return Strip.blank(width, base)
+        row = self.rows[index]
+        on_path = row.chain.first.id in self.path_ids
+        key = (
+            self._version,
+            on_path,
+            index == self.current_row,
+            index == self.cursor_row,
+            self.has_focus,
+            width,
+            bool(row.chain.first.meta.get("bookmark") or row.chain.last.meta.get("bookmark")),
+            row.chain.first.approx,
+            len(row.chain.last.tokens),
+        )
+        cached = self._cache.get(index)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        strip = Strip(self._segments(row, index, on_path, base)).crop_extend(0, width, base)
+        if index == self.cursor_row:
+            strip = strip.apply_style(self._component("cursor"))
+        self._cache[index] = (key, strip)
+        return strip
+
+    def _segments(self, row: Row, index: int, on_path: bool, base: Style) -> list[Segment]:
+        chain = row.chain
+        guide = base + self._component("guide")
+        if chain.first.parent is None:
+            label = base + (self._component("current") if index == self.current_row else Style())
+            return [Segment("\u2302 start", label)]
+        depth = row.depth
+        segments: list[Segment] = []
+        if depth > MAX_INDENT:
+            mark = f"{depth}\u203a"
+            segments.append(Segment(" " * max(0, MAX_INDENT * 2 - len(mark)) + mark, guide))
+        else:
+            segments.append(Segment("  " * (depth - 1), guide))
+        segments.append(Segment("\u2514 " if row.last else "\u251c ", guide))
+        if row.kids:
+            segments.append(Segment("\u25b6 " if row.collapsed else "\u25bc ", guide))
+        if chain.first.meta.get("bookmark") or chain.last.meta.get("bookmark"):
+            segments.append(Segment("\u2605 ", base + self._component("bookmark")))
+        style = base
+        if chain.first.origin is Origin.MODEL:
+            style += self._component("model")
+        if on_path:
+            style += self._component("path")
+        if index == self.current_row:
+            style += self._component("current")
+        if is_hidden(chain.first):
+            style += self._component("hidden")
+        if chain.first.approx:
+            segments.append(Segment("~", style))
+        segments.append(Segment(self._preview(row) or "\u2205", style))
+        if row.kids > 1:
+            segments.append(Segment(f" [{row.kids}]", base + self._component("count")))
+        return segments

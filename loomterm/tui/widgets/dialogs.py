@@ -1,0 +1,180 @@
+"""Small modal dialogs: a yes/no confirmation, a new chat, a new chat turn."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, TextArea
+
+DEFAULT_SYSTEM = "You are a helpful assistant."
+
+DIALOG_CSS = """
+    align: center middle;
+    & > Vertical {
+        width: 72;
+        max-width: 95%;
+        height: auto;
+        max-height: 90%;
+        border: thick $primary 60%;
+        background: $surface;
+        padding: 1 2;
+    }
+    & .dialog--title { text-style: bold; color: $primary; margin-bottom: 1; }
+    & .dialog--hint { color: $text-muted; margin-top: 1; }
+    & .dialog--buttons { height: auto; align-horizontal: right; margin-top: 1; }
+    & .dialog--buttons Button { margin-left: 1; }
+"""
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """Ask a yes/no question; dismisses with True for yes."""
+
+    DEFAULT_CSS = "ConfirmScreen {" + DIALOG_CSS + "}"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("y", "answer(True)", "Yes", id="confirm_yes"),
+        Binding("n,escape", "answer(False)", "No", id="confirm_no"),
+    ]
+
+    def __init__(self, question: str, yes: str = "Yes", no: str = "No") -> None:
+        super().__init__()
+        self.question = question
+        self.yes = yes
+        self.no = no
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(self.question, classes="dialog--title", markup=False)
+            with Horizontal(classes="dialog--buttons"):
+                yield Button(self.no, id="no", compact=True)
+                yield Button(self.yes, id="yes", variant="warning", compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#no", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+    def action_answer(self, answer: bool) -> None:
+        self.dismiss(answer)
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """What the new-chat dialog asked for."""
+
+    system: str
+    user: str
+    name: str = ""
+    generate: bool = True
+
+
+class ChatScreen(ModalScreen["ChatRequest | None"]):
+    """A new chat: a system message and the first user message."""
+
+    DEFAULT_CSS = (
+        "ChatScreen {"
+        + DIALOG_CSS
+        + """
+        & TextArea { height: 5; margin-bottom: 1; }
+        & #user { height: 7; }
+    }"""
+    )
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel", id="chat_cancel"),
+        Binding("ctrl+s", "start", "Start", id="chat_start"),
+    ]
+
+    def __init__(self, system: str = DEFAULT_SYSTEM) -> None:
+        super().__init__()
+        self.system = system
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label("New chat", classes="dialog--title")
+            yield Label("Session name (empty: a new name from the time)")
+            yield Input(placeholder="chat-…", id="name", compact=True)
+            yield Label("System message")
+            yield TextArea(self.system, id="system", soft_wrap=True)
+            yield Label("User message")
+            yield TextArea("", id="user", soft_wrap=True)
+            with Horizontal(classes="dialog--buttons"):
+                yield Button("Cancel", id="cancel", compact=True)
+                yield Button("Start and generate", id="start", variant="primary", compact=True)
+            yield Label("ctrl+s starts · escape cancels", classes="dialog--hint")
+
+    def on_mount(self) -> None:
+        self.query_one("#user", TextArea).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "start":
+            self.action_start()
+        else:
+            self.dismiss(None)
+
+    def action_start(self) -> None:
+        user = self.query_one("#user", TextArea).text.strip()
+        if not user:
+            self.notify("Write the user message first", severity="warning")
+            return
+        self.dismiss(
+            ChatRequest(
+                system=self.query_one("#system", TextArea).text.strip(),
+                user=user,
+                name=self.query_one("#name", Input).value.strip(),
+            )
+        )
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+@dataclass(frozen=True)
+class TurnRequest:
+    """A new user turn, and whether to generate the answer at once."""
+
+    text: str
+    generate: bool
+
+
+class TurnScreen(ModalScreen["TurnRequest | None"]):
+    """Add a user turn to a chat."""
+
+    DEFAULT_CSS = "TurnScreen {" + DIALOG_CSS + "& TextArea { height: 7; } }"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel", id="turn_cancel"),
+        Binding("ctrl+s", "add(True)", "Add and generate", id="turn_add"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label("Add a user turn", classes="dialog--title")
+            yield TextArea("", id="turn", soft_wrap=True)
+            with Horizontal(classes="dialog--buttons"):
+                yield Button("Cancel", id="cancel", compact=True)
+                yield Button("Add", id="add", compact=True)
+                yield Button("Add and generate", id="add-generate", variant="primary", compact=True)
+            yield Label("ctrl+s adds and generates · escape cancels", classes="dialog--hint")
+
+    def on_mount(self) -> None:
+        self.query_one(TextArea).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "cancel":
+            self.dismiss(None)
+        else:
+            self.action_add(event.button.id == "add-generate")
+
+    def action_add(self, generate: bool) -> None:
+        text = self.query_one(TextArea).text.strip()
+        if not text:
+            self.notify("Write the turn first", severity="warning")
+            return
+        self.dismiss(TurnRequest(text, generate))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

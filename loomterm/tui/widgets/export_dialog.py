@@ -1,0 +1,116 @@
+"""The export dialog: a format, a file, and which branches."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, Select
+
+from loomterm.tui.widgets.dialogs import DIALOG_CSS
+
+FORMAT_LABELS = {
+    "md": "Markdown (who wrote what)",
+    "txt": "Plain text",
+    "json": "JSON tree (lossless, re-importable)",
+    "html": "HTML page (self-contained)",
+}
+BRANCHES = (("current path", "current"), ("every branch", "all"))
+
+
+@dataclass(frozen=True)
+class ExportRequest:
+    fmt: str
+    path: str
+    branch: str
+
+
+class ExportScreen(ModalScreen["ExportRequest | None"]):
+    """Choose where and how to export; dismisses with the request."""
+
+    DEFAULT_CSS = (
+        "ExportScreen {"
+        + DIALOG_CSS
+        + """
+        & .export--row { height: 1; margin-bottom: 1; }
+        & .export--row Label { width: 10; }
+        & .export--row Input, & .export--row Select { width: 1fr; }
+    }"""
+    )
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel", id="export_cancel"),
+        Binding("ctrl+s", "export", "Export", id="export_go"),
+    ]
+
+    def __init__(self, formats: tuple[str, ...], folder: Path, stem: str, fmt: str = "md") -> None:
+        super().__init__()
+        self.formats = formats
+        self.folder = folder
+        self.stem = stem or "loomterm"
+        self.fmt = fmt if fmt in formats else formats[0]
+
+    def _default_path(self, fmt: str) -> str:
+        return str(self.folder / f"{self.stem}.{fmt}")
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label("Export", classes="dialog--title")
+            with Horizontal(classes="export--row"):
+                yield Label("Format")
+                yield Select(
+                    [(FORMAT_LABELS.get(f, f), f) for f in self.formats],
+                    value=self.fmt,
+                    allow_blank=False,
+                    id="format",
+                    compact=True,
+                )
+            with Horizontal(classes="export--row"):
+                yield Label("Branches")
+                yield Select(
+                    BRANCHES, value="current", allow_blank=False, id="branch", compact=True
+                )
+            with Horizontal(classes="export--row"):
+                yield Label("File")
+                yield Input(self._default_path(self.fmt), id="path", compact=True)
+            with Horizontal(classes="dialog--buttons"):
+                yield Button("Cancel", id="cancel", compact=True)
+                yield Button("Export", id="export", variant="primary", compact=True)
+            yield Label("enter or ctrl+s exports · escape cancels", classes="dialog--hint")
+
+    def on_mount(self) -> None:
+        self.query_one("#path", Input).focus()
+
+    def on_select_changed(self, event: Select.Changed) -> None:
+        if event.select.id != "format" or not isinstance(event.value, str):
+            return
+        path_input = self.query_one("#path", Input)
+        current = Path(path_input.value)
+        if current.suffix.lstrip(".") in self.formats:
+            path_input.value = str(current.with_suffix(f".{event.value}"))
+        self.fmt = event.value
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.action_export()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "export":
+            self.action_export()
+        else:
+            self.dismiss(None)
+
+    def action_export(self) -> None:
+        path = self.query_one("#path", Input).value.strip()
+        if not path:
+            self.notify("Name a file to export to", severity="warning")
+            return
+        fmt = self.query_one("#format", Select).value
+        branch = self.query_one("#branch", Select).value
+        self.dismiss(ExportRequest(str(fmt), str(Path(path).expanduser()), str(branch)))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

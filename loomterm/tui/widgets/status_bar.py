@@ -1,0 +1,97 @@
+"""The status bar: model, device, path tokens, nodes, resident KV, speed, settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from textual.app import RenderResult
+from textual.content import Content
+from textual.widget import Widget
+
+
+def human_bytes(count: int) -> str:
+    """``1536`` -> ``1.5 KiB``."""
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"  # pragma: no cover
+
+
+def settings_summary(settings: dict[str, Any]) -> str:
+    """The sampling settings in a few characters each."""
+
+    def num(value: Any) -> str:
+        return f"{float(value):g}"
+
+    return (
+        f"T{num(settings.get('temperature', 1.0))} "
+        f"p{num(settings.get('top_p', 1.0))} "
+        f"k{int(settings.get('top_k', 0))} "
+        f"minp{num(settings.get('min_p', 0.0))} "
+        f"max{int(settings.get('max_new_tokens', 0))} "
+        f"n{int(settings.get('n', 1))} "
+        f"{settings.get('splice_mode', 'fast')}"
+    )
+
+
+@dataclass
+class StatusInfo:
+    """Everything the status bar shows."""
+
+    model: str = ""
+    device: str = ""
+    path_tokens: int = 0
+    nodes: int = 0
+    kv_bytes: int = 0
+    tokens_per_second: float | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    state: str = ""
+
+
+class StatusBar(Widget):
+    """One line under the document.
+
+    A plain widget rather than a ``Static``: ``Static.update`` asks for a relayout of
+    the screen (its size might change), which repaints every widget; this bar's size
+    never changes, so an update repaints only the bar.
+    """
+
+    DEFAULT_CSS = """
+    StatusBar {
+        height: 1;
+        background: $panel;
+        color: $text-muted;
+        padding: 0 1;
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
+    }
+    """
+
+    def show_status(self, info: StatusInfo) -> None:
+        speed = (
+            f"{info.tokens_per_second:.1f} tok/s"
+            if info.tokens_per_second is not None
+            else "\u2014 tok/s"
+        )
+        parts = []
+        if info.state:  # first, so a narrow terminal never cuts it off
+            parts += [Content.styled(info.state, "bold $warning"), Content(" \u2502 ")]
+        parts += [
+            Content.styled(info.model, "bold"),
+            Content(f" {info.device} \u2502 "),
+            Content(
+                f"{info.path_tokens} tok \u00b7 {info.nodes} nodes \u00b7 "
+                f"KV {human_bytes(info.kv_bytes)} \u2502 {speed} \u2502 "
+            ),
+            Content(settings_summary(info.settings)),
+        ]
+        self._content = Content.assemble(*parts)
+        self.refresh()
+
+    _content: Content = Content("")
+
+    def render(self) -> RenderResult:
+        return self._content

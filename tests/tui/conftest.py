@@ -1,0 +1,91 @@
+"""Fixtures for the editor's tests: the real engine on the tiny seeded Llama.
+
+The model is loaded once per test session; each test gets a fresh Loom (its own tree
+and working cache) on it, greedy and short so runs are fast and repeatable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+TERMINAL = (100, 30)
+
+
+@pytest.fixture(scope="session")
+def tiny_loaded(tiny_llama_dir):
+    from loomterm.engine.models import load_model
+
+    return load_model(str(tiny_llama_dir))
+
+
+@pytest.fixture
+def loom(tiny_loaded):
+    from loomterm.engine import Loom
+
+    loom = Loom.from_loaded(tiny_loaded, n_ctx=512)
+    loom.update_settings(temperature=0.0, max_new_tokens=12, n=3)
+    return loom
+
+
+@pytest.fixture
+def make_app(loom, tmp_path):
+    """Build the app on the test's loom; exports go under the test's folder."""
+    from loomterm.tui.app import LoomApp
+
+    def make(target_loom=None, **kwargs):
+        kwargs.setdefault("show_speed", False)
+        kwargs.setdefault("sync_delay", 0.05)
+        kwargs.setdefault("export_dir", tmp_path)
+        kwargs.setdefault("session_name", "story")
+        return LoomApp(target_loom or loom, **kwargs)
+
+    return make
+
+
+async def settle(pilot, timeout: float = 20.0) -> None:
+    """Wait until the app has no job in flight, nothing deferred and no pending typing
+    (then one more pause for the pane and status timers)."""
+    app = pilot.app
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while loop.time() < end:
+        await pilot.pause(0.02)
+        if (
+            not app.busy
+            and not app._deferred  # noqa: SLF001
+            and not app.doc.dirty
+            and app._sync_timer is None  # noqa: SLF001
+        ):
+            await pilot.pause(0.15)  # the branch pane and status timers
+            if not app.busy and not app.doc.dirty and not app._deferred:  # noqa: SLF001
+                return
+    raise AssertionError("the app did not settle")
+
+
+async def type_text(pilot, text: str) -> None:
+    """Type ``text`` key by key (newlines as enter)."""
+    keys = ["enter" if ch == "\n" else ("space" if ch == " " else ch) for ch in text]
+    await pilot.press(*keys)
+
+
+@pytest.fixture
+def exports(tmp_path) -> Path:
+    return tmp_path
+
+
+async def paste(pilot, text: str) -> None:
+    """Paste ``text`` into the document (one event: much faster than typing it)."""
+    from textual import events
+
+    pilot.app.view.post_message(events.Paste(text))
+    await pilot.pause()
+
+
+async def write_and_generate(pilot, text: str = "Once upon a time") -> None:
+    """Paste a prompt and generate from its end."""
+    await paste(pilot, text)
+    await pilot.press("ctrl+g")
+    await settle(pilot)

@@ -1,0 +1,194 @@
+"""Token alternatives, settings, export, help and the command palette."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from loomterm.tree import Origin
+from loomterm.tui.widgets.alternatives import AlternativesScreen
+from loomterm.tui.widgets.settings import SettingsScreen, parse_settings
+from tests.tui.conftest import TERMINAL, paste, settle, write_and_generate
+from tests.tui.screen_text import screen_text
+
+
+async def _open_alternatives_on_first_generated_token(pilot, app, loom):
+    prompt = loom.cursor.parent
+    app.doc.move_to(len(loom.text(prompt)))  # the caret on the first generated token
+    await pilot.press("ctrl+a")
+    await settle(pilot)
+    assert isinstance(app.screen, AlternativesScreen)
+    return prompt
+
+
+async def test_alternatives_pick_makes_a_branch_without_a_forward_pass(make_app, loom):
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await write_and_generate(pilot)
+        generated = loom.cursor
+        prompt = await _open_alternatives_on_first_generated_token(pilot, app, loom)
+        text = screen_text(app)
+        assert "Alternatives at token" in text and "chosen" in text
+        assert text.count("%") >= 10  # ten alternatives with probabilities
+        calls = []
+        original = loom._forward  # noqa: SLF001
+        loom._forward = lambda *a, **k: calls.append(1) or original(*a, **k)  # noqa: SLF001
+        await pilot.press("down", "enter")
+        await settle(pilot)
+        loom._forward = original  # noqa: SLF001
+        assert calls == []  # picking costs no forward pass
+        picked = loom.cursor
+        assert picked.meta.get("picked") and len(picked.tokens) == 1
+        assert picked.parent is prompt or prompt.is_ancestor_of(picked)
+        assert picked.tokens[0] == generated.top[0][1][0]  # the second-best token
+        assert app.doc.text == loom.text(picked)
+
+
+async def test_alternatives_pick_and_generate(make_app, loom):
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await write_and_generate(pilot)
+        await _open_alternatives_on_first_generated_token(pilot, app, loom)
+        await pilot.press("down", "down", "ctrl+g")
+        await settle(pilot)
+        node = loom.cursor
+        assert node.origin is Origin.MODEL and len(node.tokens) == 12
+        assert node.parent.meta.get("picked")
+
+
+async def test_right_click_on_a_token_opens_its_alternatives(make_app, loom):
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await write_and_generate(pilot, "Hi")
+        view = app.view
+        # Column 1 is the margin; "Hi" then the first generated token from column 3.
+        await pilot.click(view, offset=(4, 0), button=3)
+        await settle(pilot)
+        assert isinstance(app.screen, AlternativesScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, AlternativesScreen)
+
+
+async def test_typed_text_has_no_alternatives_and_says_so(make_app, loom):
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await paste(pilot, "Typed")
+        await settle(pilot)
+        await pilot.press("ctrl+a")
+        await settle(pilot)
+        assert not isinstance(app.screen, AlternativesScreen)
+        assert any("No alternatives" in n.message for n in app._notifications)  # noqa: SLF001
+
+
+async def test_settings_are_edited_checked_and_kept_with_the_session(make_app, loom):
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await pilot.press("f2")
+        await pilot.pause()
+        assert isinstance(app.screen, SettingsScreen)
+        screen = app.screen
+        screen.query_one("#setting-temperature").value = "0.7"
+        screen.query_one("#setting-top_p").value = "2"  # out of range
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert isinstance(app.screen, SettingsScreen)
+        assert "Top-p must be" in screen_text(app)
+        screen.query_one("#setting-top_p").value = "0.9"
+        screen.query_one("#setting-n").value = "2"
+        screen.query_one("#setting-splice_mode").value = "exact"
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert not isinstance(app.screen, SettingsScreen)
+        assert loom.settings["temperature"] == 0.7
+        assert loom.settings["top_p"] == 0.9
+        assert loom.settings["n"] == 2
+        assert loom.settings["splice_mode"] == "exact"
+        await pilot.pause(0.2)
+        assert "T0.7 p0.9" in screen_text(app)
+
+
+def test_parse_settings_names_each_bad_field():
+    good = {
+        "temperature": "0",
+        "top_p": "1",
+        "top_k": "40",
+        "min_p": "0.05",
+        "repetition_penalty": "1.1",
+        "max_new_tokens": "64",
+        "n": "4",
+    }
+    values, problems = parse_settings(good)
+    assert problems == [] and values["top_k"] == 40 and values["min_p"] == 0.05
+    values, problems = parse_settings({**good, "top_k": "x", "n": "0", "min_p": "1"})
+    assert len(problems) == 3
+
+
+@pytest.mark.parametrize("fmt", ["md", "txt", "json", "html"])
+async def test_export_dialog_writes_every_format(make_app, loom, exports, fmt):
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await write_and_generate(pilot, "Once upon a time")
+        await pilot.press("ctrl+e")
+        await pilot.pause()
+        screen = app.screen
+        screen.query_one("#format").value = fmt
+        await pilot.pause()
+        path_input = screen.query_one("#path")
+        assert path_input.value.endswith(f"story.{fmt}")
+        await pilot.press("enter")
+        await settle(pilot)
+        target = exports / f"story.{fmt}"
+        assert target.is_file()
+        body = target.read_text(encoding="utf-8")
+        if fmt == "json":
+            data = json.loads(body)
+            assert data["format"] == "loomterm-tree"
+            assert any(n["text"] == "Once upon a time" for n in data["nodes"])
+        else:
+            assert "Once upon a time" in body
+        assert any("Exported" in n.message for n in app._notifications)  # noqa: SLF001
+
+
+async def test_help_lists_every_key(make_app):
+    from loomterm.tui.keymap import ACTIONS
+
+    app = make_app()
+    async with app.run_test(size=(140, 60)) as pilot:
+        await pilot.press("f1")
+        await pilot.pause()
+        table = app.screen.query_one("DataTable")
+        titles = {table.get_row_at(i)[2] for i in range(table.row_count)}
+        assert {action.title for action in ACTIONS} <= titles
+        assert "^g" in screen_text(app)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is app.screen_stack[0]
+
+
+async def test_command_palette_runs_any_action(make_app, loom):
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await paste(pilot, "Once upon a time")
+        await settle(pilot)
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"N siblings")
+        await pilot.pause(0.5)
+        assert "N siblings" in screen_text(app)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert len(loom.cursor.parent.children) == 3
+
+
+async def test_command_palette_offers_every_action(make_app):
+    from loomterm.tui.commands import LoomCommands
+    from loomterm.tui.keymap import ACTIONS
+
+    app = make_app()
+    async with app.run_test(size=TERMINAL):
+        provider = LoomCommands(app.screen)
+        titles = {title for title, _, _ in provider.commands()}
+        assert {action.title for action in ACTIONS} <= titles
+        assert "Theme: loom-light" in titles

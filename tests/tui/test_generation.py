@@ -1,0 +1,128 @@
+"""Generating: from the end, from the middle, regenerating, N siblings, stopping."""
+
+from __future__ import annotations
+
+from loomterm.tree import Origin
+from tests.tui.conftest import TERMINAL, paste, settle, type_text, write_and_generate
+from tests.tui.screen_text import screen_text
+
+
+async def test_generate_streams_a_continuation_from_the_caret(make_app, loom):
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await write_and_generate(pilot, "Once upon a time")
+        node = loom.cursor
+        assert node.origin is Origin.MODEL
+        assert len(node.tokens) == 12
+        assert loom.text(node.parent) == "Once upon a time"
+        assert app.doc.text == loom.text(node)
+        assert app.doc.caret == app.doc.length
+        shown = screen_text(app)
+        first_line = app.doc.text.splitlines()[0][:40]
+        assert first_line.split("\n")[0][:10] in shown
+
+
+async def test_generating_syncs_pending_typing_first(make_app, loom):
+    app = make_app(sync_delay=10.0)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await paste(pilot, "Language models")
+        await pilot.press("ctrl+g")
+        await settle(pilot)
+        assert loom.text(loom.cursor.parent) == "Language models"
+
+
+async def test_generate_from_the_middle_starts_a_branch_there(make_app, loom):
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await write_and_generate(pilot, "The quick brown fox")
+        first = loom.cursor
+        await pilot.press("ctrl+home", *["right"] * 9)  # "The quick|"
+        await pilot.press("ctrl+g")
+        await settle(pilot)
+        second = loom.cursor
+        assert second is not first
+        assert loom.text(second.parent) == "The quick"
+        assert loom.text(first).startswith("The quick brown fox")  # still there
+        assert app.doc.text == loom.text(second)
+
+
+async def test_generate_inside_a_token_keeps_the_typed_part(make_app, loom):
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await write_and_generate(pilot, "The quick brown fox")
+        await pilot.press("ctrl+home", *["right"] * 7)  # "The qui|ck"
+        await pilot.press("ctrl+g")
+        await settle(pilot)
+        assert loom.text(loom.cursor.parent) == "The qui"
+
+
+async def test_regenerate_adds_a_sibling(make_app, loom):
+    loom.update_settings(temperature=1.0)
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await write_and_generate(pilot)
+        first = loom.cursor
+        await pilot.press("ctrl+r")
+        await settle(pilot)
+        second = loom.cursor
+        assert second is not first
+        assert second.parent is first.parent
+        assert second.origin is Origin.MODEL
+
+
+async def test_generate_n_makes_n_siblings_at_once(make_app, loom):
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await paste(pilot, "Once upon a time")
+        await pilot.press("ctrl+n")
+        await settle(pilot)
+        parent = loom.cursor.parent
+        assert len(parent.children) == 3
+        assert all(len(kid.tokens) == 12 for kid in parent.children)
+        assert loom.cursor is parent.children[0]
+
+
+async def test_escape_stops_and_keeps_what_came(make_app, loom):
+    loom.update_settings(max_new_tokens=1500)
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await paste(pilot, "Once upon a time")
+        await pilot.press("ctrl+g")
+        for _ in range(100):
+            await pilot.pause(0.02)
+            if app.doc.length > len("Once upon a time") + 3:
+                break
+        await pilot.press("escape")
+        await settle(pilot)
+        node = loom.cursor
+        assert node.origin is Origin.MODEL
+        assert 0 < len(node.tokens) < 1500
+        assert app.doc.text == loom.text(node)
+        assert not app.generating
+
+
+async def test_typing_over_a_generation_stops_it_and_keeps_the_typing(make_app, loom):
+    loom.update_settings(max_new_tokens=1500)
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await paste(pilot, "Once upon a time")
+        await pilot.press("ctrl+g")
+        for _ in range(100):
+            await pilot.pause(0.02)
+            if app.doc.length > len("Once upon a time") + 3:
+                break
+        await type_text(pilot, "XYZ")
+        await settle(pilot)
+        assert not app.generating
+        assert loom.text(loom.cursor).endswith("XYZ")
+        assert app.doc.text == loom.text(loom.cursor)
+
+
+async def test_generating_from_an_empty_document_says_why_not(make_app, loom):
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await pilot.press("ctrl+g")
+        await settle(pilot)
+        assert loom.root.children == []
+        assert any("nothing to continue" in n.message for n in app._notifications)  # noqa: SLF001
+        assert not app.generating

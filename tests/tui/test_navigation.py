@@ -1,0 +1,191 @@
+"""Moving around the tree: siblings, branch points, undo/redo, the branch pane,
+bookmarks and archived branches."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.tui.conftest import TERMINAL, paste, settle
+from tests.tui.screen_text import screen_text
+
+
+@pytest.fixture
+def branched(loom):
+    """root -> "Once upon a time" -> {" there was a cat", " there was a dog", " lived a
+    king" -> {" who sang.", " who wept."}}; the cursor on the cat."""
+    stem = loom.append(loom.root, "Once upon a time")
+    cat = loom.append(stem, " there was a cat")
+    dog = loom.append(stem, " there was a dog")
+    king = loom.append(stem, " lived a king")
+    sang = loom.append(king, " who sang.")
+    wept = loom.append(king, " who wept.")
+    loom.cursor = cat
+    return {"stem": stem, "cat": cat, "dog": dog, "king": king, "sang": sang, "wept": wept}
+
+
+async def test_alt_right_and_left_switch_siblings(make_app, loom, branched):
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await pilot.press("alt+right")
+        await settle(pilot)
+        assert loom.cursor is branched["dog"]
+        assert app.doc.text == "Once upon a time there was a dog"
+        assert "there was a dog" in screen_text(app)
+        await pilot.press("alt+right")
+        await settle(pilot)
+        assert branched["king"].is_ancestor_of(loom.cursor)
+        await pilot.press("alt+right")  # wraps around
+        await settle(pilot)
+        assert loom.cursor is branched["cat"]
+        await pilot.press("alt+left")
+        await settle(pilot)
+        assert branched["king"].is_ancestor_of(loom.cursor)
+
+
+async def test_siblings_of_the_branch_under_the_caret(make_app, loom, branched):
+    loom.cursor = branched["sang"]
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await pilot.press("alt+right")  # the caret is in " who sang."
+        await settle(pilot)
+        assert loom.cursor is branched["wept"]
+        # Caret into " lived a king": its siblings are the cat and the dog.
+        app.doc.move_to(len("Once upon a time lived"))
+        await pilot.press("alt+left")
+        await settle(pilot)
+        assert loom.cursor is branched["dog"]
+
+
+async def test_alt_up_and_down_move_between_branch_points(make_app, loom, branched):
+    loom.cursor = branched["wept"]
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        assert app.doc.caret == app.doc.length
+        await pilot.press("alt+up")
+        await settle(pilot)
+        assert app.doc.caret == len("Once upon a time lived a king")
+        await pilot.press("alt+up")
+        await settle(pilot)
+        assert app.doc.caret == len("Once upon a time lived a king")  # no branch point above
+        await pilot.press("alt+down")
+        await settle(pilot)
+        assert app.doc.caret == app.doc.length
+
+
+async def test_undo_and_redo_walk_back_through_edits_and_generations(make_app, loom):
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await paste(pilot, "Hello")
+        await settle(pilot)
+        typed = loom.cursor
+        await pilot.press("ctrl+g")
+        await settle(pilot)
+        generated = loom.cursor
+        count = len(loom.tree.nodes)
+        await pilot.press("ctrl+z")
+        await settle(pilot)
+        assert loom.cursor is typed
+        assert app.doc.text == "Hello"
+        await pilot.press("ctrl+z")
+        await settle(pilot)
+        assert loom.cursor is loom.root
+        assert app.doc.text == ""
+        await pilot.press("ctrl+y", "ctrl+y")
+        await settle(pilot)
+        assert loom.cursor is generated
+        assert len(loom.tree.nodes) == count  # nothing was deleted or added
+
+
+async def test_undo_of_unsynced_typing_keeps_it_in_the_tree(make_app, loom):
+    app = make_app(sync_delay=10.0)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await paste(pilot, "draft")
+        await pilot.press("ctrl+z")
+        await settle(pilot)
+        assert app.doc.text == ""
+        await pilot.press("ctrl+y")
+        await settle(pilot)
+        assert app.doc.text == "draft"
+
+
+async def test_branch_pane_shows_the_tree_and_selecting_moves_there(make_app, loom, branched):
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        text = screen_text(app)
+        assert "Once upon a time [3]" in text  # a branch point with its count
+        assert "there was a dog" in text and "who wept." in text
+        tree = app.branches
+        row = tree.entries[branched["dog"].id]
+        tree.focus()
+        tree.move_cursor(row)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert loom.cursor is branched["dog"]
+        assert app.doc.text == "Once upon a time there was a dog"
+
+
+async def test_ctrl_t_toggles_the_branch_pane(make_app, loom, branched):
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        assert app.branches.display and not app.branches.has_class("-hidden")
+        await pilot.press("ctrl+t")
+        await pilot.pause()
+        assert app.branches.has_class("-hidden")
+        assert "Once upon a time [3]" not in screen_text(app)
+        await pilot.press("ctrl+t")
+        await pilot.pause(0.2)
+        assert "Once upon a time [3]" in screen_text(app)
+
+
+async def test_bookmarks(make_app, loom, branched):
+    loom.cursor = branched["dog"]
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await pilot.press("alt+s")
+        await settle(pilot)
+        assert branched["dog"].meta.get("bookmark") is True
+        assert "\u2605" in screen_text(app)
+        await pilot.press("alt+left")
+        await settle(pilot)
+        assert loom.cursor is branched["cat"]
+        await pilot.press("alt+m")
+        await settle(pilot)
+        assert loom.cursor is branched["dog"]
+        await pilot.press("alt+s")
+        await settle(pilot)
+        assert "bookmark" not in branched["dog"].meta
+
+
+async def test_hiding_a_branch_asks_first_and_can_be_undone(make_app, loom, branched):
+    loom.cursor = branched["dog"]
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await pilot.press("alt+h")
+        await pilot.pause()
+        assert "Archive the branch" in screen_text(app)
+        await pilot.press("n")
+        await settle(pilot)
+        assert not branched["dog"].meta.get("hidden")
+        await pilot.press("alt+h")
+        await pilot.pause()
+        await pilot.press("y")
+        await settle(pilot)
+        assert branched["dog"].meta.get("hidden") is True
+        assert loom.cursor is not branched["dog"]
+        assert "there was a dog" not in screen_text(app)
+        # Siblings skip it now.
+        for _ in range(3):
+            await pilot.press("alt+right")
+            await settle(pilot)
+            assert loom.cursor is not branched["dog"]
+        # Archived branches can be shown and restored.
+        await app.run_action("toggle_hidden")
+        await settle(pilot)
+        assert "there was a dog" in screen_text(app)
+        app.go_to_node(branched["dog"])
+        await settle(pilot)
+        await app.run_action("unhide_branch")
+        await settle(pilot)
+        assert not branched["dog"].meta.get("hidden")
