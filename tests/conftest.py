@@ -30,3 +30,14 @@ def tiny_llama_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_gpt2_dir(tmp_path_factory) -> Path:
     return build_tiny_gpt2(tmp_path_factory.mktemp("tiny-gpt2"))
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Report the worst logit difference against a full recompute seen in this run."""
+    from tests.helpers import WORST
+
+    if WORST["checks"]:
+        terminalreporter.write_line(
+            f"recompute checks: {WORST['checks']}, worst relative logit difference "
+            f"{WORST['relative']:.2e}"
+        )

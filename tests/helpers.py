@@ -44,9 +44,15 @@ def relative_error(got: torch.Tensor, want: torch.Tensor) -> float:
     )
 
 
+# The worst relative error any comparison saw in this run (reported at the end).
+WORST = {"relative": 0.0, "checks": 0}
+
+
 def assert_matches_recompute(loom: Loom, node, tol: float = REL_TOL) -> float:
     """next_logits(node) equals a full recompute of its tokens; returns the error."""
     err = relative_error(loom.next_logits(node), reference_logits(loom, loom.tokens(node)))
+    WORST["relative"] = max(WORST["relative"], err)
+    WORST["checks"] += 1
     assert err < tol, f"next_logits differs from a recompute by {err:.2e} (relative)"
     return err
 
