@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -13,10 +14,38 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_model_args(parser)
     parser.add_argument("--quick", action="store_true", help="a short run for CI smoke use")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="CPU threads for torch (default: torch's; 1 with --quick, which is steadier "
+        "on a shared machine)",
+    )
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from loomterm.errors import LoomError
+    """Load the model, run the plan, print the table (and write the JSON)."""
+    import torch
 
-    raise LoomError("bench is not built yet")
+    from loomterm.bench.report import format_table, write_json
+    from loomterm.bench.runner import NOTES, BenchPlan, run_bench
+    from loomterm.engine.models import end_progress_line, load_model, print_progress
+
+    loaded = load_model(args.model, device=args.device, dtype=args.dtype, progress=print_progress)
+    end_progress_line()
+    threads = args.threads or (1 if args.quick and loaded.device.type == "cpu" else None)
+    if threads:
+        # Two threads on a two-core machine that is busy elsewhere can run 3-5x slower
+        # than one (threads wait on each other); a smoke run wants steady figures.
+        torch.set_num_threads(threads)
+    plan = BenchPlan.quick() if args.quick else BenchPlan.full(loaded.device)
+
+    def log(text: str) -> None:
+        print(f"bench: {text}", file=sys.stderr, flush=True)
+
+    result = run_bench(loaded, plan, quick=args.quick, log=log)
+    print(format_table(result.rows, result.title(), NOTES))
+    if args.json:
+        write_json(args.json, result.rows, result.meta)
+    return 0

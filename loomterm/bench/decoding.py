@@ -1,0 +1,280 @@
+"""Decoding figures: plain decode, batched siblings, sibling KV memory, drafted decoding."""
+
+from __future__ import annotations
+
+import torch
+
+from loomterm.bench.common import make_loom, stock_attention
+from loomterm.bench.report import Row, ratio
+from loomterm.bench.timing import median, timed
+from loomterm.engine.speculative import last_stats
+
+DECODE = "Plain decode"
+DECODE_NOTE = "greedy, prompt prefill included on both sides; baseline: transformers generate()"
+SIBLINGS = "Siblings"
+SIBLINGS_NOTE = "N sampled continuations in one batch; baseline: N sequential generations"
+MEMORY = "KV memory"
+MEMORY_NOTE = "resident KV of a prompt and N siblings; baseline: the ideal (prefix once + suffixes)"
+DRAFTED = "Drafted decoding"
+DRAFTED_NOTE = "regenerating as a loom user does; baseline: the same work with drafting off"
+
+
+# -- plain decode -----------------------------------------------------------------------------
+def plain_decode(loaded, prompt: list[int], new_tokens: int, reps: int, log) -> list[Row]:
+    log(f"plain decode: {new_tokens} tokens after a {len(prompt)}-token prompt")
+    loom = make_loom(loaded, drafting="off")
+    device = loom.device
+    model = loaded.model
+    ids = torch.tensor([prompt], device=device)  # (1, T)
+    loom.generate(loom.append_tokens(loom.root, prompt), 4, temperature=0)  # warm-up
+    _hf_generate(model, ids, 4)
+    loom_rates, hf_rates, identical = [], [], True
+    for _ in range(reps):
+
+        def ours():
+            node = loom.append_tokens(loom.root, prompt)
+            return loom.generate(node, new_tokens, temperature=0)[0]
+
+        seconds, kid = timed(device, ours)
+        loom_rates.append(len(kid.tokens) / seconds)
+        count = len(kid.tokens)
+        seconds, out = timed(device, lambda count=count: _hf_generate(model, ids, count))
+        theirs = out[0, len(prompt) :].tolist()
+        hf_rates.append(len(theirs) / seconds)
+        identical = identical and theirs == kid.tokens
+    loom_rate, hf_rate = median(loom_rates), median(hf_rates)
+    return [
+        Row(
+            DECODE,
+            f"{new_tokens} new tokens",
+            hf_rate,
+            loom_rate,
+            "tok/s",
+            ratio(loom_rate, hf_rate),
+            ">=1.0",
+            note="identical tokens" if identical else "TOKENS DIFFER",
+            extra={"identical": identical, "loom_tok_s": loom_rates, "hf_tok_s": hf_rates},
+        )
+    ]
+
+
+@torch.inference_mode()
+def _hf_generate(model, ids: torch.Tensor, new_tokens: int) -> torch.Tensor:
+    """transformers' own greedy ``generate`` with its own attention: (1, T + new)."""
+    with stock_attention(model):
+        return model.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=new_tokens,
+            do_sample=False,
+            temperature=None,
+            top_p=None,
+            top_k=None,
+            pad_token_id=model.generation_config.eos_token_id,
+        )
+
+
+# -- siblings and their memory ------------------------------------------------------------------
+def siblings(loaded, prompt: list[int], new_tokens: int, counts: list[int], log) -> list[Row]:
+    log(f"siblings: N = {counts}, {new_tokens} tokens each")
+    loom = make_loom(loaded, drafting="off")
+    device = loom.device
+    node = loom.append_tokens(loom.root, prompt)
+    loom.generate(node, 2, n=2, temperature=1.0, seed=0)  # warm-up
+    rows = []
+    for n in counts:
+        seconds, kids = timed(
+            device, lambda n=n: loom.generate(node, new_tokens, n=n, temperature=1.0, seed=n)
+        )
+        batch_rate = sum(len(k.tokens) for k in kids) / seconds
+
+        def sequential(n=n):
+            return [
+                loom.generate(node, new_tokens, temperature=1.0, seed=1000 + i)[0] for i in range(n)
+            ]
+
+        seconds, kids = timed(device, sequential)
+        seq_rate = sum(len(k.tokens) for k in kids) / seconds
+        rows.append(
+            Row(
+                SIBLINGS,
+                f"N={n}",
+                seq_rate,
+                batch_rate,
+                "tok/s",
+                ratio(batch_rate, seq_rate),
+                ">=3" if n == 8 else "",
+            )
+        )
+    return rows
+
+
+def kv_memory(loaded, prompt: list[int], new_tokens: int, counts: list[int], log) -> list[Row]:
+    log(f"KV memory of N = {counts} siblings")
+    rows = []
+    for n in counts:
+        loom = make_loom(loaded, drafting="off")
+        node = loom.append_tokens(loom.root, prompt)
+        kids = loom.generate(node, new_tokens, n=n, temperature=1.0, seed=n)
+        per_token = node.kv[:, :, :, :1].numel() * node.kv.element_size()
+        ideal = per_token * (node.end + sum(len(k.tokens) for k in kids))
+        resident = loom.kv_bytes()
+        mib = 1 << 20
+        rows.append(
+            Row(
+                MEMORY,
+                f"N={n}",
+                ideal / mib,
+                resident / mib,
+                "MiB",
+                ratio(resident, ideal),
+                "<=1.1",
+                note=f"working buffer {loom.working_bytes() / mib:.1f} MiB apart",
+            )
+        )
+    return rows
+
+
+# -- drafted decoding ---------------------------------------------------------------------------
+def drafted(
+    loaded, prompt: list[int], new_tokens: int, regens: int, sampled_seeds: int, log
+) -> list[Row]:
+    """Greedy: generate once, then regenerate ``regens`` times from the same point and
+    once after picking an alternative early on; with drafting off and on, compare."""
+    log(f"drafted decoding: {regens} greedy regenerations of {new_tokens} tokens")
+    runs = {
+        mode: _regeneration(loaded, prompt, new_tokens, regens, mode) for mode in ("off", "auto")
+    }
+    log("drafted decoding: first generation with lookahead decoding")
+    look = _regeneration(loaded, prompt, new_tokens, 0, "lookahead")
+    off, auto = runs["off"], runs["auto"]
+    rows = []
+    for key, name, target in (
+        ("regen", f"regenerate from the same point x{regens}", ">=1.5"),
+        ("pick", "regenerate after an alternative pick", ""),
+        ("first", "first generation (no siblings yet)", ""),
+    ):
+        same = off[key]["tokens"] == auto[key]["tokens"]
+        stats = auto[key]["stats"]
+        rows.append(
+            Row(
+                DRAFTED,
+                name,
+                off[key]["rate"],
+                auto[key]["rate"],
+                "tok/s",
+                ratio(auto[key]["rate"], off[key]["rate"]),
+                target,
+                note=("identical" if same else "OUTPUT DIFFERS")
+                + f", {stats['accepted_per_step']:.2f} accepted/step",
+                extra={"identical": same, **stats},
+            )
+        )
+    same = look["first"]["tokens"] == off["first"]["tokens"]
+    stats = look["first"]["stats"]
+    rows.append(
+        Row(
+            DRAFTED,
+            "first generation, lookahead on",
+            off["first"]["rate"],
+            look["first"]["rate"],
+            "tok/s",
+            ratio(look["first"]["rate"], off["first"]["rate"]),
+            note=("identical" if same else "OUTPUT DIFFERS")
+            + f", {stats['accepted_per_step']:.2f} accepted/step",
+            extra={"identical": same, **stats},
+        )
+    )
+    regen = auto["regen"]["stats"]
+    rows.append(
+        Row(
+            DRAFTED,
+            "tokens per forward pass (regenerations)",
+            1.0,
+            regen["tokens_per_step"],
+            "tok",
+            regen["tokens_per_step"],
+            note=f"mean accepted drafts/step {regen['accepted_per_step']:.2f}",
+        )
+    )
+    if sampled_seeds:
+        log(f"drafted decoding: {sampled_seeds} sampled regenerations")
+        rows.append(_sampled(loaded, prompt, new_tokens, sampled_seeds))
+    return rows
+
+
+def _regeneration(loaded, prompt, new_tokens, regens, mode) -> dict:
+    loom = make_loom(loaded, drafting=mode)
+    device = loom.device
+    node = loom.append_tokens(loom.root, prompt)
+    out: dict = {}
+
+    def run(key, nodes_and_counts):
+        seconds, tokens, steps, accepted, emitted = 0.0, [], 0, 0, 0
+        for parent, count in nodes_and_counts:
+            took, (kid,) = timed(
+                device, lambda p=parent, c=count: loom.generate(p, c, temperature=0)
+            )
+            seconds += took
+            tokens.append(list(kid.tokens))  # a copy: later picks split the node
+            stats = last_stats(loom) if mode != "off" else None
+            if stats is not None:
+                steps, accepted, emitted = (
+                    steps + stats.steps,
+                    accepted + stats.accepted,
+                    emitted + stats.emitted,
+                )
+        total = sum(len(t) for t in tokens)
+        out[key] = {
+            "rate": total / seconds,
+            "tokens": tokens,
+            "stats": {
+                "steps": steps,
+                "accepted": accepted,
+                "accepted_per_step": accepted / steps if steps else 0.0,
+                "tokens_per_step": emitted / steps if steps else 1.0,
+                "seconds": seconds,
+                "tokens": total,
+            },
+        }
+        return tokens
+
+    (first,) = run("first", [(node, new_tokens)])
+    if regens:
+        run("regen", [(node, new_tokens)] * regens)
+        # Pick the runner-up token a few tokens in, then continue from there.
+        kid = node.children[0]
+        at = node.end + min(3, len(first) - 1)
+        holder, offset = loom.tree.locate(kid, at)
+        alternatives = holder.top[offset] or [(first[at - node.end], 0.0)]
+        token = next((t for t, _ in alternatives if t != first[at - node.end]), alternatives[0][0])
+        picked = loom.pick(kid, at, token)
+        run("pick", [(picked, new_tokens - (at - node.end) - 1)])
+    return out
+
+
+def _sampled(loaded, prompt, new_tokens, seeds) -> Row:
+    """Sampled regenerations (temperature 0.8): drafting on against off, same seeds."""
+    rates, texts = {}, {}
+    for mode in ("off", "auto"):
+        loom = make_loom(loaded, drafting=mode)
+        node = loom.append_tokens(loom.root, prompt)
+        seconds, kids = timed(
+            loom.device,
+            lambda loom=loom, node=node: [
+                loom.generate(node, new_tokens, temperature=0.8, seed=s)[0] for s in range(seeds)
+            ],
+        )
+        rates[mode] = sum(len(k.tokens) for k in kids) / seconds
+        texts[mode] = [list(k.tokens) for k in kids]
+    same = texts["off"] == texts["auto"]
+    return Row(
+        DRAFTED,
+        f"sampled regenerations x{seeds} (T=0.8)",
+        rates["off"],
+        rates["auto"],
+        "tok/s",
+        ratio(rates["auto"], rates["off"]),
+        note="same text per seed" if same else "TEXT DIFFERS PER SEED",
+        extra={"identical": same},
+    )

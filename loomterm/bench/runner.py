@@ -1,0 +1,137 @@
+"""The bench plan (``--quick`` or full) and the run that fills the table."""
+
+from __future__ import annotations
+
+import platform
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+
+import torch
+
+from loomterm.bench import corpus_text, decoding, edits
+from loomterm.bench.report import Row
+
+
+@dataclass(frozen=True)
+class BenchPlan:
+    """How much to measure. ``quick`` fits in two minutes on a 2-core CPU with the
+    default model; ``full`` is the issue's protocol."""
+
+    lengths: tuple[int, ...] = (256, 1000, 2000)
+    edit_reps: int = 5
+    base_reps: int = 2
+    decode_tokens: int = 128
+    decode_reps: int = 3
+    prompt_tokens: int = 64
+    sibling_tokens: int = 32
+    sibling_counts: tuple[int, ...] = (1, 4, 8)
+    memory_counts: tuple[int, ...] = (4, 8)
+    rerope_doc: int = 512
+    rerope_edits: int = 8
+    draft_prompt: int = 160
+    draft_tokens: int = 128
+    draft_regens: int = 3
+    sampled_seeds: int = 3
+    sections: tuple[str, ...] = ("latency", "decode", "siblings", "memory", "rerope", "drafted")
+
+    @classmethod
+    def full(cls, device: torch.device) -> BenchPlan:
+        lengths = (256, 1000, 2000, 4000) if device.type == "cuda" else (256, 1000, 2000)
+        return cls(lengths=lengths)
+
+    @classmethod
+    def quick(cls) -> BenchPlan:
+        return cls(
+            lengths=(256, 1000),
+            edit_reps=2,
+            base_reps=1,
+            decode_tokens=48,
+            decode_reps=1,
+            sibling_tokens=8,
+            sibling_counts=(1, 4, 8),
+            memory_counts=(8,),
+            rerope_doc=256,
+            rerope_edits=4,
+            draft_prompt=128,
+            draft_tokens=48,
+            draft_regens=2,
+            sampled_seeds=0,
+        )
+
+    def scaled(self, **changes) -> BenchPlan:
+        return replace(self, **changes)
+
+
+NOTES = {
+    edits.LATENCY: edits.LATENCY_NOTE,
+    decoding.DECODE: decoding.DECODE_NOTE,
+    decoding.SIBLINGS: decoding.SIBLINGS_NOTE,
+    decoding.MEMORY: decoding.MEMORY_NOTE,
+    edits.REROPE: edits.REROPE_NOTE,
+    decoding.DRAFTED: decoding.DRAFTED_NOTE,
+}
+
+
+@dataclass
+class BenchResult:
+    rows: list[Row]
+    meta: dict = field(default_factory=dict)
+
+    def title(self) -> str:
+        m = self.meta
+        return (
+            f"loomterm bench{' --quick' if m.get('quick') else ''}: {m['model']} on "
+            f"{m['device']} ({m['dtype']}), torch {m['torch']}, {m['threads']} threads, "
+            f"{m['seconds']:.0f} s"
+        )
+
+
+def run_bench(
+    loaded, plan: BenchPlan, quick: bool = False, log: Callable[[str], None] | None = None
+) -> BenchResult:
+    """Measure every section of ``plan`` on ``loaded`` (a ``LoadedModel``)."""
+    log = log or (lambda text: None)
+    started = time.perf_counter()
+    corpus = list(loaded.tokenizer(corpus_text(), add_special_tokens=False)["input_ids"])
+    prompt = corpus[: plan.prompt_tokens]
+    start = corpus_text().index("III. A Morning")
+    draft_prompt = list(
+        loaded.tokenizer(corpus_text()[start:], add_special_tokens=False)["input_ids"]
+    )[: plan.draft_prompt]
+    rows: list[Row] = []
+    want = set(plan.sections)
+    if "latency" in want:
+        rows += edits.edit_latency(
+            loaded, corpus, list(plan.lengths), plan.edit_reps, plan.base_reps, log
+        )
+    if "decode" in want:
+        rows += decoding.plain_decode(loaded, prompt, plan.decode_tokens, plan.decode_reps, log)
+    if "siblings" in want:
+        rows += decoding.siblings(
+            loaded, prompt, plan.sibling_tokens, list(plan.sibling_counts), log
+        )
+    if "memory" in want:
+        rows += decoding.kv_memory(
+            loaded, prompt, plan.sibling_tokens, list(plan.memory_counts), log
+        )
+    if "rerope" in want:
+        rows += edits.rerope_quality(loaded, corpus, plan.rerope_doc, plan.rerope_edits, log)
+    if "drafted" in want:
+        rows += decoding.drafted(
+            loaded, draft_prompt, plan.draft_tokens, plan.draft_regens, plan.sampled_seeds, log
+        )
+    meta = {
+        "model": loaded.name,
+        "device": str(loaded.device),
+        "dtype": str(loaded.dtype).removeprefix("torch."),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "python": sys.version.split()[0],
+        "machine": platform.machine(),
+        "quick": quick,
+        "plan": asdict(plan),
+        "seconds": time.perf_counter() - started,
+    }
+    return BenchResult(rows, meta)

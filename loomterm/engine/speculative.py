@@ -1,0 +1,267 @@
+"""Drafted (speculative) decoding of one continuation, verified against the model.
+
+``Loom.generate`` calls ``drafted_decode`` instead of its plain loop when one
+continuation is asked for and ``drafting_config`` allows it. Each step feeds the token
+just chosen together with a tree of drafted tokens after it (``drafting``), in one
+forward pass over the working cache, with a tree attention mask and explicit
+positions. The verified logits then pick tokens one at a time, exactly as plain
+decoding would; each drafted token that matches is accepted for free, its KV already
+written. Accepted columns are moved down (``WorkingCache.keep_pending``) and committed;
+the rest of the block is simply overwritten by the next step.
+
+Lossless by construction: every emitted token is chosen from the model's own logits
+for the true prefix (``sampling.sample``: the argmax under greedy, one draw from
+``sampling_probs`` otherwise), so greedy output is plain decoding's and a seed gives
+the same text with drafting on or off (up to float rounding in the logits).
+
+Reference: gpt-fast ``generate.py`` (``speculative_decode``); SpecInfer's tree
+attention; lookahead decoding (see ``drafting``).
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import torch
+
+from loomterm.engine.drafting import (
+    POOL,
+    Acceptance,
+    Cost,
+    DraftConfig,
+    DraftTree,
+    Lookahead,
+    TreeIndex,
+    accept_walk,
+    build_block,
+    nearby_nodes,
+    walk_trials,
+)
+from loomterm.engine.sampling import SamplingParams, make_generators, sample, token_records
+from loomterm.engine.text import StreamDecoder
+from loomterm.tree import Node, Origin
+
+if TYPE_CHECKING:
+    from loomterm.engine.loom import Loom, OnToken
+
+# The ``drafting`` setting: "auto" (or True, "on") drafts from the tree -- lookahead's
+# Jacobi window costs more than it wins on a CPU (see ``loomterm bench``) and is not
+# measured on a GPU yet; "tree" is the same; "lookahead" adds the Jacobi window; "off"
+# (or False) never drafts.
+MODES = ("auto", "tree", "lookahead", "off")
+
+
+@dataclass
+class DraftStats:
+    """What one drafted generation did."""
+
+    steps: int = 0  # forward passes
+    emitted: int = 0  # tokens generated
+    drafted: int = 0  # draft tokens sent to the model
+    accepted: int = 0  # of them, accepted
+    lookahead: bool = False
+    per_step: list[int] = field(default_factory=list)  # tokens emitted per forward
+
+    @property
+    def tokens_per_step(self) -> float:
+        return self.emitted / self.steps if self.steps else 0.0
+
+    @property
+    def accepted_per_step(self) -> float:
+        return self.accepted / self.steps if self.steps else 0.0
+
+
+_LAST: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def last_stats(loom: Loom) -> DraftStats | None:
+    """Statistics of ``loom``'s latest drafted generation (None if it never drafted)."""
+    return _LAST.get(loom)
+
+
+def drafting_config(loom: Loom, parent: Node, n: int, max_new_tokens: int) -> DraftConfig | None:
+    """The draft settings for this generation, or None to decode plainly.
+
+    Drafting covers one continuation (``n == 1``) that fits in the context window
+    without a shift: the block of drafts must fit too.
+    """
+    mode = loom.settings.get("drafting", "auto")
+    if mode in (False, None, "off") or n != 1 or max_new_tokens < 1:
+        return None
+    if mode not in MODES:  # True, "on", anything unknown
+        mode = "auto"
+    lookahead = mode == "lookahead"
+    config = DraftConfig(lookahead=lookahead, cost=Cost.for_device(loom.device.type))
+    block = config.tree_budget + 1
+    if lookahead:
+        block += config.guesses * (config.ngram - 1) + config.window * (config.ngram - 1)
+    if parent.end + max_new_tokens + block > loom.n_ctx or loom.work.length != parent.end:
+        return None
+    return config
+
+
+@torch.inference_mode()
+def drafted_decode(
+    loom: Loom,
+    parent: Node,
+    n: int,
+    kids: list[Node],
+    logits: torch.Tensor,
+    max_new_tokens: int,
+    params: SamplingParams,
+    seed: int | None,
+    on_token: OnToken | None,
+    cancel: threading.Event | None,
+    config: DraftConfig,
+) -> DraftStats:
+    """Generate up to ``max_new_tokens`` into a new child of ``parent``, appended to
+    ``kids`` when its first token arrives (a generation cancelled at once adds none).
+
+    ``logits``: (1, V) after ``parent``'s path, which the working cache's row 0 holds.
+    On return the child holds its tokens with their records and KV, the working cache
+    holds its path and the loom's cached logits are those after it.
+    """
+    if n != 1:
+        raise ValueError("drafted decoding makes one continuation")
+    work = loom.work
+    base = work.length
+    device = loom.device
+    generators = make_generators(seed, 1)
+    stream = StreamDecoder(loom.text_codec)
+    eos = loom.eos_ids
+    stats = DraftStats(lookahead=config.lookahead)
+    _LAST[loom] = stats
+
+    document = parent.path_tokens()  # grows with kid's tokens
+    penalize = params.repetition_penalty != 1.0
+    index = TreeIndex(config.max_ngram, config.per_key)
+    for node in reversed(nearby_nodes(parent, None, config.pool_tokens)):
+        index.add(node)  # closest last: hits are tried newest first
+    look = None
+    if config.lookahead:
+        look = Lookahead(config.window, config.ngram, config.guesses, document[-256:])
+    capacity = 1 + config.tree_budget
+    acceptance = Acceptance(config.cost, config.max_depth)
+    if look is not None:
+        capacity += config.guesses * (config.ngram - 1)
+
+    def choose(row: torch.Tensor) -> int:
+        """The model's token from one row of verified logits: (V,) -> id."""
+        history = None
+        if penalize:
+            history = torch.tensor([document], device=device, dtype=torch.long)  # (1, T)
+        return int(sample(row[None], params, generators, history)[0])
+
+    def emit(rows: torch.Tensor, tokens: list[int]) -> int:
+        """Record and stream ``tokens`` (chosen from ``rows`` (k, V)); stop early when
+        cancelled. Returns how many were emitted."""
+        chosen = torch.tensor(tokens, device=rows.device)
+        logprobs, alternatives = token_records(rows, chosen)
+        for i, token in enumerate(tokens):
+            kid.tokens.append(token)
+            kid.logprobs.append(logprobs[i])
+            kid.top.append(alternatives[i])
+            index.add(kid, len(kid.tokens) - 1)
+            if on_token is not None:
+                on_token(kid, token, stream.push(token))
+            loom._emit("tokens", kid)
+            if cancel is not None and cancel.is_set():
+                return i + 1
+        return len(tokens)
+
+    def finished() -> bool:
+        return len(kid.tokens) >= max_new_tokens or (kid.tokens and kid.tokens[-1] in eos)
+
+    # The first token comes from the parent's logits; from then on one token is always
+    # chosen but not yet fed (``pending``), and each step feeds it with its drafts.
+    if cancel is not None and cancel.is_set():
+        return stats  # nothing generated: the cache still holds the parent
+    first = choose(logits[0])
+    document.append(first)
+    kid = loom.tree.add(parent, [], Origin.MODEL, sampling=params.as_dict(), seed=seed)
+    kids.append(kid)
+    loom._emit("add", kid)
+    emit(logits[:1], [first])
+    fed = 0  # kid tokens whose KV is committed
+    last_row = logits[0]
+    while True:
+        pending = kid.tokens[-1]
+        stop_now = finished() or (cancel is not None and cancel.is_set())
+        tree = DraftTree(pending, 1 if stop_now else capacity)
+        if not stop_now:
+            room = max_new_tokens - len(kid.tokens)
+            probe = stats.steps % config.probe_every == 0
+
+            def depth_for(source: int, room: int = room, probe: bool = probe) -> int:
+                return min(acceptance.depth(source) or int(probe), room)
+
+            tail = document[-config.max_ngram :]
+            index.propose(tree, tail, config.min_ngram, depth_for, limit=1 + config.tree_budget)
+            if look is not None and depth_for(POOL):
+                for gram in look.candidates(pending):
+                    tree.add_sequence(gram, depth_for(POOL), POOL)
+        block = build_block(tree, None if stop_now else look)
+        out = _verify_forward(loom, block)  # (keep, V)
+        stats.steps += 1
+        stats.drafted += len(tree) - 1
+        tree_rows = out[: block.tree_size]  # (n, V): logits after each tree node
+        if stop_now:
+            work.commit(1, kid, fed)
+            fed += 1
+            last_row = tree_rows[0]
+            stats.per_step.append(0)
+            break
+
+        def stop(token: int, count: int) -> bool:
+            return token in eos or len(kid.tokens) + count >= max_new_tokens
+
+        def choose_at(i: int, rows: torch.Tensor = tree_rows) -> int:
+            token = choose(rows[i])
+            document.append(token)  # the penalty and the lookups read it
+            return token
+
+        walk = accept_walk(tree, choose_at, stop)
+        acceptance.update(walk_trials(tree, walk))
+        emitted = emit(tree_rows[[row for row, _, _ in walk]], [t for _, t, _ in walk])
+        del document[len(document) - (len(walk) - emitted) :]  # chosen but cancelled
+        walk = walk[:emitted]
+        accepted = [node for _, _, node in walk if node is not None]
+        offsets = [block.tree_start] + [block.tree_start + node for node in accepted]
+        work.keep_pending(offsets)
+        work.commit(len(offsets), kid, fed)
+        fed += len(offsets)
+        stats.accepted += len(accepted)
+        stats.emitted = len(kid.tokens)
+        stats.per_step.append(len(walk))
+        if look is not None:
+            outputs = out[block.tree_size :].argmax(-1).tolist()
+            look.update(pending, outputs, len(accepted))
+        if walk[-1][2] is not None:  # the last emitted token was a draft: already fed
+            last_row = tree_rows[walk[-1][2]]
+            break
+    stats.emitted = len(kid.tokens)
+    assert fed == len(kid.tokens), "every emitted token is fed"
+    loom._store_generated([kid], base, [fed])
+    loom.lru.touch([*parent.path(), kid])
+    loom._enforce_budget([*parent.path(), kid])
+    work.select_row(0, work.segments)
+    loom._logits = last_row[None].clone()  # (1, V)
+    loom._logits_len = work.length
+    return stats
+
+
+def _verify_forward(loom: Loom, block) -> torch.Tensor:
+    """Run one block after the working cache's columns: (keep, V) logits."""
+    device = loom.device
+    length = loom.work.length
+    ids = torch.tensor([block.ids], device=device)  # (1, q)
+    if block.mask is None:  # a chain: the default causal layout is right
+        return loom._forward(ids, keep=block.keep)[0]
+    q = len(block.ids)
+    positions = torch.tensor([block.offsets], device=device) + length  # (1, q)
+    mask = torch.ones(1, 1, q, length + q, dtype=torch.bool, device=device)
+    mask[0, 0, :, length:] = block.mask.to(device)  # (q, q) among the block
+    return loom._forward(ids, keep=block.keep, positions=positions, attention_mask=mask)[0]

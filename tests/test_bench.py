@@ -1,0 +1,112 @@
+"""``loomterm bench`` machinery on the tiny Llama: every row measured, no timing asserted."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from loomterm.bench import corpus_text
+from loomterm.bench.report import Row, format_table
+from loomterm.bench.runner import NOTES, BenchPlan, run_bench
+from loomterm.engine.models import load_model
+
+TINY_PLAN = BenchPlan(
+    lengths=(64, 160),
+    edit_reps=2,
+    base_reps=1,
+    decode_tokens=12,
+    decode_reps=1,
+    prompt_tokens=24,
+    sibling_tokens=4,
+    sibling_counts=(1, 4, 8),
+    memory_counts=(4, 8),
+    rerope_doc=96,
+    rerope_edits=3,
+    draft_prompt=48,
+    draft_tokens=16,
+    draft_regens=2,
+    sampled_seeds=2,
+)
+
+
+@pytest.fixture(scope="module")
+def tiny_result(tiny_llama_dir):
+    loaded = load_model(str(tiny_llama_dir), device="cpu", dtype="float32")
+    return run_bench(loaded, TINY_PLAN, quick=True)
+
+
+def test_corpus_ships_with_the_package():
+    text = corpus_text()
+    assert len(text.split()) > 3000
+    assert "Harrow Fen" in text
+
+
+def test_every_row_has_finite_figures(tiny_result):
+    sections = {row.section for row in tiny_result.rows}
+    assert sections == set(NOTES)
+    for row in tiny_result.rows:
+        assert math.isfinite(row.baseline) and math.isfinite(row.loomterm), row
+        assert math.isfinite(row.ratio) and row.ratio >= 0, row
+    names = [row.name for row in tiny_result.rows]
+    for op in ("truncate", "branch switch", "alternative pick", "fast splice", "exact splice"):
+        for length in TINY_PLAN.lengths:
+            assert sum(name.startswith(op) and name.endswith(f"@{length}") for name in names) == 1
+    growth = [row for row in tiny_result.rows if "growth" in row.name]
+    assert len(growth) == 3 and all(row.target == "<=2" for row in growth)
+
+
+def test_greedy_outputs_are_identical(tiny_result):
+    flagged = [row for row in tiny_result.rows if "identical" in row.extra]
+    assert len(flagged) >= 5  # plain decode vs transformers, four drafted rows, sampled
+    for row in flagged:
+        assert row.extra["identical"], row
+
+
+def test_sibling_memory_is_ideal(tiny_result):
+    memory = [row for row in tiny_result.rows if row.section == "KV memory"]
+    assert memory and all(row.ratio == pytest.approx(1.0, abs=0.01) for row in memory)
+
+
+def test_table_and_json(tiny_result, tmp_path):
+    from loomterm.bench.report import write_json
+
+    table = format_table(tiny_result.rows, tiny_result.title(), NOTES)
+    lines = table.splitlines()
+    assert lines[0].startswith("loomterm bench --quick")
+    assert len({len(line) for line in lines[1:3]}) == 1  # header and rule line up
+    for row in tiny_result.rows:
+        assert row.name in table
+    path = tmp_path / "bench.json"
+    write_json(path, tiny_result.rows, tiny_result.meta)
+    data = json.loads(path.read_text())
+    assert data["meta"]["device"] == "cpu" and len(data["rows"]) == len(tiny_result.rows)
+    assert {"baseline", "loomterm", "ratio", "target", "met"} <= set(data["rows"][0])
+
+
+def test_row_targets():
+    assert Row("s", "r", 100.0, 1.0, "ms", 100.0, ">=40").met is True
+    assert Row("s", "r", 1.0, 1.2, "MiB", 1.2, "<=1.1").met is False
+    assert Row("s", "r", 1.0, 1.0, "x", 1.0).met is None
+
+
+def test_cli_bench_runs_end_to_end(tiny_llama_dir, tmp_path, monkeypatch, capsys):
+    """The command itself, on the tiny model, with a plan shrunk to a few rows."""
+    from loomterm import cli
+    from loomterm.bench import runner
+
+    small = TINY_PLAN.scaled(lengths=(64,), sections=("latency", "memory"))
+    monkeypatch.setattr(runner.BenchPlan, "quick", classmethod(lambda cls: small))
+    import torch
+
+    out = tmp_path / "b.json"
+    threads = torch.get_num_threads()
+    try:
+        code = cli.main(["bench", "--model", str(tiny_llama_dir), "--quick", "--json", str(out)])
+    finally:
+        torch.set_num_threads(threads)  # --quick sets one thread for the whole process
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "truncate @64" in printed and "N=8" in printed
+    assert json.loads(out.read_text())["meta"]["quick"] is True
