@@ -357,8 +357,10 @@ class Loom:
         return not any(n.approx for n in node.path())
 
     def kv_bytes(self) -> int:
-        """KV bytes resident across the whole tree (the working buffer not included)."""
-        return kv_bytes(self.tree.nodes.values())
+        """KV bytes resident across the whole tree (the working buffer not included).
+        Safe from any thread without waiting for a running operation: it reads a
+        snapshot of the node table (``list`` of a dict is atomic in CPython)."""
+        return kv_bytes(list(self.tree.nodes.values()))
 
     def working_bytes(self) -> int:
         """Bytes of the working cache buffer."""

@@ -80,6 +80,16 @@ TREE_DELAY = 0.15  # structural changes are batched this long before the pane re
 Job = Callable[[], None]
 
 
+def _kv_bytes(loom: Loom) -> int:
+    """``loom.kv_bytes()`` safe to call from the UI thread while the worker generates:
+    it iterates a copy of the node table (copying a dict is atomic under the GIL), where
+    ``Loom.kv_bytes`` iterates the live dict without the engine lock and raised
+    "dictionary changed size during iteration" when a generation added a node."""
+    from loomterm.engine.kvcache import kv_bytes
+
+    return kv_bytes(list(loom.tree.nodes.values()))
+
+
 class Streamer:
     """Collects streamed tokens in the worker and posts them in small batches, so a fast
     model does not flood the UI with one message per token."""
@@ -867,7 +877,7 @@ class LoomApp(App[None]):
             device=str(loom.loaded.device),
             path_tokens=self.doc.shown_tokens,
             nodes=len(loom.tree.nodes) - 1,
-            kv_bytes=loom.kv_bytes(),
+            kv_bytes=_kv_bytes(loom),
             tokens_per_second=self._tokens_per_second if self.show_speed else None,
             settings=loom.settings,
             state=state,
@@ -915,7 +925,7 @@ class LoomApp(App[None]):
     # -- bookmarks and archiving -----------------------------------------------------------
     def bookmarks(self) -> list[tuple[Node, str]]:
         marks = []
-        for node in self.loom.tree.nodes.values():
+        for node in list(self.loom.tree.nodes.values()):  # the worker may be adding
             if node.meta.get("bookmark"):
                 marks.append((node, safe_line(self.loom.text(node)[-40:].strip()) or "(empty)"))
         return marks

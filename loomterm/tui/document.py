@@ -146,6 +146,7 @@ class DocumentModel:
         self._built: list[int] = []  # tokens of path[i] held by blocks[i]
         self._pristine = 0  # leading blocks still 1:1 with path[:n], untouched by edits
         self._tail = 0  # chars of a flushed partial character ending the last block
+        self._tail_block: Block | None = None  # the block they end (edits may drop it)
         self.node: Node | None = None
         self.synced_text = ""
         self.caret = 0
@@ -200,12 +201,15 @@ class DocumentModel:
             and self._built[keep] == len(path[keep].tokens)
         ):
             keep += 1
-        if self._tail and keep == len(self.blocks) and keep:
-            # The old last block ends in a flushed partial character: take it back off.
-            last = self.blocks[-1]
+        if self._tail and keep and self.blocks[keep - 1] is self._tail_block:
+            # The last kept block ends in a flushed partial character: take it back off
+            # (the path below it decodes those bytes again). Edits may have put blocks
+            # after it, or split or removed it (then it is not kept, and nothing is cut).
+            last = self.blocks[keep - 1]
             last.pieces[-1] = last.pieces[-1][: len(last.pieces[-1]) - self._tail]
             last.ends[-1] -= self._tail
         self._tail = 0
+        self._tail_block = None
         blocks = self.blocks[:keep]
         built = self._built[:keep]
         char = self.block_starts[keep - 1] + blocks[-1].length if keep else 0
@@ -230,6 +234,7 @@ class DocumentModel:
             last.ends[-1] += len(tail)
             new_texts.append(tail)
             self._tail = len(tail)
+            self._tail_block = last
         self.blocks = blocks
         self._built = built
         self.path = path
@@ -309,13 +314,14 @@ class DocumentModel:
         self._pristine = 0  # the blocks on screen no longer match the path 1:1
 
     def _drop_tail(self) -> None:
-        if self._tail and self.blocks:
+        if self._tail and self.blocks and self.blocks[-1] is self._tail_block:
             last = self.blocks[-1]
             last.pieces[-1] = last.pieces[-1][: len(last.pieces[-1]) - self._tail]
             last.ends[-1] -= self._tail
             self.text = self.text[: len(self.text) - self._tail]
             self.synced_text = self.text
-            self._tail = 0
+        self._tail = 0
+        self._tail_block = None
 
     # -- local edits ---------------------------------------------------------------
     def insert(self, text: str) -> None:
