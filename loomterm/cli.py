@@ -23,6 +23,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_args(parser)
     parser.add_argument("-s", "--session", help="session name or path to open or create")
     parser.add_argument(
+        "--read-only", action="store_true", help="open the session without writing to it"
+    )
+    parser.add_argument(
+        "--retokenize",
+        action="store_true",
+        help="re-tokenize a session made with another model (keeps a .bak copy)",
+    )
+    parser.add_argument(
         "--prompt",
         help="print a greedy completion of PROMPT and exit, instead of opening the editor",
     )

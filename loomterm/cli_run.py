@@ -101,6 +101,8 @@ def _open(open_loom, path: Path, args: argparse.Namespace, progress) -> Loom:
         dtype=args.dtype,
         n_ctx=args.n_ctx,
         progress=progress,
+        read_only=getattr(args, "read_only", False),
+        retokenize=getattr(args, "retokenize", False),
     )
     _apply_budget(loom, args)
     try:
