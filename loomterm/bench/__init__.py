@@ -8,6 +8,7 @@ between machines; the ratios are what to track.
 - ``corpus.txt``: the fixed bench text, original prose written for this purpose.
 - ``report``: rows, the aligned table, JSON.
 - ``timing``: clocks that wait for the device, and medians.
+- ``common``: fresh looms, transformers' stock attention, full recomputes.
 - ``edits``: edit latency and re-rope quality.
 - ``decoding``: plain decode, batched siblings, KV memory and drafted decoding.
 - ``runner``: the plan (``--quick`` or full) and the run.
