@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     from loomterm.engine import Loom
     from loomterm.engine.models import end_progress_line, print_progress
     from loomterm.errors import InputError
-    from loomterm.session import open_loom, session_path
+    from loomterm.session import close_session, open_loom, save_loom, session_path
 
     path = session_path(args.session)
     common = dict(device=args.device, dtype=args.dtype, n_ctx=args.n_ctx, progress=print_progress)
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         loom = Loom.load(args.model, kv_budget=args.kv_budget, **common)
         path.parent.mkdir(parents=True, exist_ok=True)
-        loom.save(path)
+        save_loom(loom, path)
     end_progress_line()
     cancel = threading.Event()
     previous = signal.signal(signal.SIGINT, lambda *_: cancel.set())
@@ -66,8 +66,7 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(args.prompt if not sys.stdout.isatty() else visible(args.prompt))
         if node.end == 0:
             raise InputError("the session is empty: give a --prompt to start from")
-        settings = loom.settings
-        temperature = settings["temperature"] if args.temperature is None else args.temperature
+        overrides = {} if args.temperature is None else {"temperature": args.temperature}
 
         raw = not sys.stdout.isatty()  # pipes get the text as is
 
@@ -78,19 +77,15 @@ def run(args: argparse.Namespace) -> int:
         kids = loom.generate(
             node,
             args.max_new_tokens,
-            temperature=temperature,
-            top_p=settings["top_p"],
-            top_k=settings["top_k"],
-            min_p=settings["min_p"],
-            repetition_penalty=settings["repetition_penalty"],
             seed=args.seed,
             on_token=show,
             cancel=cancel,
+            **overrides,
         )
         if kids:
             loom.cursor = kids[0]
         sys.stdout.write("\n")
     finally:
         signal.signal(signal.SIGINT, previous)
-        loom.close()
+        close_session(loom)
     return 0

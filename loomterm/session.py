@@ -17,7 +17,6 @@ The engine is imported lazily: resolving names and listing sessions stay light.
 from __future__ import annotations
 
 import atexit
-import codecs
 import difflib
 import hashlib
 import json
@@ -27,11 +26,12 @@ import threading
 import time
 import warnings
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loomterm import store as store_mod
+from loomterm.engine.text import PieceMaker
 from loomterm.errors import LoomError, SessionError
 from loomterm.locations import sessions_dir
 from loomterm.store import (
@@ -52,7 +52,6 @@ SNAPSHOT_SUFFIX = ".kv.safetensors"
 SNAPSHOT_FORMAT = "loomterm-kv"
 SNAPSHOT_VERSION = "1"
 FLUSH_INTERVAL = 0.5  # seconds: generated tokens reach the disk at least this often
-PIECE_CONTEXT = 4  # tokens of left context that settle a token's text (UTF-8 <= 4 bytes)
 
 
 # -- names ----------------------------------------------------------------------------
@@ -105,53 +104,6 @@ def list_sessions() -> list[SessionSummary]:
 # -- token text -----------------------------------------------------------------------
 
 
-class PieceMaker:
-    """Display text per token, computed the same way for every node of a tree.
-
-    A token's piece is the text it *completes*, given the tokens before it on its path
-    (a token holding the first bytes of a character has an empty piece). That makes a
-    node's text independent of what follows it, so the pieces along any path join to
-    the path's text, in the file as on screen.
-    """
-
-    def __init__(self, tokenizer: Any, codec: Any = None) -> None:
-        if codec is None:
-            from loomterm.engine.text import TokenText
-
-            codec = TokenText(tokenizer)
-        self.codec = codec
-
-    @classmethod
-    def for_loom(cls, loom: Loom) -> PieceMaker:
-        return cls(loom.tokenizer, loom.text_codec)
-
-    def pieces(self, tokens: Sequence[int], context: Sequence[int] = ()) -> list[str]:
-        """Pieces of ``tokens`` when ``context`` comes just before them."""
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        for token in context:
-            decoder.decode(self.codec.token_bytes(token))
-        return [decoder.decode(self.codec.token_bytes(token)) for token in tokens]
-
-    def node_pieces(self, node: Node, start: int = 0, end: int | None = None) -> list[str]:
-        """Pieces of ``node.tokens[start:end]``, in the context of its path."""
-        end = len(node.tokens) if end is None else end
-        return self.pieces(node.tokens[start:end], _tokens_before(node, start, PIECE_CONTEXT))
-
-    def piece(self, token: int) -> str:
-        """One token on its own (for alternatives)."""
-        return self.codec.decode([int(token)])
-
-
-def _tokens_before(node: Node, start: int, count: int) -> list[int]:
-    """Up to ``count`` tokens just before position ``start`` of ``node``, on its path."""
-    out = list(node.tokens[max(0, start - count) : start])
-    above = node.parent
-    while len(out) < count and above is not None:
-        out = above.tokens[-(count - len(out)) :] + out if above.tokens else out
-        above = above.parent
-    return out
-
-
 def _alternative_ids(nodes: Iterable[Node], start: dict[int, int] | None = None) -> set[int]:
     ids: set[int] = set()
     for node in nodes:
@@ -200,7 +152,7 @@ class SessionRecorder:
         self.read_only = store is None
         self.kv_snapshot = kv_snapshot
         self.error: LoomError | None = None
-        self._pieces = pieces or PieceMaker.for_loom(loom)
+        self._pieces = pieces or PieceMaker(loom.codec)
         self._lock = threading.RLock()
         self._stored: dict[int, int] = {}  # node id -> tokens already in the file
         self._pending: dict[int, Node] = {}
@@ -252,7 +204,7 @@ class SessionRecorder:
         elif event == "cursor" and node is not None:
             store.set_cursor(node)
         elif event == "settings":
-            store.set_settings(dict(self.loom.settings))
+            store.set_settings(self.loom.settings.as_dict())
         # Other events carry nothing the file keeps.
 
     def _timed_flush(self) -> None:
@@ -317,7 +269,7 @@ class SessionRecorder:
             try:
                 if not self.read_only and self.error is None:
                     self._flush()
-                    if self.kv_snapshot:
+                    if self.kv_snapshot or self.loom.settings.kv_snapshot:
                         try:
                             save_kv_snapshot(self.loom, self.path)
                         except LoomError as exc:
@@ -346,16 +298,19 @@ def _close_open_sessions() -> None:
             pass
 
 
-def session_of(loom: Loom) -> SessionRecorder | None:
-    """The recorder attached to ``loom`` by save or open, if any."""
-    return loom.session
+_sessions: weakref.WeakKeyDictionary[Loom, Session] = weakref.WeakKeyDictionary()
+
+
+def session_of(loom: Loom) -> Session | None:
+    """The session ``loom`` is recorded in (made by :class:`Session`), if any."""
+    return _sessions.get(loom)
 
 
 def close_session(loom: Loom) -> None:
     """Detach ``loom`` from its file: flush, snapshot if asked, release the lock."""
-    recorder = session_of(loom)
-    if recorder is not None:
-        recorder.close()
+    session = session_of(loom)
+    if session is not None:
+        session.close()
 
 
 # -- model identity -------------------------------------------------------------------
@@ -364,17 +319,10 @@ def close_session(loom: Loom) -> None:
 FINGERPRINT_KEYS = ("config", "weights", "tokenizer")
 
 
-def model_record(loaded: LoadedModel) -> dict[str, Any]:
-    """What a session file keeps about its model."""
-    source = loaded.source
-    if source and Path(str(source)).exists():
-        source = str(Path(str(source)).resolve())
-    return {
-        "name": loaded.name,
-        "source": source,
-        "fingerprint": dict(loaded.fingerprint),
-        "dtype": str(loaded.dtype).removeprefix("torch."),
-    }
+def model_record(loaded: LoadedModel | Loom) -> dict[str, Any]:
+    """What a session file keeps about its model: name, source, fingerprint, dtype."""
+    runner = getattr(loaded, "runner", None)
+    return runner.identity() if runner is not None else loaded.identity()
 
 
 def same_model(stored: dict[str, Any] | None, given: dict[str, Any] | None) -> bool:
@@ -407,141 +355,191 @@ def mismatch_error(name: str, stored: dict[str, Any], loaded: LoadedModel) -> Mo
     )
 
 
-# -- save -----------------------------------------------------------------------------
+# -- the session ----------------------------------------------------------------------
 
 
-def save_loom(loom: Loom, path: str | os.PathLike, kv_snapshot: bool = False) -> SessionRecorder:
-    """Write ``loom``'s whole session to ``path`` and keep it in step from then on.
+class Session:
+    """A Loom recorded in a session file.
 
-    Saving to the file the loom is already attached to only flushes. Saving elsewhere
-    ("save as") detaches from the old file. An existing session at ``path`` is
-    replaced; a file that is not a loomterm session is refused.
+    The engine knows nothing of files: a Session wraps a Loom from outside, listens to
+    its changes (``SessionRecorder``) and owns saving, opening, closing and the KV
+    snapshot. ``session_of(loom)`` finds the session of a loom.
+
+    Attributes:
+        loom: The live loom.
+        recorder: What writes its changes to the file.
     """
-    path = session_path(path)
-    current = session_of(loom)
-    if current is not None and not current.closed and not current.read_only:
-        if current.path.resolve() == path.resolve():
-            current.flush()
-            if kv_snapshot:
-                current.kv_snapshot = True
-                save_kv_snapshot(loom, path)
-            return current
-    if current is not None:
-        current.close()
-    with _engine_lock(loom):
-        store = SessionStore.create(
-            path, model=model_record(loom.loaded), settings=dict(loom.settings), overwrite=True
-        )
-        try:
-            pieces = PieceMaker.for_loom(loom)
-            store.write_tree(loom.tree, pieces.node_pieces, loom.cursor)
-            store.add_vocab(
-                {t: pieces.piece(t) for t in _alternative_ids(list(loom.tree.nodes.values()))}
+
+    def __init__(self, loom: Loom, recorder: SessionRecorder) -> None:
+        self.loom = loom
+        self.recorder = recorder
+        loom.subscribe(recorder)
+        _sessions[loom] = self
+
+    @property
+    def path(self) -> Path:
+        return self.recorder.path
+
+    @property
+    def name(self) -> str:
+        return self.path.name.removesuffix(SESSION_SUFFIX)
+
+    @property
+    def read_only(self) -> bool:
+        return self.recorder.read_only
+
+    @property
+    def closed(self) -> bool:
+        return self.recorder.closed
+
+    def flush(self) -> None:
+        """Write buffered tokens now; raise the error that stopped saving, if any."""
+        self.recorder.flush()
+
+    def close(self) -> None:
+        """Flush, write the KV snapshot if asked for (``kv_snapshot``), release the file."""
+        self.recorder.close()
+
+    def save_snapshot(self) -> Path:
+        """Write the cursor path's KV beside the file now (see :func:`save_kv_snapshot`)."""
+        return save_kv_snapshot(self.loom, self.path)
+
+    @classmethod
+    def create(cls, loom: Loom, path: str | os.PathLike, kv_snapshot: bool = False) -> Session:
+        """Write ``loom``'s whole session to ``path`` and keep it in step from then on.
+
+        Saving to the file the loom is already recorded in only flushes. Saving
+        elsewhere ("save as") detaches from the old file. An existing session at
+        ``path`` is replaced; a file that is not a loomterm session is refused.
+        """
+        path = session_path(path)
+        current = session_of(loom)
+        if current is not None and not current.closed and not current.read_only:
+            if current.path.resolve() == path.resolve():
+                current.flush()
+                if kv_snapshot:
+                    current.recorder.kv_snapshot = True
+                    save_kv_snapshot(loom, path)
+                return current
+        if current is not None:
+            current.close()
+        with loom.exclusive():
+            store = SessionStore.create(
+                path, model=model_record(loom), settings=loom.settings.as_dict(), overwrite=True
             )
+            try:
+                pieces = PieceMaker(loom.codec)
+                store.write_tree(loom.tree, pieces.node_pieces, loom.cursor)
+                store.add_vocab(
+                    {t: pieces.piece(t) for t in _alternative_ids(list(loom.tree.nodes.values()))}
+                )
+            except BaseException:
+                store.close()
+                raise
+            session = cls(loom, SessionRecorder(loom, store, path, pieces, kv_snapshot))
+        if kv_snapshot:
+            save_kv_snapshot(loom, path)
+        return session
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike,
+        model: str | None = None,
+        device: str = "auto",
+        dtype: str = "auto",
+        n_ctx: int | None = None,
+        kv_budget: int | str | None = None,
+        progress: Callable[..., None] | None = None,
+        read_only: bool = False,
+        retokenize: bool = False,
+        kv_snapshot: bool | None = None,
+    ) -> Session:
+        """Open a saved session on a live Loom.
+
+        Args:
+            path: A session name or file.
+            model: The model to use; None means the one the session was made with.
+            read_only: Do not lock the file or write to it; changes stay in memory.
+            retokenize: If ``model`` differs from the session's, re-tokenize every
+                node's text with it (the old file is kept as ``<file>.<time>.bak``;
+                logprobs and alternatives, which belonged to the old model, are
+                dropped). With ``read_only`` a different model gets a re-tokenized copy
+                in memory.
+            kv_snapshot: Use (and on close, refresh) a KV snapshot beside the file.
+                None: use one if present.
+
+        Raises:
+            SessionError: missing, damaged, newer-schema or locked file.
+            ModelMismatchError: ``model`` is not the session's model and neither
+                ``read_only`` nor ``retokenize`` was asked for.
+        """
+        from loomterm.engine import Loom
+        from loomterm.engine.models import load_model
+        from loomterm.settings import Settings
+
+        path = resolve_session(path)
+        store: SessionStore | None = None
+        if read_only:
+            data = store_mod.load(path)
+        else:
+            store = SessionStore.open(path)  # validates first, then locks
+        try:
+            if store is not None:
+                data = store.read()
+            source = model or data.model.get("source")
+            if not source:
+                raise SessionError(f"session {path.name} records no model: pass one with --model")
+            loaded = load_model(source, device=device, dtype=dtype, progress=progress)
+            matches = same_model(data.model.get("fingerprint"), loaded.fingerprint)
+            if not matches and not (retokenize or read_only):
+                raise mismatch_error(data.name, data.model, loaded)
+            pieces = PieceMaker.for_tokenizer(loaded.tokenizer)
+            if not matches:
+                data = retokenized(data, loaded, pieces)
+                if store is not None:
+                    backup = path.with_name(f"{path.name}.{time.strftime('%Y%m%d-%H%M%S')}.bak")
+                    shutil.copy2(path, backup)
+                    store.write_tree(
+                        data.tree, lambda n: data.pieces[n.id], data.cursor_node, model=data.model
+                    )
+            loom = Loom.from_loaded(loaded, n_ctx=n_ctx, tree=data.tree, kv_budget=kv_budget)
+            settings, notes = Settings.from_stored(data.settings)
+            for note in notes:
+                warnings.warn(f"session {path.name}: {note}", stacklevel=2)
+            loom.settings = settings
+            loom.cursor = data.cursor_node
+            if progress is not None:
+                loom.progress = progress
+            snapshot = snapshot_path(path)
+            restored = False
+            if matches and kv_snapshot is not False and snapshot.exists():
+                restored = load_kv_snapshot(loom, snapshot)
         except BaseException:
-            store.close()
+            if store is not None:
+                store.close()
             raise
-        recorder = _attach(loom, store, path, pieces, kv_snapshot)
-    if kv_snapshot:
-        save_kv_snapshot(loom, path)
-    return recorder
+        recorder = SessionRecorder(
+            loom, store, path, pieces, kv_snapshot=bool(kv_snapshot) or restored
+        )
+        session = cls(loom, recorder)
+        _settle_approx(loom, recorder)
+        return session
 
 
-def _attach(
-    loom: Loom, store: SessionStore | None, path: Path, pieces: PieceMaker, kv_snapshot: bool
-) -> SessionRecorder:
-    recorder = SessionRecorder(loom, store, path, pieces, kv_snapshot=kv_snapshot)
-    loom.subscribe(recorder)
-    loom.session = recorder
-    return recorder
+def save_loom(loom: Loom, path: str | os.PathLike, kv_snapshot: bool = False) -> Session:
+    """``Session.create``: write ``loom`` to ``path`` and keep recording it there."""
+    return Session.create(loom, path, kv_snapshot=kv_snapshot)
 
 
-def _engine_lock(loom: Loom) -> threading.RLock:
-    """The engine's lock: hold it so no change slips by while we write."""
-    return loom._lock
-
-
-# -- open -----------------------------------------------------------------------------
+def open_loom(path: str | os.PathLike, **options: Any) -> Loom:
+    """``Session.open(...).loom``: the live Loom of a saved session (see Session.open)."""
+    return Session.open(path, **options).loom
 
 
 def load_session(name_or_path: str | os.PathLike) -> SessionData:
     """Read a session's tree and text without a model and without locking it."""
     return store_mod.load(resolve_session(name_or_path))
-
-
-def open_loom(
-    path: str | os.PathLike,
-    model: str | None = None,
-    device: str = "auto",
-    dtype: str = "auto",
-    read_only: bool = False,
-    retokenize: bool = False,
-    n_ctx: int | None = None,
-    progress: Callable[..., None] | None = None,
-    kv_snapshot: bool | None = None,
-) -> Loom:
-    """Open a saved session as a live Loom.
-
-    Args:
-        path: A session name or file.
-        model: The model to use; None means the one the session was made with.
-        read_only: Do not lock the file or write to it; changes stay in memory.
-        retokenize: If ``model`` differs from the session's, re-tokenize every node's
-            text with it (the old file is kept as ``<file>.<time>.bak``; logprobs and
-            alternatives, which belonged to the old model, are dropped). With
-            ``read_only`` a different model gets a re-tokenized copy in memory.
-        kv_snapshot: Use (and on close, refresh) a KV snapshot beside the file. None:
-            use one if present.
-
-    Raises:
-        SessionError: missing, damaged, newer-schema or locked file.
-        ModelMismatchError: ``model`` is not the session's model and neither
-            ``read_only`` nor ``retokenize`` was asked for.
-    """
-    from loomterm.engine import Loom
-    from loomterm.engine.models import load_model
-
-    path = resolve_session(path)
-    store: SessionStore | None = None
-    if read_only:
-        data = store_mod.load(path)
-    else:
-        store = SessionStore.open(path)  # validates first, then locks
-    try:
-        if store is not None:
-            data = store.read()
-        source = model or data.model.get("source")
-        if not source:
-            raise SessionError(f"session {path.name} records no model: pass one with --model")
-        loaded = load_model(source, device=device, dtype=dtype, progress=progress)
-        matches = same_model(data.model.get("fingerprint"), loaded.fingerprint)
-        if not matches and not (retokenize or read_only):
-            raise mismatch_error(data.name, data.model, loaded)
-        pieces = PieceMaker(loaded.tokenizer)
-        if not matches:
-            data = retokenized(data, loaded, pieces)
-            if store is not None:
-                backup = path.with_name(f"{path.name}.{time.strftime('%Y%m%d-%H%M%S')}.bak")
-                shutil.copy2(path, backup)
-                store.write_tree(
-                    data.tree, lambda n: data.pieces[n.id], data.cursor_node, model=data.model
-                )
-        loom = Loom.from_loaded(loaded, n_ctx=n_ctx, tree=data.tree)
-        loom.settings.update(data.settings)
-        loom.cursor = data.cursor_node
-        if progress is not None:
-            loom.progress = progress
-        snapshot = snapshot_path(path)
-        restored = False
-        if matches and kv_snapshot is not False and snapshot.exists():
-            restored = load_kv_snapshot(loom, snapshot)
-    except BaseException:
-        if store is not None:
-            store.close()
-        raise
-    recorder = _attach(loom, store, path, pieces, kv_snapshot=bool(kv_snapshot) or restored)
-    _settle_approx(loom, recorder)
-    return loom
 
 
 def _settle_approx(loom: Loom, recorder: SessionRecorder) -> None:
@@ -605,7 +603,7 @@ def import_session(
         from loomterm.engine.models import load_model
 
         loaded = load_model(model or source_model(source), device=device, dtype=dtype)
-        pieces = PieceMaker(loaded.tokenizer)
+        pieces = PieceMaker.for_tokenizer(loaded.tokenizer)
         if isinstance(source, SessionData) and same_model(
             source.model.get("fingerprint"), loaded.fingerprint
         ):
@@ -656,14 +654,15 @@ def save_kv_snapshot(loom: Loom, session: str | os.PathLike | None = None) -> Pa
     """
     from safetensors.torch import save_file
 
-    recorder = session_of(loom)
+    current = session_of(loom)
     if session is None:
-        if recorder is None:
+        if current is None:
             raise SessionError("the loom has no session file: save it first")
-        session = recorder.path
+        session = current.path
     target = snapshot_path(session)
+    identity = model_record(loom)
     node = loom.cursor
-    with _engine_lock(loom):
+    with loom.exclusive():
         if node.end > 0:
             loom.next_logits(node)  # makes sure the whole path's KV is computed
         tensors: dict[str, Any] = {}
@@ -682,8 +681,8 @@ def save_kv_snapshot(loom: Loom, session: str | os.PathLike | None = None) -> Pa
     metadata = {
         "format": SNAPSHOT_FORMAT,
         "version": SNAPSHOT_VERSION,
-        "fingerprint": json.dumps(dict(loom.loaded.fingerprint), sort_keys=True),
-        "dtype": str(loom.dtype).removeprefix("torch."),
+        "fingerprint": json.dumps(identity["fingerprint"], sort_keys=True),
+        "dtype": identity["dtype"],
         "cursor": str(node.id),
         "nodes": json.dumps(entries),
     }
@@ -714,10 +713,11 @@ def load_kv_snapshot(loom: Loom, snapshot: str | os.PathLike) -> bool:
             meta = handle.metadata() or {}
             if meta.get("format") != SNAPSHOT_FORMAT or meta.get("version") != SNAPSHOT_VERSION:
                 return _ignore(snapshot, "not a loomterm KV snapshot of this version")
-            if not same_model(json.loads(meta.get("fingerprint", "{}")), loom.loaded.fingerprint):
+            identity = model_record(loom)
+            if not same_model(json.loads(meta.get("fingerprint", "{}")), identity["fingerprint"]):
                 return _ignore(snapshot, "made with another model")
-            if meta.get("dtype") != str(loom.dtype).removeprefix("torch."):
-                return _ignore(snapshot, f"made in {meta.get('dtype')}, not {loom.dtype}")
+            if meta.get("dtype") != identity["dtype"]:
+                return _ignore(snapshot, f"made in {meta.get('dtype')}, not {identity['dtype']}")
             plan = []
             for node_id, length, digest in json.loads(meta.get("nodes", "[]")):
                 node = loom.tree.nodes.get(int(node_id))
@@ -732,9 +732,9 @@ def load_kv_snapshot(loom: Loom, snapshot: str | os.PathLike) -> bool:
         return _ignore(snapshot, f"unreadable ({exc})")
     if not plan:
         return _ignore(snapshot, "its token path no longer matches the session")
-    with _engine_lock(loom):
+    with loom.exclusive():
         for node, kv in plan:
-            node.kv = kv.to(device=loom.device, dtype=loom.dtype)
+            node.kv = kv.to(device=loom.runner.device, dtype=loom.runner.dtype)
     return True
 
 
@@ -747,6 +747,7 @@ __all__ = [
     "FLUSH_INTERVAL",
     "ModelMismatchError",
     "PieceMaker",
+    "Session",
     "SessionRecorder",
     "close_session",
     "import_session",

@@ -18,22 +18,22 @@ def make_loom(folder, **kwargs) -> Loom:
 
 def window_tokens(loom: Loom, tokens: list[int]) -> list[int]:
     """What the model sees for a path of ``tokens``: all of it, or the context window."""
-    shift = loom._shift_for(len(tokens))
+    shift = loom.runner.window.shift_for(len(tokens))
     if not shift:
         return tokens
-    return tokens[: loom.n_keep] + tokens[loom.n_keep + shift :]
+    return tokens[: loom.runner.window.n_keep] + tokens[loom.runner.window.n_keep + shift :]
 
 
 @torch.inference_mode()
 def reference_logits(loom: Loom, tokens: list[int]) -> torch.Tensor:
     """A plain transformers forward over the tokens, no cache, with transformers' own
     SDPA attention (not loomterm's): (V,) float32."""
-    ids = torch.tensor([window_tokens(loom, tokens)], device=loom.device)
-    config = loom.model.config
+    ids = torch.tensor([window_tokens(loom, tokens)], device=loom.runner.device)
+    config = loom.runner.model.config
     saved = config._attn_implementation
     config._attn_implementation = "sdpa"
     try:
-        return loom.model(input_ids=ids).logits[0, -1].float()
+        return loom.runner.model(input_ids=ids).logits[0, -1].float()
     finally:
         config._attn_implementation = saved
 
@@ -65,7 +65,7 @@ class ForwardCounter:
         self.tokens = 0
         self.calls = 0
         self.batches: list[int] = []
-        embed = loom.model.get_input_embeddings()
+        embed = loom.runner.model.get_input_embeddings()
         self._handle = embed.register_forward_hook(self._hook)
 
     def _hook(self, module, inputs, output) -> None:
@@ -92,7 +92,7 @@ class ForwardCounter:
 
 def ends_whole(loom: Loom, node) -> bool:
     """True when ``node``'s path ends on a whole character (no UTF-8 bytes pending)."""
-    return loom.text_codec.complete_after(loom.tokens(node))[-1]
+    return loom.codec.complete_after(loom.tokens(node))[-1]
 
 
 def split_characters(loom: Loom, node) -> list[str]:

@@ -122,6 +122,7 @@ def test_kill_dash_nine_loses_at_most_half_a_second(tiny_llama_dir, tmp_path):
 
 
 def test_kill_during_export_leaves_the_old_file_or_the_new_one(tiny_llama_dir, tmp_path):
+    from loomterm.session import close_session, save_loom
     from tests.helpers import make_loom
 
     path = tmp_path / "big.loom"
@@ -129,8 +130,8 @@ def test_kill_during_export_leaves_the_old_file_or_the_new_one(tiny_llama_dir, t
     node = loom.append(loom.root, "Once upon a time")
     for i in range(12):
         loom.generate(node, 40, n=4, temperature=1.0, seed=i)
-    loom.save(path)
-    loom.close()
+    save_loom(loom, path)
+    close_session(loom)
     out = tmp_path / "tree.html"
     command = [*loomterm_command(), "export", str(path), "--format", "html", "--branch", "all"]
     first = subprocess.run([*command, "-o", str(out)], capture_output=True, timeout=120)
@@ -141,7 +142,7 @@ def test_kill_during_export_leaves_the_old_file_or_the_new_one(tiny_llama_dir, t
 
     loom = open_loom(path)
     loom.append(loom.cursor, " The end.")
-    loom.close()
+    close_session(loom)
     reference = tmp_path / "reference.html"
     started = time.monotonic()
     subprocess.run([*command, "-o", str(reference)], check=True, capture_output=True, timeout=120)

@@ -31,7 +31,7 @@ def loom(tiny_llama_dir) -> Iterator[Loom]:
     """A fresh loom on the tiny seeded Llama (it loads in milliseconds)."""
     loom = make_loom(tiny_llama_dir)
     yield loom
-    loom.close()
+    close_session(loom)
 
 
 @pytest.fixture
@@ -303,7 +303,7 @@ def test_the_sessions_table(sample, capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0].split() == ["NAME", "MODEL", "LAST", "CHANGE", "NODES", "PATH"]
     row = out[1].split()
-    assert row[0] == "sample" and row[1] == loom.loaded.name
+    assert row[0] == "sample" and row[1] == loom.runner.loaded.name
     assert str(len(loom.tree.nodes) - 1) in row and f"{loom.cursor.end}" in row
 
 

@@ -121,11 +121,11 @@ def test_resume_keeps_settings_and_cursor(tiny_llama_dir, tmp_path):
     close_session(loom)
     again = open_loom(path, device="cpu", dtype="float32")
     try:
-        assert again.settings["temperature"] == 0.25
-        assert again.settings["splice_mode"] == "exact"
+        assert again.settings.temperature == 0.25
+        assert again.settings.splice_mode == "exact"
         assert again.cursor.id == node.id
         assert again.tree._next_id == loom.tree._next_id
-        assert again.loaded.fingerprint == loom.loaded.fingerprint
+        assert again.runner.loaded.fingerprint == loom.runner.loaded.fingerprint
     finally:
         close_session(again)
 
@@ -268,13 +268,13 @@ def test_another_model_is_refused_then_read_only_or_retokenized(
     )
     try:
         assert moved.text(moved.cursor) == text
-        assert moved.loaded.fingerprint != loom.loaded.fingerprint
+        assert moved.runner.loaded.fingerprint != loom.runner.loaded.fingerprint
         assert all(lp is None for n in moved.tree.nodes.values() for lp in n.logprobs)
     finally:
         close_session(moved)
     backups = list(tmp_path.glob("mismatch.loom.*.bak"))
     assert len(backups) == 1 and sha(backups[0]) == before
-    assert load_session(path).model["fingerprint"] == moved.loaded.fingerprint
+    assert load_session(path).model["fingerprint"] == moved.runner.loaded.fingerprint
 
 
 def test_a_session_open_elsewhere_is_refused_or_read_only(tiny_llama_dir, tmp_path):

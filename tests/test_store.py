@@ -29,6 +29,7 @@ from loomterm.session import (
     list_sessions,
     resolve_session,
     save_loom,
+    session_of,
     session_path,
 )
 from loomterm.store import (
@@ -51,7 +52,7 @@ def loom(tiny_llama_dir) -> Iterator[Loom]:
     """A fresh loom on the tiny seeded Llama (it loads in milliseconds)."""
     loom = make_loom(tiny_llama_dir)
     yield loom
-    loom.close()
+    close_session(loom)
 
 
 def sha(path: Path) -> str:
@@ -74,9 +75,9 @@ def test_save_and_load_keep_every_field(loom, tmp_path):
     data = load(path)
     assert tree_record(data.tree) == tree_record(loom.tree)
     assert data.cursor == loom.cursor.id
-    assert data.settings == loom.settings
-    assert data.model["fingerprint"] == loom.loaded.fingerprint
-    assert data.model["name"] == loom.loaded.name
+    assert data.settings == loom.settings.as_dict()
+    assert data.model["fingerprint"] == loom.runner.loaded.fingerprint
+    assert data.model["name"] == loom.runner.loaded.name
     assert data.tree._next_id == loom.tree._next_id
     for node in loom.tree.nodes.values():
         assert data.text(node) == loom.decode(node.tokens) or node.tokens == []
@@ -154,7 +155,7 @@ def test_every_change_reaches_the_file_as_it_happens(loom, tmp_path):
     loom.update_settings(temperature=0.3)
     assert load(path).settings["temperature"] == 0.3
     prompt.meta["bookmark"] = True
-    loom._emit("update", prompt)  # how the app changes meta (loomterm.tui.ops.set_meta)
+    loom.notify("update", prompt)  # how the app changes meta (loomterm.tui.ops.set_meta)
     assert load(path).tree.nodes[prompt.id].meta == {"bookmark": True}
     reply = loom.generate(prompt, 12, temperature=0.7, seed=8)[0]
     assert len(reply.tokens) == 12 and ends_whole(loom, reply)
@@ -208,7 +209,7 @@ def test_a_character_split_across_flushes_keeps_its_text(loom, tmp_path):
     def flush_each_token(node, token, piece):
         # Write what was announced so far, and this token: the first bytes of a
         # character reach the file before the token that completes it.
-        loom.session.flush()
+        session_of(loom).flush()
         flushes.append(len(load(path).tree.nodes[node.id].tokens))
 
     node = loom.generate(prompt, 16, temperature=0.7, seed=6, on_token=flush_each_token)[0]
@@ -412,7 +413,7 @@ def test_list_sessions_reports_each_file(loom):
     session_path("broken").write_bytes(b"nope")
     rows = {row.name: row for row in list_sessions()}
     one = rows["one"]
-    assert one.model == loom.loaded.name
+    assert one.model == loom.runner.loaded.name
     assert one.nodes == len(loom.tree.nodes)
     assert one.path_tokens == len(loom.cursor.path_tokens())
     assert one.modified > 0 and one.error is None
@@ -428,11 +429,11 @@ def test_origin_values_survive(loom, tmp_path):
 def test_save_again_flushes_and_save_as_moves_the_session(loom, tmp_path):
     sample_tree(loom)
     first = tmp_path / "first.loom"
-    recorder = save_loom(loom, first)
-    assert save_loom(loom, first) is recorder  # same file: just a flush
+    session = save_loom(loom, first)
+    assert save_loom(loom, first) is session  # same file: just a flush
     second = tmp_path / "second.loom"
     save_loom(loom, second)
-    assert recorder.closed
+    assert session.closed
     SessionStore.open(first).close()  # the old file is free again
     loom.append(loom.root, "only in the second")
     assert len(load(second).tree.nodes) == len(loom.tree.nodes)
@@ -442,7 +443,8 @@ def test_save_again_flushes_and_save_as_moves_the_session(loom, tmp_path):
 
 def test_a_failing_disk_does_not_break_generation_and_is_reported(loom, tmp_path, monkeypatch):
     prompt = loom.append(loom.root, "Once upon a time")
-    recorder = save_loom(loom, tmp_path / "full.loom")
+    session = save_loom(loom, tmp_path / "full.loom")
+    recorder = session.recorder
 
     def disk_full(*args, **kwargs):
         raise SessionError("cannot write session full.loom: database or disk is full")

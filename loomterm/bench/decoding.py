@@ -7,7 +7,6 @@ import torch
 from loomterm.bench.common import make_loom, stock_attention
 from loomterm.bench.report import Row, ratio
 from loomterm.bench.timing import median, timed
-from loomterm.engine.speculative import last_stats
 
 DECODE = "Plain decode"
 DECODE_NOTE = "greedy, prompt prefill included on both sides; baseline: transformers generate()"
@@ -98,7 +97,7 @@ def _hf_generate(model, ids: torch.Tensor, new_tokens: int) -> torch.Tensor:
 def siblings(loaded, prompt: list[int], new_tokens: int, counts: list[int], log) -> list[Row]:
     log(f"siblings: N = {counts}, {new_tokens} tokens each")
     loom = make_loom(loaded, drafting="off")
-    device = loom.device
+    device = loom.runner.device
     node = loom.append_tokens(loom.root, prompt)
     loom.generate(node, 2, n=2, temperature=1.0, seed=0)  # warm-up
     rows = []
@@ -138,18 +137,19 @@ def kv_memory(loaded, prompt: list[int], new_tokens: int, counts: list[int], log
         kids = loom.generate(node, new_tokens, n=n, temperature=1.0, seed=n)
         per_token = node.kv[:, :, :, :1].numel() * node.kv.element_size()
         ideal = per_token * (node.end + sum(len(k.tokens) for k in kids))
-        resident = loom.kv_bytes()
+        memory = loom.kv_bytes()
         mib = 1 << 20
         rows.append(
             Row(
                 MEMORY,
                 f"N={n}",
                 ideal / mib,
-                resident / mib,
+                memory.total / mib,
                 "MiB",
-                ratio(resident, ideal),
-                "<=1.1",
-                note=f"working buffer {loom.working_bytes() / mib:.1f} MiB apart",
+                ratio(memory.total, ideal),
+                "<=1.1" if n >= 4 else "",
+                note=f"of it working buffer {memory.working / mib:.1f} MiB",
+                extra={"nodes": memory.nodes, "working": memory.working, "ideal": ideal},
             )
         )
     return rows
@@ -225,7 +225,7 @@ def drafted(
 
 def _regeneration(loaded, prompt, new_tokens, regens, mode) -> dict:
     loom = make_loom(loaded, drafting=mode)
-    device = loom.device
+    device = loom.runner.device
     node = loom.append_tokens(loom.root, prompt)
     out: dict = {}
 
@@ -237,7 +237,7 @@ def _regeneration(loaded, prompt, new_tokens, regens, mode) -> dict:
             )
             seconds += took
             tokens.append(list(kid.tokens))  # a copy: later picks split the node
-            stats = last_stats(loom) if mode != "off" else None
+            stats = loom.last_result.drafting
             if stats is not None:
                 steps, accepted, emitted = (
                     steps + stats.steps,
@@ -280,7 +280,7 @@ def _sampled(loaded, prompt, new_tokens, seeds) -> Row:
         loom = make_loom(loaded, drafting=mode)
         node = loom.append_tokens(loom.root, prompt)
         seconds, kids = timed(
-            loom.device,
+            loom.runner.device,
             lambda loom=loom, node=node: [
                 loom.generate(node, new_tokens, temperature=0.8, seed=s)[0] for s in range(seeds)
             ],

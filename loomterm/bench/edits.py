@@ -18,6 +18,7 @@ from loomterm.bench.common import full_recompute, make_loom
 from loomterm.bench.report import Row, ratio, speedup
 from loomterm.bench.timing import median, percentile, timed
 from loomterm.engine import Loom, Node
+from loomterm.engine.window import segments
 from loomterm.tree import Origin
 
 TAIL = 32  # tokens of each branch below the shared prefix
@@ -79,7 +80,7 @@ def _flatness(rows: list[Row], short: int, long: int) -> list[Row]:
 
 def _latency_at(loaded, corpus: list[int], length: int, reps: int, base_reps: int) -> list[Row]:
     loom = make_loom(loaded)
-    device = loom.device
+    device = loom.runner.device
     prefix = loom.append_tokens(loom.root, corpus[: length - TAIL])
     main = loom.append_tokens(prefix, corpus[length - TAIL : length])  # the document
     other = loom.append_tokens(prefix, _far(corpus, length, TAIL))  # a cached sibling
@@ -179,7 +180,7 @@ POINTS = (0.25, 0.5, 0.75, 1.0)  # where in the moved suffix the next token is p
 def rerope_quality(loaded, corpus: list[int], doc_len: int, edits: int, log) -> list[Row]:
     log(f"re-rope quality over {edits} edits of a {doc_len}-token document")
     loom = make_loom(loaded)
-    if loom.rope is None:
+    if not loom.capabilities.rerope:
         nan = float("nan")
         note = "absolute positions: splices always recompute"
         return [Row(REROPE, name, nan, nan, "", nan, note=note) for name in _REROPE_ROWS]
@@ -226,21 +227,18 @@ def _logprobs(loom: Loom, node: Node, length: int) -> torch.Tensor:
     return loom.next_logits(loom.truncate(node, length)).float().log_softmax(-1)
 
 
-@torch.inference_mode()
 def splice_unrotated(loom: Loom, node: Node, start: int, end: int, tokens: list[int]) -> Node:
     """Like a fast splice, but the suffix's KV is copied with its keys still rotated for
-    their old positions: what re-rope corrects. Bench-only; uses engine internals."""
+    their old positions: what re-rope corrects. Bench and tests only."""
     total = node.end
     prefix = loom.truncate(node, start)
-    suffix = loom._segments(node, end, total)
-    tail = prefix
-    if tokens:
-        tail = loom.tree.add(prefix, list(tokens), Origin.EDIT)
-        loom._ensure(tail)
+    suffix = segments(node, end, total)
+    tail = loom.append_tokens(prefix, list(tokens), Origin.EDIT) if tokens else prefix
     for source, lo, hi in suffix:
         copy = loom.tree.add(tail, source.tokens[lo:hi], source.origin)
         copy.kv = source.kv[:, :, :, lo:hi].clone()  # (L, 2, H, T, D), keys not moved
         copy.approx = True
+        loom.notify("add", copy)
         tail = copy
-    loom._ensure(tail)
+    loom.next_logits(tail)
     return tail

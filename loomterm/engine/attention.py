@@ -82,21 +82,24 @@ def loom_attention(
     return out.contiguous(), None
 
 
-def install(model) -> bool:
+def install(model) -> str | None:
     """Switch ``model`` to this attention when it currently uses SDPA or eager attention.
-    Returns whether it did."""
+
+    Returns None when it did, else one line saying why not (the model then keeps its
+    own attention, which copies the working cache's views: slower decoding, same
+    numbers). The caller reports that line once."""
     AttentionInterface.register(NAME, loom_attention)
     AttentionMaskInterface.register(NAME, sdpa_mask)
     config = model.config
     current = getattr(config, "_attn_implementation", None)
     if current not in ("sdpa", "eager", None):
-        return False
+        return f"the model uses {current} attention; loomterm's in-place attention is off"
     try:
         model.set_attn_implementation(NAME)
-    except Exception:  # a model class that refuses custom attention keeps its own
-        return False
-    return getattr(model.config, "_attn_implementation", None) == NAME
-
-
-def uses_loom_attention(model) -> bool:
-    return getattr(model.config, "_attn_implementation", None) == NAME
+    except Exception as exc:  # noqa: BLE001 - any refusal means: keep the model's own
+        return f"{type(model).__name__} refused loomterm's attention ({exc}); using its own"
+    if getattr(model.config, "_attn_implementation", None) != NAME:
+        return (
+            f"{type(model).__name__} kept its own attention; loomterm's in-place attention is off"
+        )
+    return None

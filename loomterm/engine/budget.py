@@ -1,7 +1,7 @@
 """A cap on resident KV, with least-recently-used eviction.
 
 Evicting a node drops its KV and keeps its tokens: coming back to it recomputes the KV
-exactly (``Loom._ensure``). The active path is never evicted. Nodes that share one
+exactly (``PathCache.ensure``). The active path is never evicted. Nodes that share one
 storage (the halves of a split) free memory only once all of them are evicted, so the
 accounting is per storage, as ``kvcache.kv_bytes`` counts it.
 """
@@ -11,10 +11,12 @@ from __future__ import annotations
 import itertools
 import os
 import re
+from collections.abc import Callable, Iterable
 
 import torch
 
 from loomterm.errors import InputError
+from loomterm.tree import Node
 
 # Share of free memory the KV may take by default: the model and the working buffer
 # need the rest.
@@ -58,3 +60,53 @@ class LruClock:
 
     def oldest_first(self, nodes) -> list:
         return sorted(nodes, key=lambda n: self.last_used.get(n.id, -1))
+
+
+def storages(nodes: Iterable[Node]) -> dict[int, tuple[int, set[int]]]:
+    """KV storages held by ``nodes``: data pointer -> (bytes, ids of the nodes on it).
+    Views of one storage (the halves of a split, columns of the working buffer) share
+    one entry."""
+    out: dict[int, tuple[int, set[int]]] = {}
+    for node in nodes:
+        if node.kv is not None:
+            storage = node.kv.untyped_storage()
+            entry = out.setdefault(storage.data_ptr(), (storage.nbytes(), set()))
+            entry[1].add(node.id)
+    return out
+
+
+def enforce(
+    nodes: list[Node],
+    limit: int,
+    lru: LruClock,
+    protect: Iterable[Node],
+    evict: Callable[[Node], object],
+    pinned: dict[int, int] | None = None,
+) -> int:
+    """Evict least recently used KV until what is resident fits ``limit``.
+
+    ``protect`` (the active path) is never evicted. ``pinned`` maps storages that count
+    but cannot be freed (the working buffer) to their bytes; nodes whose KV is a view
+    of a pinned storage free nothing when evicted, so they are left alone. Returns the
+    bytes resident afterwards.
+    """
+    pinned = pinned or {}
+    held = storages(nodes)
+    resident = sum(size for ptr, (size, _) in held.items() if ptr not in pinned)
+    resident += sum(pinned.values())
+    if resident <= limit:
+        return resident
+    keep = {node.id for node in protect}
+    owner = {nid: ptr for ptr, (_, ids) in held.items() for nid in ids}
+    candidates = [
+        n for n in nodes if n.kv is not None and n.id not in keep and owner[n.id] not in pinned
+    ]
+    for node in lru.oldest_first(candidates):
+        size, ids = held[owner[node.id]]
+        evict(node)
+        ids.discard(node.id)
+        if not ids:
+            resident -= size
+            if resident <= limit:
+                break
+    return resident

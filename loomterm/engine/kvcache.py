@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 from transformers.cache_utils import Cache, CacheLayerMixin
 
+from loomterm.engine.rope import RopeSpec, rerotate
 from loomterm.tree import Node
 
 
@@ -328,3 +329,21 @@ class WorkingCache(Cache):
                 self.truncate(total)
                 return
             total += seg.size
+
+    # -- node KV out of the buffer, and the window shift -------------------------------
+    def extend(self, kv: torch.Tensor | None, start: int, end: int, row: int = 0) -> torch.Tensor:
+        """A node's KV ``kv`` followed by committed columns ``[start, end)`` of ``row``:
+        (L, 2, H, T, D)."""
+        fresh = self.columns(start, end, row)
+        return fresh if kv is None else torch.cat([kv, fresh], dim=3)
+
+    def shift_columns(self, keep: int, drop: int, rope: RopeSpec) -> None:
+        """Context shift in place: forget columns ``[keep, keep+drop)`` and move the
+        rest down, their keys re-rotated back by ``drop`` positions (approximate)."""
+        moved = self.buf[:, :, : self.batch, :, keep + drop : self.length]  # (L, 2, B, H, T, D)
+        keys = rerotate(moved[:, 0], -drop, rope)
+        values = moved[:, 1].clone()
+        self.forget_columns(keep, drop)
+        end = keep + keys.shape[3]
+        self.buf[:, 0, : self.batch, :, keep:end] = keys
+        self.buf[:, 1, : self.batch, :, keep:end] = values

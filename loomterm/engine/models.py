@@ -75,6 +75,19 @@ class LoadedModel:
     dtype: torch.dtype
     fingerprint: dict  # {"name", "config", "weights", "tokenizer"}: SHA-256 hex digests
 
+    def identity(self) -> dict:
+        """What a session file records: name, source (absolute when a path), the
+        fingerprint and the dtype."""
+        source = self.source
+        if source and Path(str(source)).exists():
+            source = str(Path(str(source)).resolve())
+        return {
+            "name": self.name,
+            "source": source,
+            "fingerprint": dict(self.fingerprint),
+            "dtype": str(self.dtype).removeprefix("torch."),
+        }
+
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
     """``"auto"`` picks cuda, then mps, then cpu. A named device must exist here."""

@@ -1,7 +1,8 @@
 """Drafted (speculative) decoding of one continuation, verified against the model.
 
-``Loom.generate`` calls ``drafted_decode`` instead of its plain loop when one
-continuation is asked for and ``drafting_config`` allows it. Each step feeds the token
+The local runner calls ``drafted_decode`` instead of the plain decoder
+(``decoding.plain_decode``) when one continuation is asked for and ``drafting_config``
+allows it. Each step feeds the token
 just chosen together with a tree of drafted tokens after it (``drafting``), in one
 forward pass over the working cache, with a tree attention mask and explicit
 positions. The verified logits then pick tokens one at a time, exactly as plain
@@ -20,8 +21,6 @@ attention; lookahead decoding (see ``drafting``).
 
 from __future__ import annotations
 
-import threading
-import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -40,17 +39,16 @@ from loomterm.engine.drafting import (
     nearby_nodes,
     walk_trials,
 )
-from loomterm.engine.sampling import SamplingParams, make_generators, sample, token_records
+from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter
+from loomterm.engine.sampling import make_generators, sample, token_records
 from loomterm.engine.text import StreamDecoder
-from loomterm.tree import Node, Origin
 
 if TYPE_CHECKING:
-    from loomterm.engine.loom import Loom, OnToken
+    from loomterm.engine.local_runner import LocalRunner
 
-# The ``drafting`` setting: "auto" (or True, "on") drafts from the tree -- lookahead's
-# Jacobi window costs more than it wins on a CPU (see ``loomterm bench``) and is not
-# measured on a GPU yet; "tree" is the same; "lookahead" adds the Jacobi window; "off"
-# (or False) never drafts.
+# The ``drafting`` setting: "auto" drafts from the tree -- lookahead's Jacobi window
+# costs more than it wins on a CPU (see ``loomterm bench``) and is not measured on a GPU
+# yet; "tree" is the same; "lookahead" adds the Jacobi window; "off" never drafts.
 MODES = ("auto", "tree", "lookahead", "off")
 
 
@@ -74,66 +72,57 @@ class DraftStats:
         return self.accepted / self.steps if self.steps else 0.0
 
 
-_LAST: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def last_stats(loom: Loom) -> DraftStats | None:
-    """Statistics of ``loom``'s latest drafted generation (None if it never drafted)."""
-    return _LAST.get(loom)
-
-
-def drafting_config(loom: Loom, parent: Node, n: int, max_new_tokens: int) -> DraftConfig | None:
+def drafting_config(runner: LocalRunner, request: GenerateRequest) -> DraftConfig | None:
     """The draft settings for this generation, or None to decode plainly.
 
     Drafting covers one continuation (``n == 1``) that fits in the context window
     without a shift: the block of drafts must fit too.
     """
-    mode = loom.settings.get("drafting", "auto")
-    if mode in (False, None, "off") or n != 1 or max_new_tokens < 1:
+    mode = request.drafting
+    if mode not in MODES:
+        raise ValueError(f"drafting must be one of {', '.join(MODES)}, got {mode!r}")
+    if mode == "off" or request.n != 1 or request.max_new_tokens < 1:
         return None
-    if mode not in MODES:  # True, "on", anything unknown
-        mode = "auto"
     lookahead = mode == "lookahead"
-    config = DraftConfig(lookahead=lookahead, cost=Cost.for_device(loom.device.type))
+    config = DraftConfig(lookahead=lookahead, cost=Cost.for_device(runner.device.type))
     block = config.tree_budget + 1
     if lookahead:
         block += config.guesses * (config.ngram - 1) + config.window * (config.ngram - 1)
-    if parent.end + max_new_tokens + block > loom.n_ctx or loom.work.length != parent.end:
+    parent = request.node
+    fits = parent.end + request.max_new_tokens + block <= runner.n_ctx
+    if not fits or runner.work.length != parent.end:
         return None
     return config
 
 
 @torch.inference_mode()
 def drafted_decode(
-    loom: Loom,
-    parent: Node,
-    n: int,
-    kids: list[Node],
+    runner: LocalRunner,
+    request: GenerateRequest,
+    writer: NodeWriter,
     logits: torch.Tensor,
-    max_new_tokens: int,
-    params: SamplingParams,
-    seed: int | None,
-    on_token: OnToken | None,
-    cancel: threading.Event | None,
     config: DraftConfig,
-) -> DraftStats:
-    """Generate up to ``max_new_tokens`` into a new child of ``parent``, appended to
-    ``kids`` when its first token arrives (a generation cancelled at once adds none).
+) -> GenerateResult:
+    """Generate up to ``request.max_new_tokens`` into one new child of the request's
+    node, made when its first token arrives (a generation cancelled at once makes none).
 
-    ``logits``: (1, V) after ``parent``'s path, which the working cache's row 0 holds.
+    ``logits``: (V,) after the parent's path, which the working cache's row 0 holds.
     On return the child holds its tokens with their records and KV, the working cache
-    holds its path and the loom's cached logits are those after it.
+    holds its path and remembers the logits after it.
     """
-    if n != 1:
+    parent, params, seed = request.node, request.sampling, request.seed
+    max_new_tokens, on_token, cancel = request.max_new_tokens, request.on_token, request.cancel
+    logits = logits[None]  # (1, V)
+    if request.n != 1:
         raise ValueError("drafted decoding makes one continuation")
-    work = loom.work
+    work = runner.work
     base = work.length
-    device = loom.device
+    device = runner.device
     generators = make_generators(seed, 1)
-    stream = StreamDecoder(loom.text_codec)
-    eos = loom.eos_ids
+    stream = StreamDecoder(runner.codec)
+    eos = runner.eos_ids
     stats = DraftStats(lookahead=config.lookahead)
-    _LAST[loom] = stats
+    result = GenerateResult(drafting=stats)
 
     document = parent.path_tokens()  # grows with kid's tokens
     penalize = params.repetition_penalty != 1.0
@@ -161,13 +150,10 @@ def drafted_decode(
         chosen = torch.tensor(tokens, device=rows.device)
         logprobs, alternatives = token_records(rows, chosen)
         for i, token in enumerate(tokens):
-            kid.tokens.append(token)
-            kid.logprobs.append(logprobs[i])
-            kid.top.append(alternatives[i])
+            writer.push(kid, token, logprobs[i], alternatives[i])
             index.add(kid, len(kid.tokens) - 1)
             if on_token is not None:
                 on_token(kid, token, stream.push(token))
-            loom._emit("tokens", kid)
             if cancel is not None and cancel.is_set():
                 return i + 1
         return len(tokens)
@@ -178,12 +164,11 @@ def drafted_decode(
     # The first token comes from the parent's logits; from then on one token is always
     # chosen but not yet fed (``pending``), and each step feeds it with its drafts.
     if cancel is not None and cancel.is_set():
-        return stats  # nothing generated: the cache still holds the parent
+        return result  # nothing generated: the cache still holds the parent
     first = choose(logits[0])
     document.append(first)
-    kid = loom.tree.add(parent, [], Origin.MODEL, sampling=params.as_dict(), seed=seed)
-    kids.append(kid)
-    loom._emit("add", kid)
+    kid = writer.new_child(parent, params.as_dict(), seed)
+    result.children.append(kid)
     emit(logits[:1], [first])
     fed = 0  # kid tokens whose KV is committed
     last_row = logits[0]
@@ -204,7 +189,7 @@ def drafted_decode(
                 for gram in look.candidates(pending):
                     tree.add_sequence(gram, depth_for(POOL), POOL)
         block = build_block(tree, None if stop_now else look)
-        out = _verify_forward(loom, block)  # (keep, V)
+        out = _verify_forward(runner, block)  # (keep, V)
         stats.steps += 1
         stats.drafted += len(tree) - 1
         tree_rows = out[: block.tree_size]  # (n, V): logits after each tree node
@@ -244,24 +229,23 @@ def drafted_decode(
             break
     stats.emitted = len(kid.tokens)
     assert fed == len(kid.tokens), "every emitted token is fed"
-    loom._store_generated([kid], base, [fed])
-    loom.lru.touch([*parent.path(), kid])
-    loom._enforce_budget([*parent.path(), kid])
+    runner.cache.store_generated([kid], base, [fed])
+    runner.touch([*parent.path(), kid])
     work.select_row(0, work.segments)
-    loom._logits = last_row[None].clone()  # (1, V)
-    loom._logits_len = work.length
-    return stats
+    runner.enforce_budget([*parent.path(), kid])
+    runner.cache.remember(last_row)  # (V,)
+    return result
 
 
-def _verify_forward(loom: Loom, block) -> torch.Tensor:
+def _verify_forward(runner: LocalRunner, block) -> torch.Tensor:
     """Run one block after the working cache's columns: (keep, V) logits."""
-    device = loom.device
-    length = loom.work.length
+    device = runner.device
+    length = runner.work.length
     ids = torch.tensor([block.ids], device=device)  # (1, q)
     if block.mask is None:  # a chain: the default causal layout is right
-        return loom._forward(ids, keep=block.keep)[0]
+        return runner.forward(ids, keep=block.keep)[0]
     q = len(block.ids)
     positions = torch.tensor([block.offsets], device=device) + length  # (1, q)
     mask = torch.ones(1, 1, q, length + q, dtype=torch.bool, device=device)
     mask[0, 0, :, length:] = block.mask.to(device)  # (q, q) among the block
-    return loom._forward(ids, keep=block.keep, positions=positions, attention_mask=mask)[0]
+    return runner.forward(ids, keep=block.keep, positions=positions, attention_mask=mask)[0]

@@ -10,7 +10,14 @@ replacement characters for partial bytes.
 from __future__ import annotations
 
 import codecs
+from collections.abc import Sequence
 from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from loomterm.tree import Node
+
+PIECE_CONTEXT = 4  # tokens of left context that settle a token's text (UTF-8 <= 4 bytes)
 
 
 def _byte_decoder() -> dict[str, int]:
@@ -108,6 +115,49 @@ class StreamDecoder:
 
     def push(self, token_id: int) -> str:
         return self._decoder.decode(self.text.token_bytes(token_id))
+
+
+class PieceMaker:
+    """Display text per token, computed the same way for every node of a tree.
+
+    A token's piece is the text it *completes*, given the tokens before it on its path
+    (a token holding the first bytes of a character has an empty piece). That makes a
+    node's text independent of what follows it, so the pieces along any path join to
+    the path's text, in the file as on screen.
+    """
+
+    def __init__(self, codec: TokenText) -> None:
+        self.codec = codec
+
+    @classmethod
+    def for_tokenizer(cls, tokenizer: Any) -> PieceMaker:
+        return cls(TokenText(tokenizer))
+
+    def pieces(self, tokens: Sequence[int], context: Sequence[int] = ()) -> list[str]:
+        """Pieces of ``tokens`` when ``context`` comes just before them."""
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        for token in context:
+            decoder.decode(self.codec.token_bytes(token))
+        return [decoder.decode(self.codec.token_bytes(token)) for token in tokens]
+
+    def node_pieces(self, node: Node, start: int = 0, end: int | None = None) -> list[str]:
+        """Pieces of ``node.tokens[start:end]``, in the context of its path."""
+        end = len(node.tokens) if end is None else end
+        return self.pieces(node.tokens[start:end], tokens_before(node, start, PIECE_CONTEXT))
+
+    def piece(self, token: int) -> str:
+        """One token on its own (for alternatives)."""
+        return self.codec.decode([int(token)])
+
+
+def tokens_before(node: Node, start: int, count: int) -> list[int]:
+    """Up to ``count`` tokens just before position ``start`` of ``node``, on its path."""
+    out = list(node.tokens[max(0, start - count) : start])
+    above = node.parent
+    while len(out) < count and above is not None:
+        out = above.tokens[-(count - len(out)) :] + out if above.tokens else out
+        above = above.parent
+    return out
 
 
 def common_prefix(a: list, b: list) -> int:

@@ -37,11 +37,11 @@ def test_many_branches_stay_under_a_small_cap(family, tiny_llama_dir, tiny_gpt2_
         leaves += kids
         (deeper,) = loom.generate(kids[0], 10, temperature=1.0, seed=100 + i)
         leaves.append(deeper)
-        peak = max(peak, loom.kv_bytes())
+        peak = max(peak, loom.kv_bytes().nodes)
         active = sum(n.kv.numel() * n.kv.element_size() for n in deeper.path() if n.kv is not None)
-        assert loom.kv_bytes() <= max(cap, active)
+        assert loom.kv_bytes().nodes <= max(cap, active)
     assert peak <= cap
-    assert loom.evictions > 0
+    assert loom.runner.evictions > 0
     evicted = [n for n in loom.tree.nodes.values() if n.kv is None and n.tokens]
     assert evicted, "the cap should have forced evictions"
     # Every node, evicted or not, still has its tokens and its exact logits.
@@ -49,7 +49,7 @@ def test_many_branches_stay_under_a_small_cap(family, tiny_llama_dir, tiny_gpt2_
         assert_matches_recompute(loom, leaf)
         # The active path is resident after use.
         assert all(n.kv is not None for n in leaf.path() if n.tokens)
-        assert loom.kv_bytes() <= max(cap, per_token * leaf.end)
+        assert loom.kv_bytes().nodes <= max(cap, per_token * leaf.end)
 
 
 def test_eviction_of_an_approximate_node_recomputes_it_exactly(llama_loom):

@@ -12,12 +12,12 @@ from tests.helpers import assert_matches_recompute, make_loom, window_tokens
 def test_generation_runs_past_n_ctx(family, tiny_llama_dir, tiny_gpt2_dir, n):
     folder = tiny_llama_dir if family == "llama" else tiny_gpt2_dir
     loom = make_loom(folder, n_ctx=32)
-    assert (loom.n_keep, loom.n_discard) == (8, 12)
+    assert (loom.runner.window.n_keep, loom.runner.window.n_discard) == (8, 12)
     node = loom.append(loom.root, "Once upon a time, in a land far away,")
     kids = loom.generate(node, 70, n=n, temperature=1.0, seed=4)
     for kid in kids:
         assert kid.end > loom.n_ctx
-        if loom.rope is None:
+        if loom.runner.rope is None:
             # Absolute positions: the window was recomputed, so it is exact.
             assert loom.is_exact(kid)
             assert_matches_recompute(loom, kid)
@@ -35,7 +35,7 @@ def test_generation_runs_past_n_ctx(family, tiny_llama_dir, tiny_gpt2_dir, n):
 
 def test_window_keeps_the_start_and_the_latest_tokens(llama_loom):
     loom = llama_loom
-    loom_small = make_loom(loom.loaded.source, n_ctx=32)
+    loom_small = make_loom(loom.runner.loaded.source, n_ctx=32)
     tokens = list(range(100))
     seen = window_tokens(loom_small, tokens)
     assert seen[:8] == tokens[:8]

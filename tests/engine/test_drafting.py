@@ -22,8 +22,9 @@ from loomterm.engine.drafting import (
     nearby_nodes,
     walk_trials,
 )
+from loomterm.engine.generation import GenerateRequest
 from loomterm.engine.sampling import SamplingParams, filter_logits
-from loomterm.engine.speculative import drafting_config, last_stats
+from loomterm.engine.speculative import drafting_config
 from loomterm.tree import Origin, Tree
 from tests.helpers import ForwardCounter, assert_matches_recompute, reference_logits
 
@@ -50,7 +51,7 @@ def test_greedy_drafted_equals_plain(loom, mode):
         assert [[t for t, _ in alts] for alts in kid.top] == [
             [t for t, _ in alts] for alts in plain.top
         ]
-    stats = last_stats(loom)
+    stats = loom.last_result.drafting
     assert stats.lookahead == (mode == "lookahead")
     assert stats.accepted > 0 and stats.steps < len(again.tokens)  # drafts did the work
 
@@ -59,9 +60,9 @@ def test_drafted_kv_matches_recompute(loom):
     node = loom.append(loom.root, PROMPT)
     _generate(loom, node, "off", 30, temperature=0)
     kid = _generate(loom, node, "tree", 30, temperature=0)
-    assert last_stats(loom).accepted > 0
+    assert loom.last_result.drafting.accepted > 0
     assert kid.kv is not None and kid.kv.shape[3] == len(kid.tokens)
-    assert loom.work.length == kid.end  # the working cache holds the child's path
+    assert loom.runner.work.length == kid.end  # the working cache holds the child's path
     # The cached logits after the child are valid: no forward pass to read them.
     with ForwardCounter(loom) as counter:
         logits = loom.next_logits(kid)
@@ -95,6 +96,7 @@ def test_lookahead_kv_matches_recompute(llama_loom):
 def test_lookahead_pool_alone_is_lossless_and_accepted(llama_loom):
     """Lookahead's own drafts (no tree drafts at all) verified in the same forward."""
     from loomterm.engine.drafting import DraftConfig
+    from loomterm.engine.generation import GenerateRequest, NodeWriter
     from loomterm.engine.sampling import SamplingParams
     from loomterm.engine.speculative import drafted_decode
 
@@ -102,12 +104,13 @@ def test_lookahead_pool_alone_is_lossless_and_accepted(llama_loom):
     node = loom.append(loom.root, "The quick brown fox jumps over the lazy dog.")
     plain = list(_generate(loom, node, "off", 60, temperature=0).tokens)
     config = DraftConfig(lookahead=True, tree_budget=0, window=5, ngram=4, guesses=5)
-    kids: list = []
-    with torch.inference_mode():
-        logits = loom.next_logits(node)[None]
-        stats = drafted_decode(
-            loom, node, 1, kids, logits, 60, SamplingParams(temperature=0), None, None, None, config
+    request = GenerateRequest(node, 60, 1, SamplingParams(temperature=0))
+    with loom.exclusive():
+        logits = loom.runner.prepare(node)
+        result = drafted_decode(
+            loom.runner, request, NodeWriter(loom.tree, loom.notify), logits, config
         )
+    kids, stats = result.children, result.drafting
     assert kids[0].tokens == plain
     assert stats.lookahead and stats.accepted > 0  # pool n-grams were accepted
     assert_matches_recompute(loom, kids[0])
@@ -120,7 +123,7 @@ def test_regeneration_from_a_cut_drafts_from_the_old_tail(loom):
     cut = loom.truncate(long, node.end + 12)  # splits ``long``
     kid = _generate(loom, cut, "tree", 28, temperature=0)
     assert kid.tokens == expected[12:]
-    stats = last_stats(loom)
+    stats = loom.last_result.drafting
     assert stats.accepted >= 20 and stats.steps <= 8
 
 
@@ -200,7 +203,7 @@ def test_sampling_keeps_the_distribution(llama_loom, one_thread):
     for seed in range(samples):
         (kid,) = loom.generate(node, 2, temperature=1.0, top_k=5, seed=seed)
         counts[tuple(kid.tokens)] += 1
-        stats = last_stats(loom)
+        stats = loom.last_result.drafting
         drafted += stats.drafted
         accepted += stats.accepted
     assert 0 < accepted < drafted  # drafts were offered, and both accepted and rejected
@@ -223,20 +226,23 @@ def test_sampling_keeps_the_distribution(llama_loom, one_thread):
 # -- when drafting applies -------------------------------------------------------------------
 def test_drafting_only_for_one_continuation_that_fits(loom):
     node = loom.append(loom.root, PROMPT)
-    loom.update_settings(drafting="auto")
-    assert drafting_config(loom, node, 1, 20) is not None
-    assert drafting_config(loom, node, 4, 20) is None
-    assert drafting_config(loom, node, 1, loom.n_ctx) is None  # would need a window shift
-    loom.update_settings(drafting="off")
-    assert drafting_config(loom, node, 1, 20) is None
+
+    def config(n, max_new_tokens, mode="auto"):
+        request = GenerateRequest(node, max_new_tokens, n, SamplingParams(), drafting=mode)
+        return drafting_config(loom.runner, request)
+
+    assert config(1, 20) is not None
+    assert config(4, 20) is None
+    assert config(1, loom.n_ctx) is None  # would need a window shift
+    assert config(1, 20, "off") is None
 
 
 def test_setting_off_uses_the_plain_loop(loom):
     node = loom.append(loom.root, PROMPT)
     _generate(loom, node, "tree", 5, temperature=0)
-    before = last_stats(loom)
+    assert loom.last_result.drafting is not None
     _generate(loom, node, "off", 5, temperature=0)
-    assert last_stats(loom) is before
+    assert loom.last_result.drafting is None  # the result says no drafting ran
 
 
 def test_small_context_falls_back_and_stays_exact(tiny_llama_dir):
@@ -369,7 +375,7 @@ def test_default_model_greedy_drafting_is_lossless():
     for mode in ("tree", "lookahead"):
         kid = _generate(loom, node, mode, 48, temperature=0)
         assert kid.tokens == plain.tokens
-        assert last_stats(loom).accepted > 0
+        assert loom.last_result.drafting.accepted > 0
     assert_matches_recompute(loom, kid, tol=2e-4)
     expected = list(plain.tokens)
     cut = loom.truncate(plain, node.end + 16)

@@ -28,14 +28,14 @@ def family_dirs(tmp_path_factory):
 
 def test_llama_half_split_shift_equals_recompute(llama_loom):
     loom = llama_loom
-    assert loom.rope is not None and loom.rope.convention == "half"
+    assert loom.runner.rope is not None and loom.runner.rope.convention == "half"
     tokens = loom.encode("The quick brown fox jumps over the lazy dog.")
     for delta in (1, 7, 300):
-        at_zero = loom._fresh_kv(tokens, 0)  # (L, 2, H, T, D)
-        at_delta = loom._fresh_kv(tokens, delta)
-        moved = rerotate(at_zero[:, 0], delta, loom.rope)
+        at_zero = loom.runner.fresh_kv(tokens, 0)  # (L, 2, H, T, D)
+        at_delta = loom.runner.fresh_kv(tokens, delta)
+        moved = rerotate(at_zero[:, 0], delta, loom.runner.rope)
         assert (moved - at_delta[:, 0]).abs().max() < 1e-4
-        back = rerotate(at_delta[:, 0], -delta, loom.rope)
+        back = rerotate(at_delta[:, 0], -delta, loom.runner.rope)
         assert (back - at_zero[:, 0]).abs().max() < 1e-4
         assert (at_zero[:, 1] - at_delta[:, 1]).abs().max() < 1e-4  # values do not move
 
@@ -43,12 +43,12 @@ def test_llama_half_split_shift_equals_recompute(llama_loom):
 @pytest.mark.parametrize("family", sorted(SHIFTABLE))
 def test_each_convention_is_proven_and_shifts_exactly(family, family_dirs):
     loom = make_loom(family_dirs[family])
-    assert loom.rope is not None, f"{family} should be re-ropeable"
-    assert loom.rope.convention == SHIFTABLE[family]
+    assert loom.runner.rope is not None, f"{family} should be re-ropeable"
+    assert loom.runner.rope.convention == SHIFTABLE[family]
     tokens = loom.encode("Once upon a time, in a land far away")
-    at_zero = loom._fresh_kv(tokens, 0)
-    at_delta = loom._fresh_kv(tokens, 53)
-    moved = rerotate(at_zero[:, 0], 53, loom.rope)
+    at_zero = loom.runner.fresh_kv(tokens, 0)
+    at_delta = loom.runner.fresh_kv(tokens, 53)
+    moved = rerotate(at_zero[:, 0], 53, loom.runner.rope)
     scale = at_delta[:, 0].abs().max()
     assert (moved - at_delta[:, 0]).abs().max() / scale < 1e-4
     # A fast splice works there, and refresh brings it back to exact.
@@ -62,9 +62,9 @@ def test_each_convention_is_proven_and_shifts_exactly(family, family_dirs):
 def test_a_wrong_convention_does_not_pass(family_dirs):
     loom = make_loom(family_dirs["gptj"])
     tokens = loom.encode("Once upon a time")
-    at_zero = loom._fresh_kv(tokens, 0)
-    at_delta = loom._fresh_kv(tokens, 9)
-    wrong = type(loom.rope)("half", loom.rope.inv_freq)
+    at_zero = loom.runner.fresh_kv(tokens, 0)
+    at_delta = loom.runner.fresh_kv(tokens, 9)
+    wrong = type(loom.runner.rope)("half", loom.runner.rope.inv_freq)
     moved = rerotate(at_zero[:, 0], 9, wrong)
     assert (moved - at_delta[:, 0]).abs().max() > 1e-3
 
@@ -72,7 +72,7 @@ def test_a_wrong_convention_does_not_pass(family_dirs):
 def test_unshiftable_models_fall_back_to_exact(family_dirs, gpt2_loom):
     dynamic = make_loom(family_dirs["llama-dynamic"])
     for loom in (dynamic, gpt2_loom):
-        assert loom.rope is None
+        assert loom.runner.rope is None
         node = loom.append(loom.root, "Once upon a time, in a land far away, there lived")
         spliced = loom.splice(node, 2, 3, " long", exact=False)  # asks for fast...
         assert loom.is_exact(spliced)  # ...gets exact
@@ -93,7 +93,7 @@ def test_fast_splice_reuses_the_suffix_keys_rotated(llama_loom):
     assert counter.tokens <= len(insert) + 1
     assert loom.tokens(fast) == old_tokens[:2] + insert + old_tokens[3:]
     delta = len(insert) - 1
-    expected = rerotate(source_kv[:, 0, :, 3:], delta, loom.rope)
+    expected = rerotate(source_kv[:, 0, :, 3:], delta, loom.runner.rope)
     assert torch.allclose(fast.kv[:, 0], expected, atol=1e-6)
     assert torch.equal(fast.kv[:, 1], source_kv[:, 1, :, 3:])
     assert fast.approx and not loom.is_exact(fast)

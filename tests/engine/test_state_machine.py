@@ -7,6 +7,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from loomterm.session import close_session, open_loom, save_loom, session_of
 from tests.helpers import assert_matches_recompute, make_loom
 
 # Sequences and steps run, for the record (printed with -s).
@@ -116,15 +117,13 @@ class LoomMachine(RuleBasedStateMachine):
 
     @rule(data=st.data())
     def save_and_reopen(self, data):
-        from loomterm.engine import Loom
-
         cursor = data.draw(st.sampled_from(self.nodes))
         self.loom.cursor = cursor
-        if self.loom.session is None:
-            self.loom.save(self.session_path)
+        if session_of(self.loom) is None:
+            save_loom(self.loom, self.session_path)
         before = {n.id: self.loom.tokens(n) for n in self.loom.tree.nodes.values()}
-        self.loom.close()
-        self.loom = Loom.open(self.session_path, n_ctx=self.n_ctx)
+        close_session(self.loom)
+        self.loom = open_loom(self.session_path, n_ctx=self.n_ctx)
         after = {n.id: self.loom.tokens(n) for n in self.loom.tree.nodes.values()}
         assert after == before  # nothing lost, nothing changed
         assert self.loom.cursor.id == cursor.id
@@ -133,7 +132,7 @@ class LoomMachine(RuleBasedStateMachine):
 
     def teardown(self):
         if hasattr(self, "loom"):
-            self.loom.close()
+            close_session(self.loom)
 
     @invariant()
     def every_path_is_stable(self):

@@ -10,8 +10,8 @@ from tests.helpers import assert_matches_recompute
 
 def test_special_tokens_are_tokenized_as_such(loom):
     tokens = loom.encode("<|im_start|>user\nhi<|im_end|>")
-    assert tokens[0] == loom.tokenizer.convert_tokens_to_ids("<|im_start|>")
-    assert loom.tokenizer.convert_tokens_to_ids("<|im_end|>") in tokens
+    assert tokens[0] == loom.runner.tokenizer.convert_tokens_to_ids("<|im_start|>")
+    assert loom.runner.tokenizer.convert_tokens_to_ids("<|im_end|>") in tokens
     node = loom.append(loom.root, "<|im_start|>user\nhi<|im_end|>")
     assert loom.text(node) == "<|im_start|>user\nhi<|im_end|>"
 

@@ -10,7 +10,7 @@ from tests.tui.screen_text import screen_text
 
 
 def test_opening_turns_join_to_the_template_prompt(loom):
-    tokenizer = loom.tokenizer
+    tokenizer = loom.runner.tokenizer
     turns = chat.opening_turns(tokenizer, "Be brief.", "Hello there")
     assert [role for role, _ in turns] == ["system", "user", "assistant"]
     full = tokenizer.apply_chat_template(
@@ -22,7 +22,7 @@ def test_opening_turns_join_to_the_template_prompt(loom):
 
 
 def test_next_turns_close_the_assistant_turn_first(loom):
-    tokenizer = loom.tokenizer
+    tokenizer = loom.runner.tokenizer
     document = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nhello"
     turns = chat.next_turns(tokenizer, document, "and you?")
     assert turns == [

@@ -32,11 +32,11 @@ async def test_alternatives_pick_makes_a_branch_without_a_forward_pass(make_app,
         assert "Alternatives at token" in text and "chosen" in text
         assert text.count("%") >= 10  # ten alternatives with probabilities
         calls = []
-        original = loom._forward  # noqa: SLF001
-        loom._forward = lambda *a, **k: calls.append(1) or original(*a, **k)  # noqa: SLF001
+        original = loom.runner.forward  # noqa: SLF001
+        loom.runner.forward = lambda *a, **k: calls.append(1) or original(*a, **k)  # noqa: SLF001
         await pilot.press("down", "enter")
         await settle(pilot)
-        loom._forward = original  # noqa: SLF001
+        loom.runner.forward = original  # noqa: SLF001
         assert calls == []  # picking costs no forward pass
         picked = loom.cursor
         assert picked.meta.get("picked") and len(picked.tokens) == 1
@@ -101,10 +101,10 @@ async def test_settings_are_edited_checked_and_kept_with_the_session(make_app, l
         await pilot.press("ctrl+s")
         await pilot.pause()
         assert not isinstance(app.screen, SettingsScreen)
-        assert loom.settings["temperature"] == 0.7
-        assert loom.settings["top_p"] == 0.9
-        assert loom.settings["n"] == 2
-        assert loom.settings["splice_mode"] == "exact"
+        assert loom.settings.temperature == 0.7
+        assert loom.settings.top_p == 0.9
+        assert loom.settings.n == 2
+        assert loom.settings.splice_mode == "exact"
         await pilot.pause(0.2)
         assert "T0.7 p0.9" in screen_text(app)
 

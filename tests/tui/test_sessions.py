@@ -66,8 +66,8 @@ async def test_settings_and_archive_flags_are_saved(make_app, loom, tiny_llama_d
     try:
         hidden = [n for n in again.tree.nodes.values() if n.meta.get("hidden")]
         assert len(hidden) == 1 and again.text(hidden[0]).endswith("a dog")
-        assert again.settings["temperature"] == 0.5
-        assert again.settings["splice_mode"] == "exact"
+        assert again.settings.temperature == 0.5
+        assert again.settings.splice_mode == "exact"
     finally:
         close_session(again)
 

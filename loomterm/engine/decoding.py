@@ -1,0 +1,104 @@
+"""The plain decoder: ``n`` continuations sampled as one batch over one shared prefix.
+
+Every sampled token is fed back in the same step, so each child ends with its KV
+complete and its next-token logits known. Rows that hit an end-of-sequence token stop
+growing; they keep being fed (their columns are ignored) so the batch stays
+rectangular. Children are created when their first token arrives, so a generation
+cancelled at once leaves no empty nodes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter
+from loomterm.engine.sampling import make_generators, sample, token_records
+from loomterm.engine.text import StreamDecoder
+
+if TYPE_CHECKING:
+    from loomterm.engine.local_runner import LocalRunner
+
+
+def plain_decode(
+    runner: LocalRunner, request: GenerateRequest, writer: NodeWriter, logits: torch.Tensor
+) -> GenerateResult:
+    """Decode ``request`` on ``runner``; ``logits`` (V,) follow the parent's path, which
+    the working cache's row 0 holds. On return the cache holds the first child's path
+    (or the parent's, when nothing was generated) and remembers the logits after it."""
+    parent, n, params = request.node, request.n, request.sampling
+    work, cache = runner.work, runner.cache
+    device = runner.device
+    logits = logits[None].expand(n, -1)  # (n, V)
+    base = work.length  # columns of the shared prefix
+    # KV can be kept on a child only while its columns sit at its path positions.
+    plain = runner.window.shift_for(parent.end) == 0
+    work.fork(n)
+    generators = make_generators(request.seed, n)
+    streams = [StreamDecoder(runner.codec) for _ in range(n)]
+    history = None
+    if params.repetition_penalty != 1.0:
+        prefix = torch.tensor(parent.path_tokens(), device=device, dtype=torch.long)
+        history = prefix[None].expand(n, -1).clone()  # (n, T)
+    kids: list = []
+    finished = [False] * n
+    stored = [0] * n
+    fed = torch.zeros(n, dtype=torch.long, device=device)  # (n,)
+    row0_cols = -1  # columns of row 0 once it stopped; -2: rebuilt by a window shift
+    for _ in range(request.max_new_tokens):
+        if request.cancelled:
+            break
+        chosen = sample(logits, params, generators, history)  # (n,)
+        logprobs, alternatives = token_records(logits, chosen)
+        picks = chosen.tolist()
+        if not kids:
+            sampling = params.as_dict()
+            kids = [writer.new_child(parent, sampling, request.seed) for _ in range(n)]
+        live = [not done for done in finished]
+        for row, kid in enumerate(kids):
+            if finished[row]:
+                continue
+            token = picks[row]
+            writer.push(kid, token, logprobs[row], alternatives[row])
+            if request.on_token is not None:
+                request.on_token(kid, token, streams[row].push(token))
+            if token in runner.eos_ids:
+                finished[row] = True
+        fed = torch.where(torch.tensor(live, device=device), chosen, fed)
+        if work.length >= runner.n_ctx:
+            cache.shift_window(parent, kids, fed)
+            plain = False
+            if row0_cols >= 0:
+                row0_cols = -2
+            for kid in kids:
+                if runner.rope is not None:
+                    writer.mark_approx(kid)
+        out = runner.forward(fed[:, None])  # (n, 1, V)
+        work.commit(1, kids[0] if live[0] else None, len(kids[0].tokens) - 1)
+        logits = out[:, -1]  # (n, V)
+        if live[0] and finished[0]:
+            row0_cols = work.length
+        if plain:
+            for row, kid in enumerate(kids):
+                if live[row]:
+                    stored[row] = len(kid.tokens)
+        if history is not None:
+            history = torch.cat([history, chosen[:, None]], dim=1)
+        if all(finished):
+            break
+    if not kids:  # nothing was generated: the cache still holds the parent
+        work.select_row(0, work.segments)
+        work.truncate(base)
+        return GenerateResult()
+    cache.store_generated(kids, base, stored)
+    runner.touch([*parent.path(), *kids])
+    work.select_row(0, work.segments)
+    if row0_cols == -2:
+        work.truncate(0)
+    elif row0_cols >= 0:
+        work.truncate(row0_cols)
+    runner.enforce_budget([*parent.path(), kids[0]])
+    valid = row0_cols == -1 and len(kids[0].tokens) > 0
+    cache.remember(logits[0] if valid else None)
+    return GenerateResult(children=list(kids))

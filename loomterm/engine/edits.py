@@ -1,0 +1,52 @@
+"""From a changed text to the smallest token splice that makes it.
+
+``plan_edit`` compares the old and new text, re-tokenizes only the changed region (one
+whole token of margin on each side, since a token next to an edit may merge with it:
+"cat" + "s" -> "cats") and returns the token range to replace and the tokens to put
+there, trimmed of any common token prefix and suffix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from loomterm.engine.text import TokenText, common_prefix, common_suffix
+from loomterm.errors import EmptyEditError
+
+
+def plan_edit(
+    codec: TokenText,
+    encode: Callable[[str], list[int]],
+    old_tokens: list[int],
+    new_text: str,
+) -> tuple[int, int, list[int]]:
+    """``(start, end, inserted)``: replacing ``old_tokens[start:end]`` with ``inserted``
+    gives tokens whose text is ``new_text``. Raises :class:`EmptyEditError` when
+    nothing changes."""
+    pieces = codec.pieces(old_tokens)
+    old_text = "".join(pieces)
+    if new_text == old_text:
+        raise EmptyEditError("empty edit: the text is unchanged")
+    offsets = [0]
+    for piece in pieces:
+        offsets.append(offsets[-1] + len(piece))
+    whole = codec.complete_after(old_tokens)
+    whole[-1] = True  # the end is always a place to cut, even after stray bytes
+    cp = common_prefix(old_text, new_text)
+    cs = common_suffix(old_text, new_text, min(len(old_text), len(new_text)) - cp)
+    # Cut one whole token outside the change on each side.
+    a = max(i for i in range(len(offsets)) if offsets[i] <= cp and whole[i])
+    a = max((i for i in range(a) if whole[i]), default=0)
+    cut = len(old_text) - cs
+    b = min(i for i in range(len(offsets)) if offsets[i] >= cut and whole[i])
+    b = min((i for i in range(b + 1, len(offsets)) if whole[i]), default=b)
+    middle = new_text[offsets[a] : len(new_text) - (len(old_text) - offsets[b])]
+    new_mid = encode(middle) if middle else []
+    old_mid = old_tokens[a:b]
+    k = common_prefix(old_mid, new_mid)
+    ks = common_suffix(old_mid, new_mid, min(len(old_mid), len(new_mid)) - k)
+    start, end = a + k, b - ks
+    inserted = new_mid[k : len(new_mid) - ks]
+    if start == end and not inserted:
+        raise EmptyEditError("empty edit: the tokens are unchanged")
+    return start, end, inserted

@@ -1,0 +1,37 @@
+"""The engine's change notices: who listens, and telling them.
+
+Listeners are plain callables ``listener(event, node)``. Events: ``add`` (a new node),
+``tokens`` (a node grew during generation), ``split`` (a node was cut in two; the
+head is passed), ``update`` (flags or meta changed), ``done`` (a generated node is
+complete), ``cursor`` and ``settings``. The session layer records the file from them,
+the editor redraws from them; the engine never knows who listens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from loomterm.tree import Node
+
+Listener = Callable[[str, "Node | None"], None]
+
+
+class EventBus:
+    """A list of listeners, called in the order they subscribed."""
+
+    def __init__(self) -> None:
+        self._listeners: list[Listener] = []
+
+    def subscribe(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    def unsubscribe(self, listener: Listener) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
+    def emit(self, event: str, node: Node | None) -> None:
+        # A copy: a listener may unsubscribe itself while being told.
+        for listener in list(self._listeners):
+            listener(event, node)

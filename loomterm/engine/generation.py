@@ -1,0 +1,125 @@
+"""What a generation asks for and what it gives back, and how a decoder writes nodes.
+
+A decoder (``decoding.plain_decode``, ``speculative.drafted_decode``, or a remote
+runner's stream) receives one :class:`GenerateRequest` and returns one
+:class:`GenerateResult`. It adds to the tree only through a :class:`NodeWriter`, which
+announces every change on the loom's event bus, so the session file and the editor see
+each token as it arrives.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from loomterm.tree import Node, Origin, Tree
+
+if TYPE_CHECKING:
+    from loomterm.engine.sampling import SamplingParams
+    from loomterm.engine.speculative import DraftStats
+
+OnToken = Callable[[Node, int, str], None]
+Emit = Callable[[str, "Node | None"], None]
+
+
+@dataclass
+class GenerateRequest:
+    """One generation: ``n`` continuations of ``node``'s path.
+
+    Attributes:
+        node: Where the continuations start (its path is the prompt).
+        max_new_tokens: At most this many tokens per continuation.
+        n: How many continuations (siblings), decoded as one batch where possible.
+        sampling: The sampler settings.
+        seed: Seeds one random stream per row; None draws fresh randomness.
+        drafting: "auto", "tree", "lookahead" or "off" (``speculative.MODES``).
+        on_token: ``on_token(child, token_id, piece)`` as each token arrives.
+        cancel: Set it to stop within one token, keeping what came.
+    """
+
+    node: Node
+    max_new_tokens: int
+    n: int
+    sampling: SamplingParams
+    seed: int | None = None
+    drafting: str = "auto"
+    on_token: OnToken | None = None
+    cancel: threading.Event | None = None
+
+    @property
+    def cancelled(self) -> bool:
+        return self.cancel is not None and self.cancel.is_set()
+
+
+@dataclass
+class GenerateResult:
+    """What a generation made.
+
+    Attributes:
+        children: The new nodes, one per continuation that produced a token (a
+            generation cancelled before its first token makes none).
+        drafting: What drafted decoding did, when it ran; None for plain decoding.
+        prefill_seconds: Time to bring the prompt's KV into the model's cache.
+        decode_seconds: Time spent producing tokens.
+    """
+
+    children: list[Node] = field(default_factory=list)
+    drafting: DraftStats | None = None
+    prefill_seconds: float = 0.0
+    decode_seconds: float = 0.0
+
+    @property
+    def tokens(self) -> int:
+        return sum(len(child.tokens) for child in self.children)
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.tokens / self.decode_seconds if self.decode_seconds > 0 else 0.0
+
+
+class NodeWriter:
+    """A decoder's only way to change the tree: new children, tokens, flags.
+
+    Every call announces its change. ``children`` lists what was made so far, so the
+    loom can finish (``done``) each one even when decoding stops with an error.
+    """
+
+    def __init__(self, tree: Tree, emit: Emit) -> None:
+        self.tree = tree
+        self.emit = emit
+        self.children: list[Node] = []
+
+    def new_child(self, parent: Node, sampling: dict[str, Any], seed: int | None) -> Node:
+        """An empty generated child of ``parent``, filled by :meth:`push`."""
+        child = self.tree.add(parent, [], Origin.MODEL, sampling=sampling, seed=seed)
+        self.children.append(child)
+        self.emit("add", child)
+        return child
+
+    def push(self, node: Node, token: int, logprob: float, top: list) -> None:
+        """Append one token with its log-probability and top alternatives."""
+        node.tokens.append(token)
+        node.logprobs.append(logprob)
+        node.top.append(top)
+        self.emit("tokens", node)
+
+    def mark_approx(self, node: Node, approx: bool = True) -> None:
+        """Flag ``node``'s KV as approximate (re-rotated or built on re-rotated KV)."""
+        if node.approx != approx:
+            node.approx = approx
+            self.emit("update", node)
+
+
+class Stopwatch:
+    """Seconds since it was made, for the result's timings."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+
+    def lap(self) -> float:
+        now = time.perf_counter()
+        seconds, self.start = now - self.start, now
+        return seconds

@@ -1,0 +1,172 @@
+"""Keeping the working cache in step with the tree (the local runner's KV bookkeeping).
+
+``PathCache.ensure(node)`` makes the working cache hold ``node``'s path (its window,
+for a path longer than the context) and returns the logits after it: it keeps the
+common prefix already in the buffer, loads KV stored on the nodes, computes only what
+is missing, and stores what it computed back on the nodes. The decoders hand their
+children's KV back through :meth:`store_generated` and remember the last logits with
+:meth:`remember`, so the next operation at that point computes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from loomterm.engine.kvcache import Segment, kv_len
+from loomterm.engine.window import segments
+from loomterm.errors import EmptyEditError
+from loomterm.tree import Node
+
+if TYPE_CHECKING:
+    from loomterm.engine.local_runner import LocalRunner
+
+PREFILL_CHUNK = 512
+
+
+class PathCache:
+    """The working cache's contents, in tree terms, and the logits after them."""
+
+    def __init__(self, runner: LocalRunner) -> None:
+        self.runner = runner
+        self.work = runner.work
+        self.window = runner.window
+        self._logits: torch.Tensor | None = None  # (V,) after the buffer's columns
+        self._logits_len = -1
+
+    # -- the logits memo --------------------------------------------------------------
+    def remember(self, logits: torch.Tensor | None) -> None:
+        """``logits`` (V,) follow the buffer's row 0 as it is now (None: unknown)."""
+        self._logits = None if logits is None else logits.clone()
+        self._logits_len = self.work.length if logits is not None else -1
+
+    def invalidate(self) -> None:
+        self._logits, self._logits_len = None, -1
+
+    # -- bringing a path in ---------------------------------------------------------------
+    def ensure(self, node: Node) -> torch.Tensor:
+        """Make the working cache hold ``node``'s path (its window) in row 0 alone, and
+        return the (V,) logits after it."""
+        work = self.work
+        if work.batch != 1:
+            work.select_row(0, work.segments)
+        target = self.window.layout(node)
+        columns = sum(seg.size for seg in target)
+        if columns == 0:
+            raise EmptyEditError("the document is empty: write something to continue from")
+        keep = work.common_prefix_segments(target)
+        if keep == columns and self._logits_len == columns and self._logits is not None:
+            return self._logits
+        keep = min(keep, columns - 1)
+        work.truncate(keep)
+        windowed = self.window.shift_for(node.end) > 0
+        plan: list[tuple[Node, int, int]] = []  # runs to compute, in order
+        col = 0
+        approx_before = False
+        for seg in target:
+            lo, hi = seg.lo, seg.hi
+            if col + seg.size <= keep:
+                col += seg.size
+                approx_before = approx_before or seg.node.approx
+                continue
+            lo += max(0, keep - col)
+            plain = not windowed or col < self.window.n_keep
+            have = min(kv_len(seg.node.kv), hi) if plain else 0
+            if col + seg.size == columns:
+                have = min(have, hi - 1)  # the final token is computed, for its logits
+            if lo < have:
+                self._compute(plan, approx_before)
+                plan = []
+                work.load(seg.node, lo, have)
+                lo = have
+            if lo < hi:
+                plan.append((seg.node, lo, hi))
+            col += seg.size
+        logits = self._compute(plan, approx_before, windowed=windowed)
+        self.remember(logits)
+        path = node.path()
+        self.runner.touch(path)
+        self.runner.enforce_budget(path)
+        return self._logits
+
+    def _compute(
+        self, plan: list[tuple[Node, int, int]], approx_before: bool, windowed: bool = False
+    ) -> torch.Tensor | None:
+        """Compute the KV of ``plan``'s tokens in chunks, storing it on the nodes where it
+        extends their stored prefix. Returns the (V,) logits after the last one."""
+        if not plan:
+            return None
+        runner, work = self.runner, self.work
+        ids = [t for n, lo, hi in plan for t in n.tokens[lo:hi]]
+        owners = [(n, i) for n, lo, hi in plan for i in range(lo, hi)]
+        start_col = work.length
+        logits = None
+        total = len(ids)
+        for begin in range(0, total, PREFILL_CHUNK):
+            chunk = ids[begin : begin + PREFILL_CHUNK]
+            out = runner.forward(torch.tensor([chunk], device=runner.device))  # (1, 1, V)
+            for node, i in owners[begin : begin + len(chunk)]:
+                work.commit(1, node, i)
+            logits = out[0, -1]
+            if runner.progress is not None and total > PREFILL_CHUNK:
+                runner.progress("prefill", min(begin + len(chunk), total), total)
+        col = start_col
+        for node, lo, hi in plan:
+            plain = not windowed or col + (hi - lo) <= self.window.n_keep
+            if plain and kv_len(node.kv) == lo:
+                node.kv = work.extend(node.kv, col, col + hi - lo)  # (L, 2, H, T, D)
+                # Computed on top of approximate KV, it is approximate too; computed
+                # afresh on an exact path (after an eviction), it is exact.
+                if node.approx != approx_before and (lo == 0 or approx_before):
+                    node.approx = approx_before
+                    runner.emit("update", node)
+            approx_before = approx_before or node.approx
+            col += hi - lo
+        return logits
+
+    # -- after a generation ---------------------------------------------------------------
+    def store_generated(self, kids: list[Node], base: int, stored: list[int]) -> None:
+        """Give each child the KV of its first ``stored[row]`` tokens, from buffer row
+        ``row`` starting at column ``base``."""
+        approx_before = any(n.approx for n in kids[0].parent.path())
+        for row, kid in enumerate(kids):
+            if stored[row] > 0:
+                kid.kv = self.work.extend(None, base, base + stored[row], row=row)
+            if approx_before and not kid.approx:
+                kid.approx = True
+                self.runner.emit("update", kid)
+
+    def shift_window(self, parent: Node, kids: list[Node], fed: torch.Tensor) -> None:
+        """The cache is full mid-generation: drop ``n_discard`` columns after the first
+        ``n_keep``. ``fed`` (B,) holds each row's token about to be fed.
+
+        RoPE models keep the rest, re-rotated back by ``n_discard`` positions (fast,
+        approximate, as llama.cpp does). Other models recompute the new window.
+        """
+        work, runner = self.work, self.runner
+        keep, drop = self.window.n_keep, self.window.n_discard
+        if runner.rope is not None:
+            work.shift_columns(keep, drop, runner.rope)
+            return
+        # Absolute positions: rebuild the window of every row from its tokens.
+        rows = [
+            parent.path_tokens() + kid.tokens[:-1] if kid.tokens else parent.path_tokens()
+            for kid in kids
+        ]
+        total = max(len(r) for r in rows)
+        shift = self.window.shift_for(total + 1)
+        tails = []
+        for row, tokens in enumerate(rows):
+            tail = tokens[keep + shift :]
+            width = total - keep - shift
+            tail = tail + [int(fed[row])] * (width - len(tail))
+            tails.append(tail[:width])
+        work.truncate(keep)
+        layout = [Segment(n, lo, hi) for n, lo, hi in segments(kids[0], keep + shift, total)]
+        out_ids = torch.tensor(tails, device=runner.device)  # (B, T)
+        for begin in range(0, out_ids.shape[1], PREFILL_CHUNK):
+            chunk = out_ids[:, begin : begin + PREFILL_CHUNK]
+            runner.forward(chunk)
+            work.commit(chunk.shape[1])
+        work.segments = work.segments[:] + layout
