@@ -20,7 +20,6 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loomterm import store as store_mod
 from loomterm.engine import Loom
 from loomterm.errors import SessionError
 from loomterm.session import (
@@ -41,6 +40,7 @@ from loomterm.store import (
     pack_top,
     unpack_top,
 )
+from loomterm.store import schema as schema_mod
 from loomterm.tree import Origin
 from tests.helpers import ends_whole, make_loom, sample_tree, tree_record
 
@@ -102,8 +102,8 @@ def test_an_older_schema_is_migrated_with_a_backup(loom, tmp_path, monkeypatch):
     def add_colour(conn):
         conn.execute("ALTER TABLE nodes ADD COLUMN colour TEXT")
 
-    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
-    monkeypatch.setattr(store_mod, "MIGRATIONS", [*MIGRATIONS, add_colour])
+    monkeypatch.setattr(schema_mod, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
+    monkeypatch.setattr(schema_mod, "MIGRATIONS", [*MIGRATIONS, add_colour])
     # A reader migrates a copy in memory and leaves the file alone.
     assert tree_record(load(path).tree) == tree_record(loom.tree)
     assert sha(path) == before

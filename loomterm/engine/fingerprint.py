@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 from loomterm import locations
+from loomterm.atomic import write_atomic
 from loomterm.progress import Progress
 
 CHUNK = 1 << 20
@@ -78,9 +78,7 @@ def remember_sha256(path: Path, hex_digest: str) -> None:
     }
     try:
         record.parent.mkdir(parents=True, exist_ok=True)
-        temp = record.with_suffix(f".{os.getpid()}.tmp")
-        temp.write_text(json.dumps(entry))
-        os.replace(temp, record)
+        write_atomic(record, json.dumps(entry))
     except OSError:
         pass  # a read-only cache only costs speed
 

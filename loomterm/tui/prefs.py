@@ -7,10 +7,10 @@ A damaged file is ignored (and rewritten on the next change), never fatal.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+from loomterm.atomic import write_atomic
 from loomterm.locations import config_dir
 
 PREFS_FILE = "tui.json"
@@ -59,10 +59,7 @@ def load_prefs() -> Prefs:
 
 def save_prefs(prefs: Prefs) -> None:
     """Write ``prefs`` (atomically; a failure to write is not worth an error)."""
-    path = prefs_path()
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(json.dumps(asdict(prefs), indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        write_atomic(prefs_path(), json.dumps(asdict(prefs), indent=2) + "\n")
     except OSError:
-        tmp.unlink(missing_ok=True)
+        pass

@@ -1,0 +1,92 @@
+"""Transcripts that leave the app, and trees that come in (this package's public names).
+
+Headless: no model needed. Everything here works on :class:`~loomterm.store.SessionData`
+(a tree plus each token's display text), so exporting a session reads its file and
+never loads model weights.
+
+Formats out (:func:`render`): ``md`` (who wrote what), ``txt`` (the bare text), ``json``
+(the full tree, lossless; the ``loomterm-tree`` version 1 schema is documented in
+:mod:`loomterm.export.json_tree`) and ``html`` (one self-contained page). Formats in
+(:func:`read_import`): loomterm JSON, and socketteer/loom's JSON trees.
+
+Each module owns one thing:
+
+- :mod:`~loomterm.export.dispatch`: choosing a format, :func:`render`,
+  :func:`read_import` and :func:`write_atomic`;
+- :mod:`~loomterm.export.views`: what every format shares (the path alone, authors,
+  runs, chains);
+- :mod:`~loomterm.export.markdown`, :mod:`~loomterm.export.plain_text`,
+  :mod:`~loomterm.export.html_page`: one format each, out;
+- :mod:`~loomterm.export.json_tree`: the loomterm JSON tree, out and in;
+- :mod:`~loomterm.export.socketteer`: socketteer/loom trees, in;
+- :mod:`~loomterm.export.text_tree`: trees known only by their text, and re-tokenizing
+  them;
+- :mod:`~loomterm.export.errors`: :class:`ExportError`.
+"""
+
+from __future__ import annotations
+
+from loomterm.export.dispatch import (
+    FORMATS,
+    SUFFIXES,
+    format_for,
+    read_import,
+    render,
+    write_atomic,
+)
+from loomterm.export.errors import ExportError
+from loomterm.export.html_page import CSS, render_html
+from loomterm.export.json_tree import (
+    JSON_FORMAT,
+    JSON_VERSION,
+    from_json_dict,
+    render_json,
+    to_json_dict,
+)
+from loomterm.export.markdown import quote, render_markdown, unquote
+from loomterm.export.plain_text import render_text
+from loomterm.export.socketteer import SOCKETTEER_SOURCES, from_socketteer, looks_like_socketteer
+from loomterm.export.text_tree import TextTree, retokenize_tree, text_tree_of
+from loomterm.export.views import (
+    ORIGIN_LABELS,
+    Run,
+    author,
+    chain,
+    is_chat,
+    path_only,
+    runs,
+)
+
+__all__ = [
+    "CSS",
+    "FORMATS",
+    "JSON_FORMAT",
+    "JSON_VERSION",
+    "ORIGIN_LABELS",
+    "SOCKETTEER_SOURCES",
+    "SUFFIXES",
+    "ExportError",
+    "Run",
+    "TextTree",
+    "author",
+    "chain",
+    "format_for",
+    "from_json_dict",
+    "from_socketteer",
+    "is_chat",
+    "looks_like_socketteer",
+    "path_only",
+    "quote",
+    "read_import",
+    "render",
+    "render_html",
+    "render_json",
+    "render_markdown",
+    "render_text",
+    "retokenize_tree",
+    "runs",
+    "text_tree_of",
+    "to_json_dict",
+    "unquote",
+    "write_atomic",
+]

@@ -1,0 +1,77 @@
+"""The Markdown transcript: who wrote what, as labelled quotes, or every branch."""
+
+from __future__ import annotations
+
+from loomterm.export.views import bookmark_note, chain, is_chat, model_name, runs, when
+from loomterm.store import SessionData
+from loomterm.tree import Node
+
+
+def quote(text: str, indent: str = "") -> str:
+    """``text`` as a Markdown block quote that shows it literally.
+
+    Each line gets ``> `` (a bare ``>`` when empty); ``&`` and ``<`` become entities so
+    tags in model output display as text instead of being taken for HTML. The exact
+    text comes back by dropping the prefixes and undoing those two (:func:`unquote`).
+    """
+    escaped = text.replace("&", "&amp;").replace("<", "&lt;")
+    return "\n".join(f"{indent}> {line}" if line else f"{indent}>" for line in escaped.split("\n"))
+
+
+def unquote(lines: list[str]) -> str:
+    """The text of a quote made by :func:`quote`, from its lines (indent removed)."""
+    body = "\n".join(line[2:] if line.startswith("> ") else "" for line in lines)
+    return body.replace("&lt;", "<").replace("&amp;", "&")
+
+
+def _md_runs(data: SessionData, nodes: list[Node], chat: bool, indent: str = "") -> list[str]:
+    blocks = []
+    for run in runs(data, nodes, chat):
+        notes = [note for note in (bookmark_note(n) for n in run.nodes) if note]
+        head = f"{indent}**{run.label}**" + "".join(f" · {note}" for note in notes)
+        blocks.append(f"{head}\n\n{quote(run.text, indent)}")
+    return blocks
+
+
+def render_markdown(data: SessionData, branch: str = "current") -> str:
+    """The cursor's path as labelled quotes (``current``), or an outline of every
+    branch with the alternatives at each branch point (``all``)."""
+    chat = is_chat(data)
+    path = data.cursor_node.path()
+    tokens = sum(len(node.tokens) for node in path)
+    lines = [
+        f"# {data.name or 'loomterm session'}",
+        "",
+        f"- Model: {model_name(data)}",
+        f"- Last change: {when(data.modified)}",
+        f"- Current path: {tokens} tokens in {len(path) - 1} segments"
+        + (f"; the tree has {len(data.tree.nodes) - 1} nodes" if branch == "all" else ""),
+        "",
+    ]
+    if branch != "all":
+        lines.append("\n\n".join(_md_runs(data, path, chat)))
+        return "\n".join(lines).rstrip("\n") + "\n"
+
+    on_path = {node.id for node in path}
+    lines.append("## Every branch")
+    lines.append("")
+    # Each item is a chain up to a branch point; its alternatives nest below it.
+    stack: list[tuple[Node, int, str]] = [(data.tree.root, -1, "")]
+    while stack:
+        start, level, title = stack.pop()
+        nodes = chain(start)
+        indent = "  " * (level + 1) if level >= 0 else ""
+        if level >= 0:
+            marks = [f"*{title}*", f"node {start.id}"]
+            if start.id in on_path:
+                marks.append("current path")
+            lines.append("  " * level + "- " + " · ".join(marks))
+            lines.append("")
+        body = _md_runs(data, nodes, chat, indent)
+        if body:
+            lines.append("\n\n".join(body))
+            lines.append("")
+        kids = nodes[-1].children
+        for i in reversed(range(len(kids))):
+            stack.append((kids[i], level + 1, f"alternative {i + 1} of {len(kids)}"))
+    return "\n".join(lines).rstrip("\n") + "\n"

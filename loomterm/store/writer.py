@@ -1,0 +1,369 @@
+"""Writing a session: :class:`SessionStore` holds the lock and makes every change.
+
+Every change is its own transaction, and the journal is a write-ahead log, so a crash
+loses at most the changes not yet handed to the store (the session glue flushes
+generated tokens at least every half second). Nothing is written to a file before it
+has been validated read-only (:func:`loomterm.store.reader.check_file`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from loomterm.atomic import atomic_path
+from loomterm.errors import SessionError
+from loomterm.store import schema
+from loomterm.store.data import SessionData
+from loomterm.store.encoding import pack_top, to_json
+from loomterm.store.errors import damaged
+from loomterm.store.lock import SessionLock
+from loomterm.store.reader import check_file, read_rows
+from loomterm.tree import Node, Origin, Tree
+
+
+class SessionStore:
+    """A session file open for writing: holds the lock and one connection.
+
+    Every public method is one transaction and is safe to call from any thread (the
+    engine streams tokens from a worker thread while the UI moves the cursor).
+    """
+
+    def __init__(self, path: Path, conn: sqlite3.Connection, lock: SessionLock) -> None:
+        self.path = path
+        self._conn = conn
+        self._lock = lock
+        self._mutex = threading.RLock()
+        self._known_vocab: set[int] | None = None
+
+    # -- opening ----------------------------------------------------------------------
+    @classmethod
+    def open(cls, path: str | os.PathLike) -> SessionStore:
+        """Validate, lock, migrate if needed, and open an existing session for writing."""
+        path = Path(path)
+        version = check_file(path)  # read-only: nothing is written before this passes
+        lock = SessionLock(path)
+        lock.acquire()
+        try:
+            if version < schema.SCHEMA_VERSION:
+                backup = path.with_name(f"{path.name}.v{version}.bak")
+                shutil.copy2(path, backup)
+            conn = cls._connect(path)
+            if version < schema.SCHEMA_VERSION:
+                schema.migrate(conn, version)
+        except sqlite3.DatabaseError as exc:
+            lock.release()
+            raise damaged(path, str(exc)) from None
+        except BaseException:
+            lock.release()
+            raise
+        return cls(path, conn, lock)
+
+    @classmethod
+    def create(
+        cls,
+        path: str | os.PathLike,
+        *,
+        model: dict[str, Any],
+        settings: dict[str, Any] | None = None,
+        overwrite: bool = False,
+    ) -> SessionStore:
+        """Create a new, empty session file (no nodes yet) and open it for writing.
+
+        An existing session is replaced only with ``overwrite``; a file that is not a
+        loomterm session is never replaced.
+        """
+        path = Path(path)
+        if path.exists():
+            if not overwrite:
+                raise SessionError(f"a session already exists at {path}")
+            check_file(path)  # refuse to clobber anything that is not ours
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = SessionLock(path)
+        lock.acquire()
+        try:
+            # Built beside the target and moved over it whole: an old session there stays
+            # as it was until the new file is complete.
+            with atomic_path(path) as tmp:
+                conn = sqlite3.connect(tmp, isolation_level=None)
+                try:
+                    schema.migrate(conn, 0)
+                    now = time.time()
+                    conn.executemany(
+                        "INSERT INTO session(key, value) VALUES (?, ?)",
+                        [
+                            ("format", to_json("loomterm-session")),
+                            ("created", to_json(now)),
+                            ("modified", to_json(now)),
+                            ("cursor", to_json(0)),
+                            ("settings", to_json(settings or {})),
+                            ("model", to_json(model)),
+                        ],
+                    )
+                finally:
+                    conn.close()
+                # A stale write-ahead log beside the old file would be replayed into the
+                # new one: remove it while we hold the lock.
+                for suffix in ("-wal", "-shm"):
+                    path.with_name(path.name + suffix).unlink(missing_ok=True)
+            conn = cls._connect(path)
+        except sqlite3.DatabaseError as exc:
+            lock.release()
+            raise SessionError(f"cannot write session {path}: {exc}") from None
+        except OSError as exc:
+            lock.release()
+            raise SessionError(f"cannot write session {path}: {exc.strerror or exc}") from None
+        except BaseException:
+            lock.release()
+            raise
+        return cls(path, conn, lock)
+
+    @staticmethod
+    def _connect(path: Path) -> sqlite3.Connection:
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode = WAL")
+        # NORMAL in WAL mode: every commit survives an application crash; only a power
+        # cut may drop the last few, and the file stays consistent either way.
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        return conn
+
+    def close(self) -> None:
+        """Fold the write-ahead log into the file and release the lock."""
+        with self._mutex:
+            if self._conn is None:
+                return
+            try:
+                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.DatabaseError:
+                pass  # the data is safe in the log; SQLite replays it on next open
+            finally:
+                self._conn.close()
+                self._conn = None  # type: ignore[assignment]
+                self._lock.release()
+
+    @property
+    def closed(self) -> bool:
+        return self._conn is None
+
+    def __enter__(self) -> SessionStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- transactions -----------------------------------------------------------------
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One atomic change; also stamps the session's last-change time."""
+        with self._mutex:
+            if self._conn is None:
+                raise SessionError(f"session {self.path.name} is closed")
+            conn = self._conn
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                yield conn
+                conn.execute(
+                    "UPDATE session SET value = ? WHERE key = 'modified'", (to_json(time.time()),)
+                )
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise SessionError(f"cannot write session {self.path.name}: {exc}") from None
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    # -- nodes ------------------------------------------------------------------------
+    def write_tree(
+        self,
+        tree: Tree,
+        pieces: Callable[[Node], list[str]],
+        cursor: Node,
+        model: dict[str, Any] | None = None,
+    ) -> None:
+        """Write every node of ``tree`` (replacing what the file held) in one transaction.
+
+        With ``model``, the tokens belong to that model from now on: it is recorded in
+        the same transaction (and the old model's alternatives' text dropped), so the
+        file never pairs one model's fingerprint with another's token ids.
+        """
+        with self.transaction() as conn:
+            if model is not None:
+                self._set(conn, "model", model)
+                conn.execute("DELETE FROM vocab")
+                self._known_vocab = None
+            conn.execute("DELETE FROM tokens")
+            conn.execute("DELETE FROM nodes")
+            for node in tree.root.walk():  # parents before children
+                self._insert_node(conn, node)
+                self._insert_tokens(conn, node, 0, pieces(node))
+            self._set(conn, "cursor", cursor.id)
+
+    def add_node(self, node: Node, pieces: list[str]) -> None:
+        """A new node (with whatever tokens it already has)."""
+        with self.transaction() as conn:
+            self._insert_node(conn, node)
+            self._insert_tokens(conn, node, 0, pieces)
+            self._renumber_children(conn, node.parent)
+
+    def append_tokens(self, node: Node, start: int, end: int, pieces: list[str]) -> None:
+        """Tokens ``start:end`` of ``node`` were added since the last write."""
+        with self.transaction() as conn:
+            self._insert_tokens(conn, node, start, pieces, end)
+
+    def rewrite_node(self, node: Node, pieces: list[str]) -> None:
+        """Replace a node's row and all its tokens (after an edit that was not an append)."""
+        with self.transaction() as conn:
+            conn.execute("DELETE FROM tokens WHERE node = ?", (node.id,))
+            self._update_node(conn, node)
+            self._insert_tokens(conn, node, 0, pieces)
+
+    def split(self, head: Node, head_pieces: list[str], tail_pieces: list[str]) -> None:
+        """``head`` was cut from the front of its only child (the tail keeps its id)."""
+        tail = head.children[0]
+        with self.transaction() as conn:
+            self._insert_node(conn, head)
+            conn.execute("DELETE FROM tokens WHERE node = ?", (tail.id,))
+            self._insert_tokens(conn, head, 0, head_pieces)
+            self._update_node(conn, tail)
+            self._insert_tokens(conn, tail, 0, tail_pieces)
+            self._renumber_children(conn, head.parent)
+
+    def update_node(self, node: Node) -> None:
+        """A node's flags, meta, sampling or place among its siblings changed."""
+        with self.transaction() as conn:
+            self._update_node(conn, node)
+            self._renumber_children(conn, node.parent)
+
+    def set_cursor(self, node: Node) -> None:
+        """The user moved to ``node``."""
+        with self.transaction() as conn:
+            self._set(conn, "cursor", node.id)
+
+    def set_settings(self, settings: dict[str, Any]) -> None:
+        """Replace the per-session settings."""
+        with self.transaction() as conn:
+            self._set(conn, "settings", settings)
+
+    def set_model(self, model: dict[str, Any]) -> None:
+        """Record the model (name, source, fingerprint) the tokens belong to."""
+        with self.transaction() as conn:
+            self._set(conn, "model", model)
+
+    def add_vocab(self, pieces: dict[int, str]) -> None:
+        """Remember display text for token ids seen among alternatives."""
+        if not pieces:
+            return
+        with self.transaction() as conn:
+            conn.executemany(
+                "INSERT OR REPLACE INTO vocab(token, piece) VALUES (?, ?)", pieces.items()
+            )
+
+    def known_vocab(self) -> set[int]:
+        """Token ids that already have display text in the file."""
+        with self._mutex:
+            if self._known_vocab is None:
+                self._known_vocab = {
+                    row[0] for row in self._conn.execute("SELECT token FROM vocab")
+                }
+            return self._known_vocab
+
+    def read(self) -> SessionData:
+        """Everything in the file, read through the writer's own connection."""
+        with self._mutex:
+            return read_rows(self._conn, self.path)
+
+    # -- row helpers ------------------------------------------------------------------
+    @staticmethod
+    def _set(conn: sqlite3.Connection, key: str, value: Any) -> None:
+        conn.execute(
+            "INSERT OR REPLACE INTO session(key, value) VALUES (?, ?)", (key, to_json(value))
+        )
+
+    @staticmethod
+    def _node_row(node: Node) -> tuple:
+        parent = node.parent
+        return (
+            parent.id if parent is not None else None,
+            parent.children.index(node) if parent is not None else 0,
+            Origin(node.origin).value,
+            int(bool(node.approx)),
+            to_json(node.sampling) if node.sampling is not None else None,
+            node.seed,
+            float(node.created),
+            to_json(node.meta or {}),
+            node.id,
+        )
+
+    def _insert_node(self, conn: sqlite3.Connection, node: Node) -> None:
+        conn.execute(
+            "INSERT INTO nodes(parent, position, origin, approx, sampling, seed, created, meta, id)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            self._node_row(node),
+        )
+
+    def _update_node(self, conn: sqlite3.Connection, node: Node) -> None:
+        conn.execute(
+            "UPDATE nodes SET parent = ?, position = ?, origin = ?, approx = ?, sampling = ?,"
+            " seed = ?, created = ?, meta = ? WHERE id = ?",
+            self._node_row(node),
+        )
+
+    @staticmethod
+    def _renumber_children(conn: sqlite3.Connection, parent: Node | None) -> None:
+        if parent is None:
+            return
+        conn.executemany(
+            "UPDATE nodes SET parent = ?, position = ? WHERE id = ?",
+            [(parent.id, i, child.id) for i, child in enumerate(parent.children)],
+        )
+
+    @staticmethod
+    def _insert_tokens(
+        conn: sqlite3.Connection,
+        node: Node,
+        start: int,
+        pieces: list[str],
+        end: int | None = None,
+    ) -> None:
+        end = len(node.tokens) if end is None else end
+        if len(pieces) != end - start:
+            raise ValueError(f"{len(pieces)} pieces for {end - start} tokens")
+        conn.executemany(
+            "INSERT INTO tokens(node, idx, token, piece, logprob, top) VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    node.id,
+                    i,
+                    int(node.tokens[i]),
+                    pieces[i - start],
+                    None if node.logprobs[i] is None else float(node.logprobs[i]),
+                    pack_top(node.top[i]),
+                )
+                for i in range(start, end)
+            ],
+        )
+
+
+def write_session(
+    path: str | os.PathLike, data: SessionData, *, overwrite: bool = False
+) -> SessionStore:
+    """Create a session file holding ``data`` (used by import) and return it, open."""
+    store = SessionStore.create(path, model=data.model, settings=data.settings, overwrite=overwrite)
+    try:
+        store.write_tree(data.tree, lambda node: data.pieces.get(node.id, []), data.cursor_node)
+        store.add_vocab(data.vocab)
+    except BaseException:
+        store.close()
+        raise
+    return store
