@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loomterm import store as store_mod
+from loomterm.atomic import atomic_path
 from loomterm.engine.text import PieceMaker
 from loomterm.errors import LoomError, SessionError
 from loomterm.locations import sessions_dir
@@ -686,14 +687,10 @@ def save_kv_snapshot(loom: Loom, session: str | os.PathLike | None = None) -> Pa
         "cursor": str(node.id),
         "nodes": json.dumps(entries),
     }
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
-        save_file(tensors, str(tmp), metadata=metadata)
-        with open(tmp, "rb") as handle:
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
+        with atomic_path(target) as tmp:
+            save_file(tensors, str(tmp), metadata=metadata)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise SessionError(f"cannot write KV snapshot {target}: {exc.strerror or exc}") from None
     return target
 
