@@ -25,8 +25,8 @@ from loomterm.session import (
     close_session,
     load_session,
     open_loom,
-    save_kv_snapshot,
     save_loom,
+    session_of,
     snapshot_path,
 )
 from loomterm.store import ModelMismatchError, SessionLockedError
@@ -153,7 +153,7 @@ def test_a_kv_snapshot_gives_identical_logits_with_no_prefill(tiny_llama_dir, tm
     loom = make_loom(tiny_llama_dir)
     path = tmp_path / "snap.loom"
     busy_session(loom, path)
-    save_kv_snapshot(loom)
+    session_of(loom).save_snapshot()
     assert snapshot_path(path).exists()
     logits, greedy = reference(loom)
     child = run_child(path, tmp_path)
@@ -192,7 +192,7 @@ def test_a_snapshot_from_another_model_is_ignored_with_a_warning(tiny_llama_dir,
     loom = make_loom(tiny_llama_dir)
     path = tmp_path / "stale.loom"
     busy_session(loom, path)
-    target = save_kv_snapshot(loom)
+    target = session_of(loom).save_snapshot()
     logits, greedy = reference(loom)
     with safe_open(str(target), framework="pt") as handle:
         meta = dict(handle.metadata())
@@ -212,7 +212,7 @@ def test_a_snapshot_of_a_path_that_changed_is_not_used(tiny_llama_dir, tmp_path)
     node = loom.append(loom.root, "Alpha beta gamma delta")
     loom.cursor = node
     save_loom(loom, path)
-    save_kv_snapshot(loom)
+    session_of(loom).save_snapshot()
     # The file is rewritten with other tokens under the same node id.
     other = make_loom(tiny_llama_dir)
     swapped = other.append(other.root, "Zeta eta theta iota kappa")
@@ -327,7 +327,7 @@ def test_default_model_resume_is_exact(tmp_path, capsys):
 
     # And through a KV snapshot.
     loom2 = open_loom(path, device="cpu", dtype="float32")
-    save_kv_snapshot(loom2)
+    session_of(loom2).save_snapshot()
     close_session(loom2)
     snap = run_child(path, tmp_path, greedy=24)
     assert snap["prefill_tokens"] <= 1
