@@ -8,17 +8,26 @@ from __future__ import annotations
 import importlib.util
 import subprocess
 import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
 
 HEADLESS = [
     "loomterm.tree",
     "loomterm.errors",
     "loomterm.locations",
     "loomterm.progress",
+    "loomterm.settings",
+    "loomterm.atomic",
     "loomterm.engine.models",
+    "loomterm.engine.loom",
     "loomterm.engine",
     "loomterm.store",
     "loomterm.session",
+    "loomterm.recorder",
+    "loomterm.kv_snapshot",
     "loomterm.export",
+    "loomterm.bench",
 ]
 UI_MODULES = ["textual", "rich"]
 
@@ -54,3 +63,19 @@ def test_cli_imports_without_torch():
     modules = imported_after("import loomterm.cli\nloomterm.cli.build_parser()")
     heavy = {"torch", "transformers", "textual"} & modules
     assert not heavy, f"the CLI parser imported {sorted(heavy)}"
+
+
+def test_layer_contracts_hold():
+    """import-linter's contracts in pyproject.toml: each layer imports only below it."""
+    lint = Path(sys.executable).with_name("lint-imports")
+    result = subprocess.run(
+        [str(lint)], capture_output=True, text=True, timeout=300, check=False, cwd=REPO
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "0 broken" in result.stdout
+
+
+def test_sessions_load_without_torch():
+    """Listing and resolving sessions, and exporting, stay light: no torch."""
+    modules = imported_after("import loomterm.session, loomterm.export, loomterm.store")
+    assert "torch" not in modules
