@@ -125,7 +125,7 @@ class GenerationActions:
         def job() -> None:
             node = start if start is not None else base
             kids: list[Node] = []
-            streamer = Streamer(self)
+            streamer: Streamer | None = None  # made when generating starts: it times it
             try:
                 if text is not None:
                     node = ops.sync_text(loom, base, text, keep)
@@ -145,7 +145,9 @@ class GenerationActions:
                 )
                 streamer.flush()
             finally:
-                self.post_message(GenerationDone(node, kids, streamer.total, streamer.seconds))
+                total = streamer.total if streamer is not None else 0
+                seconds = streamer.seconds if streamer is not None else 0.0
+                self.post_message(GenerationDone(node, kids, total, seconds))
 
         self._after_generation = then
         self.submit("generate", job)
