@@ -75,16 +75,6 @@ TREE_DELAY = 0.15  # structural changes are batched this long before the pane re
 Job = Callable[[], None]
 
 
-def _kv_bytes(loom: Loom) -> int:
-    """``loom.kv_bytes()`` safe to call from the UI thread while the worker generates:
-    it iterates a copy of the node table (copying a dict is atomic under the GIL), where
-    ``Loom.kv_bytes`` iterates the live dict without the engine lock and raised
-    "dictionary changed size during iteration" when a generation added a node."""
-    from loomterm.engine.kvcache import kv_bytes
-
-    return kv_bytes(list(loom.tree.nodes.values()))
-
-
 class LoomApp(
     NavigationActions,
     GenerationActions,
@@ -498,12 +488,15 @@ class LoomApp(
             state = "working\u2026"
         elif self.doc.dirty:
             state = "edited"
+        # Safe while the worker generates: Loom.kv_bytes reads a snapshot of the nodes.
+        # It gives the bytes, or a breakdown (.nodes, .working, .total): KV shows the total.
+        memory = loom.kv_bytes()
         info = StatusInfo(
             model=loom.loaded.name,
             device=str(loom.loaded.device),
             path_tokens=self.doc.shown_tokens,
             nodes=len(loom.tree.nodes) - 1,
-            kv_bytes=_kv_bytes(loom),
+            kv_bytes=int(getattr(memory, "total", memory)),
             tokens_per_second=self._tokens_per_second if self.show_speed else None,
             settings=loom.settings,
             state=state,
