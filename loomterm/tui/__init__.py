@@ -8,8 +8,8 @@ Layout of the package:
   the messages in ``messages.py``; navigation reads the tree on the UI thread.
 - ``actions/``: what the keys do, one mixin of ``LoomApp`` per area: navigation,
   generation (and streaming), alternatives, bookmarks and archiving, chat, view.
-- ``document.py``: the text on screen as token blocks, local (not yet synced) edits and
-  the wrapped layout. No Textual. ``sanitize.py`` makes every character safe to draw.
+- ``document.py``: the text on screen as token blocks (``blocks.py``), local (not yet
+  synced) edits and the wrapped layout. No Textual. ``sanitize.py`` makes every character safe to draw.
 - ``ops.py`` (engine steps for the worker), ``chat.py`` (chat-template turns),
   ``history.py`` (undo/redo as navigation): no Textual either.
 - ``keymap.py``: every action with its default key; ``commands.py``: the command
