@@ -53,13 +53,7 @@ from loomterm.tui.commands import LoomCommands
 from loomterm.tui.document import DocumentModel
 from loomterm.tui.history import History, Place
 from loomterm.tui.keymap import ACTIONS, KeymapError, app_bindings, load_keymap
-from loomterm.tui.messages import (
-    JobFailed,
-    JobFinished,
-    JobStarted,
-    LoomChanged,
-    Synced,
-)
+from loomterm.tui.messages import JobFailed, JobFinished, JobStarted, LoomChanged, Synced
 from loomterm.tui.prefs import Prefs, load_prefs, save_prefs
 from loomterm.tui.themes import DEFAULT_THEME, LOOM_DEFAULTS, load_themes, resolve_references
 from loomterm.tui.widgets.branch_tree import BranchTree

@@ -1,6 +1,6 @@
-"""Token alternatives: the top choices the model weighed for one token (ctrl+a at the
-caret; right-click, ctrl+click or double-click on a token), and picking one, which
-makes a branch there (optionally generating on from it) as a job on the worker.
+"""Token alternatives: the top choices the model weighed for one token (the token at
+the caret, ctrl+a by default; or a right-click, ctrl+click or double-click on one), and
+picking one, which makes a branch there (optionally generating on) as a worker job.
 """
 
 from __future__ import annotations

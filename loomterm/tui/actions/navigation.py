@@ -1,11 +1,11 @@
 """Navigation: where the document stands in the tree and how it gets there.
 
-Siblings (alt+left/right), branch points (alt+up/down), undo and redo (which are moves
+Siblings (alt+left/right by default), branch points (alt+up/down), undo and redo (moves
 back and forth between places, see ``history.py``), going to a node (the branch pane,
 bookmarks, the palette) and where entering a subtree lands (where the user last was
 below it). All of it only reads the tree, so it runs on the UI thread once the app is
-idle (``LoomApp.when_idle``). Every move ends in ``_arrive``, which tells the Loom's
-cursor, the undo history and the branch pane.
+idle (``LoomApp.when_idle``). Showing another node always ends in ``_arrive``, which
+tells the Loom's cursor, the undo history and the branch pane.
 """
 
 from __future__ import annotations
