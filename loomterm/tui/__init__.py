@@ -3,11 +3,13 @@ starts, so headless commands never load Textual.
 
 Layout of the package:
 
-- ``app.py``: :class:`~loomterm.tui.app.LoomApp`, the actions, and the glue to the engine:
-  one thread worker runs model jobs in order and reports back with the messages in
-  ``messages.py``; navigation reads the tree on the UI thread.
-- ``document.py``: the text on screen as token blocks, local (not yet synced) edits and
-  the wrapped layout. No Textual. ``sanitize.py`` makes every character safe to draw.
+- ``app.py``: :class:`~loomterm.tui.app.LoomApp`, its composition and bindings, and the
+  glue to the engine: one thread worker runs model jobs in order and reports back with
+  the messages in ``messages.py``; navigation reads the tree on the UI thread.
+- ``actions/``: what the keys do, one mixin of ``LoomApp`` per area: navigation,
+  generation (and streaming), alternatives, bookmarks and archiving, chat, view.
+- ``document.py``: the text on screen as token blocks (``blocks.py``), local (not yet
+  synced) edits and the wrapped layout. No Textual. ``sanitize.py`` makes every character safe to draw.
 - ``ops.py`` (engine steps for the worker), ``chat.py`` (chat-template turns),
   ``history.py`` (undo/redo as navigation): no Textual either.
 - ``keymap.py``: every action with its default key; ``commands.py``: the command

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from loomterm.tree import Origin
+from loomterm.tui.widgets.status_bar import human_bytes
 from tests.tui.conftest import TERMINAL, paste, settle, type_text, write_and_generate
 from tests.tui.screen_text import screen_text
 
@@ -126,3 +127,20 @@ async def test_generating_from_an_empty_document_says_why_not(make_app, loom):
         assert loom.root.children == []
         assert any("nothing to continue" in n.message for n in app._notifications)  # noqa: SLF001
         assert not app.generating
+
+
+async def test_status_bar_shows_kv_as_the_total(make_app, loom, monkeypatch):
+    """``Loom.kv_bytes`` gives bytes, or a breakdown of them: the bar shows the total."""
+
+    class Memory:
+        nodes, working, total = 1024, 2048, 3072
+
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await write_and_generate(pilot, "Once upon a time")
+        memory = loom.kv_bytes()
+        assert f"KV {human_bytes(getattr(memory, 'total', memory))} " in screen_text(app)
+        monkeypatch.setattr(loom, "kv_bytes", Memory)
+        app._refresh_status()  # noqa: SLF001
+        await pilot.pause()
+        assert "KV 3.0 KiB " in screen_text(app)

@@ -25,7 +25,8 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from loomterm.tui.document import PENDING, Block, DocumentModel
+from loomterm.tui.blocks import PENDING, Block
+from loomterm.tui.document import DocumentModel
 from loomterm.tui.sanitize import display
 
 GUTTER = 11  # "assistant" and a bar

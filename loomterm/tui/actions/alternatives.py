@@ -1,0 +1,52 @@
+"""Token alternatives: the top choices the model weighed for one token (the token at
+the caret, ctrl+a by default; or a right-click, ctrl+click or double-click on one), and
+picking one, which makes a branch there (optionally generating on) as a worker job.
+"""
+
+from __future__ import annotations
+
+from loomterm.tui.messages import Moved
+from loomterm.tui.widgets.alternatives import Alternative, AlternativesScreen, Pick, shown_piece
+from loomterm.tui.widgets.document_view import DocumentView
+
+
+class AlternativeActions:
+    """Mixed into :class:`~loomterm.tui.app.LoomApp`: a token's alternatives."""
+
+    def action_alternatives(self) -> None:
+        self.when_idle(lambda: self._alternatives(None))
+
+    def on_document_view_token_clicked(self, event: DocumentView.TokenClicked) -> None:
+        char = event.char
+        self.when_idle(lambda: self._alternatives(char))
+
+    def _alternatives(self, char: int | None) -> None:
+        doc = self.doc
+        found = doc.token_under_caret() if char is None else doc.token_at(min(char, doc.length - 1))
+        if found is None:
+            self.notify("No token here", timeout=2)
+            return
+        node, index, position = found
+        top = node.top[index] if index < len(node.top) else None
+        if not top:
+            self.notify(
+                "No alternatives were recorded for this token (typed text has none)", timeout=3
+            )
+            return
+        chosen = node.tokens[index]
+        loom = self.loom
+        rows = [Alternative(t, self.token_text(t), lp, chosen=t == chosen) for t, lp in top]
+        title = f"Alternatives at token {position} (now {shown_piece(self.token_text(chosen))})"
+        base = doc.node or node
+
+        def picked(pick: Pick | None) -> None:
+            if pick is None:
+                return
+
+            def job() -> None:
+                branch = loom.pick(base, position, pick.token_id)
+                self.post_message(Moved(branch, then_generate=pick.generate))
+
+            self.when_idle(lambda: self.submit("pick", job, lock=True))
+
+        self.push_screen(AlternativesScreen(title, rows), picked)

@@ -1,0 +1,216 @@
+"""Generation: generate, generate N siblings, regenerate, stop, recompute exactly, and
+streaming the tokens onto the screen as they come.
+
+A generation is one job on the engine worker (``LoomApp.submit``): it first hands the
+engine any typed text and cuts the path at the caret, then generates, reporting through
+:class:`Streamer` (batched :class:`~loomterm.tui.messages.TokensStreamed`) and one
+:class:`~loomterm.tui.messages.GenerationDone`. ``generating`` (a reactive on the app)
+is True from the request until ``GenerationDone``; esc sets the app's cancel event.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from loomterm.errors import LoomError
+from loomterm.tree import Node, Origin
+from loomterm.tui import ops
+from loomterm.tui.messages import GenerationDone, GenerationStarted, Moved, TokensStreamed
+
+if TYPE_CHECKING:
+    from loomterm.tui.app import LoomApp
+
+STREAM_INTERVAL = 0.03  # streamed tokens are posted at most this often
+
+
+class Streamer:
+    """Collects streamed tokens in the worker and posts them in small batches, so a fast
+    model does not flood the UI with one message per token."""
+
+    def __init__(self, app: LoomApp) -> None:
+        self.app = app
+        self.first: Node | None = None
+        self.start = 0
+        self.shown = 0
+        self.pieces: list[str] = []
+        self.total = 0
+        self.began = time.monotonic()
+        self.last_post = self.began
+
+    def on_token(self, node: Node, token_id: int, piece: str) -> None:
+        self.total += 1
+        if self.first is None:
+            self.first = node
+        if node is self.first:
+            self.pieces.append(piece)
+        now = time.monotonic()
+        if now - self.last_post >= STREAM_INTERVAL:
+            self.flush(now)
+
+    def flush(self, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        if self.first is not None and self.pieces:
+            self.app.post_message(
+                TokensStreamed(self.first, self.shown, self.pieces, self.total, now - self.began)
+            )
+            self.shown += len(self.pieces)
+            self.pieces = []
+        self.last_post = now
+
+    @property
+    def seconds(self) -> float:
+        return time.monotonic() - self.began
+
+
+class GenerationActions:
+    """Mixed into :class:`~loomterm.tui.app.LoomApp`: asking for text and showing it
+    arrive."""
+
+    def action_generate(self) -> None:
+        self.when_idle(lambda: self._generate(1), sync=False)
+
+    def action_generate_n(self) -> None:
+        n = int(self.loom.settings.get("n", 1))
+        self.when_idle(lambda: self._generate(max(1, n)), sync=False)
+
+    def action_regenerate(self) -> None:
+        self.when_idle(self._regenerate)
+
+    def _regenerate(self) -> None:
+        node = self._caret_node()
+        if node is None or node.origin is not Origin.MODEL:
+            node = self.doc.node
+        if node is None or node.origin is not Origin.MODEL:
+            self.notify("No generated text here to regenerate: ctrl+g generates", timeout=3)
+            return
+        # Walk up to the whole generation (truncates may have split it).
+        while (
+            node.parent is not None
+            and node.parent.origin is Origin.MODEL
+            and node.parent.created == node.created
+            and len(node.parent.children) == 1
+        ):
+            node = node.parent
+        assert node.parent is not None
+        self._generate(1, start=node.parent)
+
+    def _generate(
+        self, n: int, start: Node | None = None, then: Callable[[], None] | None = None
+    ) -> None:
+        if self.generating:
+            self.bell()
+            return
+        loom = self.loom
+        doc = self.doc
+        base = doc.node or loom.root
+        text = doc.text if (start is None and doc.dirty) else None
+        keep = doc.shown_tokens
+        caret = doc.caret if start is None and doc.caret < doc.length else None
+        settings = dict(loom.settings)
+        max_new = int(settings.get("max_new_tokens", 128))
+        sampling = ops.sampling_kwargs(settings)
+        if text is not None and self._sync_timer is not None:
+            self._sync_timer.stop()  # the generation job syncs the text itself
+            self._sync_timer = None
+        self._sync_due = False
+        cancel = self._cancel
+        cancel.clear()
+        self.generating = True
+        self._generation_lock = True
+        self._lock()  # until the generation starts: the cut at the caret is not made yet
+        self._refresh_status_soon()
+
+        def job() -> None:
+            node = start if start is not None else base
+            kids: list[Node] = []
+            streamer: Streamer | None = None  # made when generating starts: it times it
+            try:
+                if text is not None:
+                    node = ops.sync_text(loom, base, text, keep)
+                elif start is None and keep < base.end:
+                    node = loom.truncate(base, keep)
+                if caret is not None:
+                    position, partial = ops.split_at_char(loom, node, caret)
+                    node = ops.start_point(loom, node, position, partial)
+                if node.end == 0:
+                    raise LoomError("nothing to continue from: type something first")
+                if cancel.is_set():
+                    return
+                self.post_message(GenerationStarted(node, "", n))
+                streamer = Streamer(self)
+                kids = loom.generate(
+                    node, max_new, n=n, on_token=streamer.on_token, cancel=cancel, **sampling
+                )
+                streamer.flush()
+            finally:
+                total = streamer.total if streamer is not None else 0
+                seconds = streamer.seconds if streamer is not None else 0.0
+                self.post_message(GenerationDone(node, kids, total, seconds))
+
+        self._after_generation = then
+        self.submit("generate", job)
+
+    def _release_generation_lock(self) -> None:
+        if self._generation_lock:
+            self._generation_lock = False
+            self._unlock()
+
+    def on_generation_started(self, message: GenerationStarted) -> None:
+        self.doc.show(message.start)
+        self.doc.move_to(self.doc.length)
+        self.view.follow = True
+        self._release_generation_lock()
+        self.view.document_changed()
+        self._arrive(message.start, record=False)
+
+    def on_tokens_streamed(self, message: TokensStreamed) -> None:
+        if self.show_speed and message.seconds > 0:
+            self._tokens_per_second = message.total / message.seconds
+        follow = self.view.follow
+        if self.doc.extend(message.node, message.start, message.pieces):
+            if follow:
+                self.doc.move_to(self.doc.length)
+            self.view.document_changed(scroll=follow)
+        self._refresh_status_soon()
+
+    def on_generation_done(self, message: GenerationDone) -> None:
+        self.generating = False
+        self._release_generation_lock()
+        if self.show_speed and message.seconds > 0 and message.total:
+            self._tokens_per_second = message.total / message.seconds
+        doc = self.doc
+        target = message.kids[0] if message.kids else message.start
+        if not doc.dirty:
+            follow = self.view.follow
+            caret = doc.caret
+            doc.show(target)
+            doc.move_to(doc.length if follow else caret)
+            self.view.document_changed(scroll=follow)
+            self._arrive(target)
+        elif message.kids:
+            self.loom.cursor = target  # typed-over text syncs from what was shown
+        then, self._after_generation = self._after_generation, None
+        if then is not None and message.kids:
+            then()
+        self._refresh_status_soon()
+        self._drain()
+
+    def action_stop(self) -> None:
+        """Esc: stop generating (keeping what came); else leave the branch pane."""
+        if self.generating:
+            self._cancel.set()
+        elif self.focused is self.branches:
+            self.view.focus()
+
+    def action_refresh_exact(self) -> None:
+        node = self.doc.node
+        if node is None:
+            return
+        loom = self.loom
+
+        def job() -> None:
+            self.post_message(Moved(loom.refresh(node)))
+
+        self.when_idle(lambda: self.submit("refresh", job, lock=True))

@@ -1,0 +1,144 @@
+"""Navigation: where the document stands in the tree and how it gets there.
+
+Siblings (alt+left/right by default), branch points (alt+up/down), undo and redo (moves
+back and forth between places, see ``history.py``), going to a node (the branch pane,
+bookmarks, the palette) and where entering a subtree lands (where the user last was
+below it). All of it only reads the tree, so it runs on the UI thread once the app is
+idle (``LoomApp.when_idle``). Showing another node always ends in ``_arrive``, which
+tells the Loom's cursor, the undo history and the branch pane.
+"""
+
+from __future__ import annotations
+
+from loomterm.tree import Node
+from loomterm.tui.history import Place
+from loomterm.tui.messages import Moved
+from loomterm.tui.widgets.branch_tree import BranchTree, is_hidden, visible_children
+
+
+class NavigationActions:
+    """Mixed into :class:`~loomterm.tui.app.LoomApp`: moving around the tree."""
+
+    def _arrive(self, node: Node, record: bool = True) -> None:
+        """The document now stands on ``node``: tell the engine, history, the pane."""
+        if self.loom.cursor is not node:
+            self.loom.cursor = node
+        if record:
+            self.history.push(Place(node, self.doc.caret))
+        self._remember(node)
+        tree = self.branches
+        if tree.display and not tree.has_class("-hidden"):
+            tree.set_path(self.doc.path, node)
+        self._refresh_status_soon()
+
+    def _remember(self, node: Node) -> None:
+        for item in node.path():
+            self._last_seen[item.id] = node
+
+    def show_node(self, node: Node, caret: int | None = None, record: bool = True) -> None:
+        """Show ``node``'s path with the caret at ``caret`` (default: the end)."""
+        self.doc.show(node)
+        self.doc.move_to(self.doc.length if caret is None else caret)
+        self.view.follow = self.doc.caret >= self.doc.length
+        self.view.document_changed()
+        self._arrive(node, record=record)
+
+    def go_to_node(self, node: Node) -> None:
+        """Move the document to ``node`` (branch pane, bookmarks)."""
+        self.when_idle(lambda: self.show_node(node), stop=True)
+
+    def _leaf_below(self, node: Node) -> Node:
+        """Where to land when entering ``node``'s subtree: where the user last was below
+        it, else the newest visible branch."""
+        seen = self._last_seen.get(node.id)
+        if seen is not None and node.is_ancestor_of(seen) and seen.id in self.loom.tree.nodes:
+            return seen
+        show_hidden = self.branches.show_hidden
+        while True:
+            kids = visible_children(node, show_hidden)
+            if not kids:
+                return node
+            node = kids[-1]
+
+    def _caret_node(self) -> Node | None:
+        return self.doc.node_before_caret()
+
+    def action_sibling(self, step: int) -> None:
+        self.when_idle(lambda: self._sibling(step), stop=True)
+
+    def _sibling(self, step: int) -> None:
+        node = self._caret_node()
+        if node is None or node.parent is None:
+            self.bell()
+            return
+        show_hidden = self.branches.show_hidden
+        siblings = [s for s in node.parent.children if show_hidden or not is_hidden(s) or s is node]
+        if len(siblings) < 2:
+            self.notify("No other branch here", timeout=2)
+            return
+        target = siblings[(siblings.index(node) + step) % len(siblings)]
+        self._enter(target)
+
+    def _enter(self, target: Node) -> None:
+        """Show ``target``'s branch with the caret at the end of ``target``'s text."""
+        leaf = self._leaf_below(target)
+        self.doc.show(leaf)
+        end = self.doc.end_of(target)
+        self.doc.move_to(self.doc.length if end is None else end)
+        self.view.follow = False
+        self.view.document_changed()
+        self._arrive(leaf)
+
+    def action_branch_point(self, step: int) -> None:
+        self.when_idle(lambda: self._branch_point(step), stop=True)
+
+    def _branch_point(self, step: int) -> None:
+        path = self.doc.path
+        node = self._caret_node()
+        if node is None or node not in path:
+            self.bell()
+            return
+        index = path.index(node)
+        show_hidden = self.branches.show_hidden
+        order = range(index - 1, 0, -1) if step < 0 else range(index + 1, len(path))
+        for i in order:
+            candidate = path[i]
+            if (
+                candidate.parent is not None
+                and len(visible_children(candidate.parent, show_hidden)) > 1
+            ):
+                end = self.doc.end_of(candidate)
+                if end is not None:
+                    self.doc.move_to(end)
+                    self.view.caret_moved()
+                    return
+        self.notify("No branch point " + ("above" if step < 0 else "below"), timeout=2)
+
+    def action_undo(self) -> None:
+        self.when_idle(self._undo, stop=True)
+
+    def _undo(self) -> None:
+        place = self.history.undo()
+        if place is None:
+            self.notify("Nothing to undo", timeout=2)
+            return
+        self.show_node(place.node, place.caret, record=False)
+
+    def action_redo(self) -> None:
+        self.when_idle(self._redo, stop=True)
+
+    def _redo(self) -> None:
+        place = self.history.redo()
+        if place is None:
+            self.notify("Nothing to redo", timeout=2)
+            return
+        self.show_node(place.node, place.caret, record=False)
+
+    def on_branch_tree_selected(self, event: BranchTree.Selected) -> None:
+        self.go_to_node(event.chain.last)
+
+    def on_moved(self, message: Moved) -> None:
+        """A job (a pick, a recompute, a chat turn) made ``message.node``: show it."""
+        self.show_node(message.node)
+        if message.then_generate:
+            self.when_idle(lambda: self._generate(1), sync=False)

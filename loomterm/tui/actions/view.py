@@ -1,0 +1,100 @@
+"""What the screen shows: the branch pane (toggle, focus), the document's marks
+(token boundaries, probabilities, approximate tokens), archived branches shown or not
+(each remembered in the prefs), and the settings, export and help dialogs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from loomterm.tui import ops
+from loomterm.tui.keymap import keymap_path
+from loomterm.tui.messages import Exported
+from loomterm.tui.prefs import save_prefs
+from loomterm.tui.widgets.export_dialog import ExportRequest, ExportScreen
+from loomterm.tui.widgets.help import HelpScreen
+from loomterm.tui.widgets.settings import SettingsScreen
+
+
+class ViewActions:
+    """Mixed into :class:`~loomterm.tui.app.LoomApp`: panes, view toggles, dialogs."""
+
+    def action_toggle_tree(self) -> None:
+        tree = self.branches
+        tree.toggle_class("-hidden")
+        self.prefs.tree = not tree.has_class("-hidden")
+        save_prefs(self.prefs)
+        if self.prefs.tree:
+            self._rebuild_tree()
+        elif self.focused is tree:
+            self.view.focus()
+
+    def action_focus_tree(self) -> None:
+        tree = self.branches
+        if self.focused is tree:
+            self.view.focus()
+            return
+        if tree.has_class("-hidden"):
+            self.action_toggle_tree()
+        tree.focus()
+
+    def action_focus_document(self) -> None:
+        self.view.focus()
+
+    def action_toggle_view(self, what: str) -> None:
+        view = self.view
+        if what == "boundaries":
+            view.boundaries = self.prefs.boundaries = not view.boundaries
+        elif what == "probabilities":
+            view.probabilities = self.prefs.probabilities = not view.probabilities
+        elif what == "approx":
+            view.approx_marks = self.prefs.approx = not view.approx_marks
+        save_prefs(self.prefs)
+
+    def action_toggle_hidden(self) -> None:
+        tree = self.branches
+        tree.show_hidden = self.prefs.show_hidden = not tree.show_hidden
+        save_prefs(self.prefs)
+        self._rebuild_tree()
+        self.notify(
+            "Showing archived branches" if tree.show_hidden else "Archived branches hidden",
+            timeout=2,
+        )
+
+    def action_settings(self) -> None:
+        def saved(values: dict[str, Any] | None) -> None:
+            if values:
+                self.loom.update_settings(**values)
+                self._refresh_status()
+                self.notify("Settings saved with the session", timeout=2)
+
+        self.push_screen(SettingsScreen(self.loom.settings), saved)
+
+    def action_export(self) -> None:
+        from loomterm.export import FORMATS
+
+        folder = self.export_dir or Path.cwd()
+        stem = self.session_name or "loomterm"
+
+        def chosen(request: ExportRequest | None) -> None:
+            if request is None:
+                return
+            loom = self.loom
+
+            def job() -> None:
+                ops.export_session(loom, request.path, request.fmt, request.branch)
+                self.post_message(Exported(request.path, request.fmt))
+
+            self.when_idle(lambda: self.submit("export", job))
+
+        self.push_screen(ExportScreen(FORMATS, folder, stem), chosen)
+
+    def on_exported(self, message: Exported) -> None:
+        self.notify(f"Exported {message.fmt} to {message.path}", timeout=4)
+
+    def action_help(self) -> None:
+        where = keymap_path()
+        self.push_screen(
+            HelpScreen(self.help_rows(), str(where or "keymap.toml in the config folder"))
+        )
