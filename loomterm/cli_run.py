@@ -100,11 +100,11 @@ def _open(open_loom, path: Path, args: argparse.Namespace, progress) -> Loom:
         device=args.device,
         dtype=args.dtype,
         n_ctx=args.n_ctx,
+        kv_budget=getattr(args, "kv_budget", None),
         progress=progress,
         read_only=getattr(args, "read_only", False),
         retokenize=getattr(args, "retokenize", False),
     )
-    _apply_budget(loom, args)
     try:
         require_terminal()
     except LoomError:
@@ -112,14 +112,6 @@ def _open(open_loom, path: Path, args: argparse.Namespace, progress) -> Loom:
         raise
     print(f"loomterm: session {path}", file=sys.stderr)
     return loom
-
-
-def _apply_budget(loom: Loom, args: argparse.Namespace) -> None:
-    """``--kv-budget`` for a session opened from a file."""
-    if getattr(args, "kv_budget", None):
-        from loomterm.engine.budget import parse_size
-
-        loom.kv_budget = parse_size(args.kv_budget)
 
 
 def _create(path: Path, args: argparse.Namespace, progress) -> Loom:

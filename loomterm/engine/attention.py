@@ -92,6 +92,8 @@ def install(model) -> str | None:
     AttentionMaskInterface.register(NAME, sdpa_mask)
     config = model.config
     current = getattr(config, "_attn_implementation", None)
+    if current == NAME:
+        return None  # another loom on the same model installed it already
     if current not in ("sdpa", "eager", None):
         return f"the model uses {current} attention; loomterm's in-place attention is off"
     try:

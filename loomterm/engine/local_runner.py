@@ -58,6 +58,7 @@ class LocalRunner(Runner):
         self.device = loaded.device
         self.dtype = loaded.dtype
         self.name = loaded.name
+        self.where = str(loaded.device)
         self.codec = TokenText(self.tokenizer)
         config = self.model.config.get_text_config(decoder=True)
         self.vocab_size = int(self.model.get_output_embeddings().weight.shape[0])

@@ -76,6 +76,7 @@ class Runner(ABC):
 
     Attributes:
         name: The model's name, for the status bar and the session file.
+        where: Where it runs, for the status bar ("cpu", "cuda:0", a server's URL).
         capabilities: What this runner can do (:class:`Capabilities`).
         codec: Token ids to bytes, text and display pieces (``text.TokenText``).
         vocab_size: Token ids run from 0 to ``vocab_size - 1``.
@@ -85,6 +86,7 @@ class Runner(ABC):
     """
 
     name: str
+    where: str
     capabilities: Capabilities
     codec: TokenText
     vocab_size: int

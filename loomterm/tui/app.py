@@ -136,7 +136,7 @@ class LoomApp(
         self._make_widgets()
 
     def _new_document(self, loom: Loom) -> DocumentModel:
-        codec = loom.text_codec
+        codec = loom.codec
         special = set(codec.special_ids) | set(codec.added_ids)
         return DocumentModel(codec.token_bytes, special)
 
@@ -444,7 +444,7 @@ class LoomApp(
     def token_text(self, token: int) -> str:
         """One token's text on its own; a token holding part of a character shows its
         bytes (``\\xc3``) rather than a replacement character."""
-        return self.loom.text_codec.token_bytes(token).decode("utf-8", errors="backslashreplace")
+        return self.loom.codec.token_bytes(token).decode("utf-8", errors="backslashreplace")
 
     def node_text(self, node: Node) -> str:
         """A node's own text (for previews), cached per length."""
@@ -486,11 +486,11 @@ class LoomApp(
         # It gives the bytes, or a breakdown (.nodes, .working, .total): KV shows the total.
         memory = loom.kv_bytes()
         info = StatusInfo(
-            model=loom.loaded.name,
-            device=str(loom.loaded.device),
+            model=loom.runner.name,
+            device=loom.runner.where,
             path_tokens=self.doc.shown_tokens,
             nodes=len(loom.tree.nodes) - 1,
-            kv_bytes=int(getattr(memory, "total", memory)),
+            kv_bytes=memory.total,
             tokens_per_second=self._tokens_per_second if self.show_speed else None,
             settings=loom.settings,
             state=state,

@@ -32,7 +32,7 @@ def sync_text(loom: Loom, node: Node, text: str, keep: int | None = None) -> Nod
         return loom.root
     if node.end == 0:
         return loom.append(loom.root, text)
-    exact = loom.settings.get("splice_mode") == "exact"
+    exact = loom.settings.splice_mode == "exact"
     try:
         return loom.edit(node, text, exact=exact)
     except EmptyEditError:
@@ -49,17 +49,6 @@ def start_point(loom: Loom, node: Node, position: int, partial: str = "") -> Nod
     return node
 
 
-def sampling_kwargs(settings: dict[str, Any]) -> dict[str, Any]:
-    """``Loom.generate`` keyword arguments from the session settings."""
-    return {
-        "temperature": float(settings.get("temperature", 1.0)),
-        "top_p": float(settings.get("top_p", 1.0)),
-        "top_k": int(settings.get("top_k", 0)),
-        "min_p": float(settings.get("min_p", 0.0)),
-        "repetition_penalty": float(settings.get("repetition_penalty", 1.0)),
-    }
-
-
 def set_meta(loom: Loom, node: Node, **changes: Any) -> None:
     """Change ``node.meta`` (bookmark, hidden...) through the engine, so the change is
     saved like any other. A value of None removes the key."""
@@ -68,10 +57,11 @@ def set_meta(loom: Loom, node: Node, **changes: Any) -> None:
 
 def session_data(loom: Loom, name: str = "") -> SessionData:
     """The live session as :class:`~loomterm.store.SessionData`, for the exporters."""
-    from loomterm.session import PieceMaker, model_record, session_of
+    from loomterm.engine.text import PieceMaker
+    from loomterm.session import model_record, session_of
     from loomterm.store import SessionData
 
-    pieces = PieceMaker.for_loom(loom)
+    pieces = PieceMaker(loom.codec)
     vocab: dict[int, str] = {}
     for node in loom.tree.nodes.values():
         for top in node.top:
@@ -86,8 +76,8 @@ def session_data(loom: Loom, name: str = "") -> SessionData:
         tree=loom.tree,
         pieces={node.id: pieces.node_pieces(node) for node in loom.tree.nodes.values()},
         cursor=loom.cursor.id,
-        settings=dict(loom.settings),
-        model=model_record(loom.loaded),
+        settings=loom.settings.as_dict(),
+        model=model_record(loom),
         vocab=vocab,
         created=loom.root.created,
         modified=now,
@@ -122,8 +112,10 @@ def new_session_like(loom: Loom, name: str = "") -> tuple[Loom, str]:
     from loomterm.errors import SessionError
     from loomterm.session import save_loom, session_of, session_path
 
-    fresh = type(loom).from_loaded(loom.loaded, n_ctx=loom.n_ctx)
-    fresh.update_settings(**loom.settings)
+    fresh = type(loom).from_loaded(
+        loom.runner.loaded, n_ctx=loom.n_ctx, kv_budget=loom.runner.kv_budget
+    )
+    fresh.settings = loom.settings
     if session_of(loom) is not None:
         name = name or time.strftime("chat-%Y%m%d-%H%M%S")
         path = session_path(name)

@@ -16,7 +16,7 @@ class ChatActions:
     """Mixed into :class:`~loomterm.tui.app.LoomApp`: chats and their turns."""
 
     def action_new_chat(self) -> None:
-        if not chat.has_template(self.loom.tokenizer):
+        if not chat.has_template(self.loom.runner.tokenizer):
             self.notify("This model has no chat template", severity="warning")
             return
 
@@ -33,7 +33,7 @@ class ChatActions:
         in_new_session = bool(old.root.children)
 
         def job() -> None:
-            turns = chat.opening_turns(old.tokenizer, request.system, request.user)
+            turns = chat.opening_turns(old.runner.tokenizer, request.system, request.user)
             loom, name = ops.new_session_like(old, request.name) if in_new_session else (old, "")
             node = loom.root
             for role, text in turns:
@@ -65,7 +65,7 @@ class ChatActions:
         self.on_moved(Moved(message.node, then_generate=message.then_generate))
 
     def action_add_turn(self) -> None:
-        if not chat.has_template(self.loom.tokenizer):
+        if not chat.has_template(self.loom.runner.tokenizer):
             self.notify("This model has no chat template", severity="warning")
             return
 
@@ -82,7 +82,7 @@ class ChatActions:
 
         def job() -> None:
             node = base
-            for role, text in chat.next_turns(loom.tokenizer, document, request.text):
+            for role, text in chat.next_turns(loom.runner.tokenizer, document, request.text):
                 meta = {"role": role} if role else {}
                 node = loom.append(node, text, **meta)
             self.post_message(Moved(node, then_generate=request.generate))

@@ -72,7 +72,7 @@ class GenerationActions:
         self.when_idle(lambda: self._generate(1), sync=False)
 
     def action_generate_n(self) -> None:
-        n = int(self.loom.settings.get("n", 1))
+        n = self.loom.settings.n
         self.when_idle(lambda: self._generate(max(1, n)), sync=False)
 
     def action_regenerate(self) -> None:
@@ -108,9 +108,9 @@ class GenerationActions:
         text = doc.text if (start is None and doc.dirty) else None
         keep = doc.shown_tokens
         caret = doc.caret if start is None and doc.caret < doc.length else None
-        settings = dict(loom.settings)
-        max_new = int(settings.get("max_new_tokens", 128))
-        sampling = ops.sampling_kwargs(settings)
+        settings = loom.settings  # immutable: the worker sees the settings of this moment
+        max_new = settings.max_new_tokens
+        sampling = settings.sampling()
         if text is not None and self._sync_timer is not None:
             self._sync_timer.stop()  # the generation job syncs the text itself
             self._sync_timer = None

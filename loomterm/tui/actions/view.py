@@ -69,7 +69,7 @@ class ViewActions:
                 self._refresh_status()
                 self.notify("Settings saved with the session", timeout=2)
 
-        self.push_screen(SettingsScreen(self.loom.settings), saved)
+        self.push_screen(SettingsScreen(self.loom.settings.as_dict()), saved)
 
     def action_export(self) -> None:
         from loomterm.export import FORMATS

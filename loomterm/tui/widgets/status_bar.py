@@ -9,6 +9,8 @@ from textual.app import RenderResult
 from textual.content import Content
 from textual.widget import Widget
 
+from loomterm.settings import Settings
+
 
 def human_bytes(count: int) -> str:
     """``1536`` -> ``1.5 KiB``."""
@@ -20,20 +22,20 @@ def human_bytes(count: int) -> str:
     return f"{value:.1f} GiB"  # pragma: no cover
 
 
-def settings_summary(settings: dict[str, Any]) -> str:
+def settings_summary(settings: Settings) -> str:
     """The sampling settings in a few characters each."""
 
     def num(value: Any) -> str:
         return f"{float(value):g}"
 
     return (
-        f"T{num(settings.get('temperature', 1.0))} "
-        f"p{num(settings.get('top_p', 1.0))} "
-        f"k{int(settings.get('top_k', 0))} "
-        f"minp{num(settings.get('min_p', 0.0))} "
-        f"max{int(settings.get('max_new_tokens', 0))} "
-        f"n{int(settings.get('n', 1))} "
-        f"{settings.get('splice_mode', 'fast')}"
+        f"T{num(settings.temperature)} "
+        f"p{num(settings.top_p)} "
+        f"k{settings.top_k} "
+        f"minp{num(settings.min_p)} "
+        f"max{settings.max_new_tokens} "
+        f"n{settings.n} "
+        f"{settings.splice_mode}"
     )
 
 
@@ -47,7 +49,7 @@ class StatusInfo:
     nodes: int = 0
     kv_bytes: int = 0
     tokens_per_second: float | None = None
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: Settings = field(default_factory=Settings)
     state: str = ""
 
 
