@@ -288,13 +288,14 @@ class WorkingCache(Cache):
 
     def aliases(self) -> list[tuple[Node, tuple[int, int, int]]]:
         """Every owner node whose KV aliases the buffer, with its ``region``."""
-        if self.owners is None:
+        if self.owners is None or not self.buf.numel():
             return []
+        mine = self.buf.untyped_storage().data_ptr()
         out = []
         for node in list(self.owners()):
-            where = self.region(node.kv)
-            if where is not None:
-                out.append((node, where))
+            kv = node.kv
+            if kv is not None and kv.untyped_storage().data_ptr() == mine:
+                out.append((node, self.region(kv)))
         return out
 
     def detach(self, safe: Callable[[int, int, int], bool] | None = None) -> int:
