@@ -21,7 +21,7 @@ TINY_PLAN = BenchPlan(
     prompt_tokens=24,
     sibling_tokens=4,
     sibling_counts=(1, 4, 8),
-    memory_counts=(4, 8),
+    memory_counts=(1, 4, 8),
     rerope_doc=96,
     rerope_edits=3,
     draft_prompt=48,
@@ -64,9 +64,17 @@ def test_greedy_outputs_are_identical(tiny_result):
         assert row.extra["identical"], row
 
 
-def test_sibling_memory_is_ideal(tiny_result):
+def test_sibling_memory_counts_the_working_buffer(tiny_result):
+    """Resident KV, working buffer included, against prefix-once-plus-suffixes."""
     memory = [row for row in tiny_result.rows if row.section == "KV memory"]
-    assert memory and all(row.ratio == pytest.approx(1.0, abs=0.01) for row in memory)
+    assert [row.name for row in memory] == ["N=1", "N=4", "N=8"]
+    for row in memory:
+        extra = row.extra
+        assert extra["working"] > 0  # the buffer is counted, not set apart
+        assert row.loomterm * (1 << 20) == pytest.approx(extra["nodes"] + extra["working"])
+        # The buffer rounds its capacity up to 16 columns: at this tiny prompt (28
+        # tokens) that alone is 1.14x for one row; with siblings it must stay <= 1.1x.
+        assert 1.0 <= row.ratio <= (1.2 if row.name == "N=1" else 1.1), row
 
 
 def test_table_and_json(tiny_result, tmp_path):

@@ -27,7 +27,7 @@ class BenchPlan:
     prompt_tokens: int = 64
     sibling_tokens: int = 32
     sibling_counts: tuple[int, ...] = (1, 4, 8)
-    memory_counts: tuple[int, ...] = (4, 8)
+    memory_counts: tuple[int, ...] = (1, 4, 8)
     rerope_doc: int = 512
     rerope_edits: int = 8
     draft_prompt: int = 160
@@ -51,7 +51,7 @@ class BenchPlan:
             decode_reps=1,
             sibling_tokens=8,
             sibling_counts=(1, 4, 8),
-            memory_counts=(8,),
+            memory_counts=(1, 4, 8),
             rerope_doc=256,
             rerope_edits=4,
             draft_prompt=128,

@@ -34,7 +34,7 @@ def plain_decode(
     base = work.length  # columns of the shared prefix
     # KV can be kept on a child only while its columns sit at its path positions.
     plain = runner.window.shift_for(parent.end) == 0
-    work.fork(n)
+    work.fork(n, columns=work.length + request.max_new_tokens)
     generators = make_generators(request.seed, n)
     streams = [StreamDecoder(runner.codec) for _ in range(n)]
     history = None
@@ -67,6 +67,9 @@ def plain_decode(
                 finished[row] = True
         fed = torch.where(torch.tensor(live, device=device), chosen, fed)
         if work.length >= runner.n_ctx:
+            if plain:  # hand the children their KV before the shift moves the columns
+                cache.store_generated(kids, base, stored)
+                stored = [0] * n
             cache.shift_window(parent, kids, fed)
             plain = False
             if row0_cols >= 0:

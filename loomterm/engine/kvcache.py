@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import torch
 from transformers.cache_utils import Cache, CacheLayerMixin
 
+from loomterm.engine.memory import KVMemory
 from loomterm.engine.rope import RopeSpec, rerotate
 from loomterm.tree import Node
 
@@ -71,18 +72,6 @@ def kv_bytes(nodes) -> int:
     """Bytes of KV storage held by ``nodes``, each shared storage counted once (a node
     aliasing the working buffer counts the whole buffer, once)."""
     return sum(_storages(nodes).values())
-
-
-@dataclass(frozen=True)
-class KVMemory:
-    """Resident KV bytes: node storages apart from the working buffer, and the buffer."""
-
-    nodes: int
-    working: int
-
-    @property
-    def total(self) -> int:
-        return self.nodes + self.working
 
 
 def kv_memory(nodes, work: WorkingCache | None) -> KVMemory:
@@ -582,13 +571,7 @@ class WorkingCache(Cache):
                 return
             total += seg.size
 
-    # -- node KV out of the buffer, and the window shift -------------------------------
-    def extend(self, kv: torch.Tensor | None, start: int, end: int, row: int = 0) -> torch.Tensor:
-        """A node's KV ``kv`` followed by committed columns ``[start, end)`` of ``row``:
-        (L, 2, H, T, D)."""
-        fresh = self.columns(start, end, row)
-        return fresh if kv is None else torch.cat([kv, fresh], dim=3)
-
+    # -- the window shift -------------------------------------------------------------
     def shift_columns(self, keep: int, drop: int, rope: RopeSpec) -> None:
         """Context shift in place: forget columns ``[keep, keep+drop)`` and move the
         rest down, their keys re-rotated back by ``drop`` positions (approximate)."""

@@ -20,10 +20,11 @@ import torch
 
 from loomterm.engine import attention, budget
 from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter
-from loomterm.engine.kvcache import WorkingCache
+from loomterm.engine.kvcache import WorkingCache, kv_memory
+from loomterm.engine.memory import KVMemory
 from loomterm.engine.path_cache import PathCache
 from loomterm.engine.rope import RopeSpec, probe_rope, rerotate_kv
-from loomterm.engine.runner import Capabilities, KVMemory, Runner
+from loomterm.engine.runner import Capabilities, Runner
 from loomterm.engine.text import TokenText
 from loomterm.engine.window import MIN_CTX, Window
 from loomterm.errors import ContextError, InputError, LoomError
@@ -280,10 +281,7 @@ class LocalRunner(Runner):
     def memory(self) -> KVMemory:
         """Node KV and the working buffer, each storage counted once. Safe from any
         thread: it reads a snapshot of the node table (``list`` of a dict is atomic)."""
-        held = budget.storages(list(self.tree.nodes.values()))
-        buffer = self.work.buf.untyped_storage().data_ptr()
-        nodes = sum(size for ptr, (size, _ids) in held.items() if ptr != buffer)
-        return KVMemory(nodes=nodes, working=self.work.nbytes())
+        return kv_memory(list(self.tree.nodes.values()), self.work)
 
     def touch(self, nodes: list[Node]) -> None:
         """Mark ``nodes`` as just used (least recently used KV is evicted first)."""

@@ -29,7 +29,8 @@ import torch
 from loomterm.engine.edits import plan_edit
 from loomterm.engine.events import EventBus, Listener
 from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter, OnToken
-from loomterm.engine.runner import Capabilities, KVMemory, Runner
+from loomterm.engine.memory import KVMemory
+from loomterm.engine.runner import Capabilities, Runner
 from loomterm.engine.sampling import SamplingParams
 from loomterm.engine.text import TokenText
 from loomterm.engine.window import segments

@@ -114,6 +114,9 @@ class PathCache:
         col = start_col
         for node, lo, hi in plan:
             plain = not windowed or col + (hi - lo) <= self.window.n_keep
+            if plain and 0 < kv_len(node.kv) and lo <= kv_len(node.kv) <= hi:
+                # The columns hold the node's stored KV too: keep one copy, the buffer's.
+                work.adopt(node, col - lo)
             if plain and kv_len(node.kv) == lo:
                 node.kv = work.extend(node.kv, col, col + hi - lo)  # (L, 2, H, T, D)
                 # Computed on top of approximate KV, it is approximate too; computed

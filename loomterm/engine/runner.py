@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from loomterm.engine.memory import KVMemory
+
 if TYPE_CHECKING:
     import torch
 
@@ -57,18 +59,6 @@ class Capabilities:
     def reason(self, name: str) -> str:
         """Why ``name`` is missing ("" when it is there or no reason was given)."""
         return dict(self.why_not).get(name, "")
-
-
-@dataclass(frozen=True)
-class KVMemory:
-    """Resident KV bytes: on the nodes, in the working buffer, and both counted once."""
-
-    nodes: int = 0
-    working: int = 0
-
-    @property
-    def total(self) -> int:
-        return self.nodes + self.working
 
 
 class Runner(ABC):

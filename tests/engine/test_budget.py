@@ -37,9 +37,9 @@ def test_many_branches_stay_under_a_small_cap(family, tiny_llama_dir, tiny_gpt2_
         leaves += kids
         (deeper,) = loom.generate(kids[0], 10, temperature=1.0, seed=100 + i)
         leaves.append(deeper)
-        peak = max(peak, loom.kv_bytes().nodes)
+        peak = max(peak, loom.kv_bytes().total)
         active = sum(n.kv.numel() * n.kv.element_size() for n in deeper.path() if n.kv is not None)
-        assert loom.kv_bytes().nodes <= max(cap, active)
+        assert loom.kv_bytes().total <= max(cap, active)
     assert peak <= cap
     assert loom.runner.evictions > 0
     evicted = [n for n in loom.tree.nodes.values() if n.kv is None and n.tokens]
@@ -49,7 +49,7 @@ def test_many_branches_stay_under_a_small_cap(family, tiny_llama_dir, tiny_gpt2_
         assert_matches_recompute(loom, leaf)
         # The active path is resident after use.
         assert all(n.kv is not None for n in leaf.path() if n.tokens)
-        assert loom.kv_bytes().nodes <= max(cap, per_token * leaf.end)
+        assert loom.kv_bytes().total <= max(cap, per_token * leaf.end)
 
 
 def test_eviction_of_an_approximate_node_recomputes_it_exactly(llama_loom):

@@ -285,7 +285,7 @@ def assert_node_kv_exact(loom, approx: bool = False) -> int:
         if kv is None or kv.shape[3] == 0 or (not approx and not loom.is_exact(item)):
             continue
         tokens = loom.tokens(item)[: item.start + kv.shape[3]]
-        fresh = loom._fresh_kv(tokens, 0)[:, :, :, item.start :]  # (L, 2, H, T, D)
+        fresh = loom.runner.fresh_kv(tokens, 0)[:, :, :, item.start :]  # (L, 2, H, T, D)
         err = relative_error(kv, fresh)
         assert err < REL_TOL, f"{item}: stored KV differs from a recompute by {err:.1e}"
         checked += 1
@@ -337,17 +337,15 @@ def test_resident_kv_after_siblings_is_near_the_ideal(llama_loom, n):
     from loomterm.bench import corpus_text
 
     loom = llama_loom
-    if loom.work.owners is None:
-        pytest.xfail("the loom does not let node KV alias the working buffer yet")
     loom.update_settings(drafting="off")
     prompt = loom.append_tokens(loom.root, loom.encode(corpus_text())[:256])
     assert prompt.end == 256
     kids = loom.generate(prompt, 48, n=n, temperature=1.0, seed=n)
     per_token = prompt.kv[:, :, :, :1].numel() * prompt.kv.element_size()
     ideal = per_token * (prompt.end + sum(len(kid.tokens) for kid in kids))
-    memory = kv_memory(loom.tree.nodes.values(), loom.work)
+    memory = kv_memory(loom.tree.nodes.values(), loom.runner.work)
     assert memory.total <= 1.1 * ideal, f"{memory} for an ideal of {ideal} bytes"
-    assert loom.work.buf.shape[2] == 1  # the batch rows are gone
+    assert loom.runner.work.buf.shape[2] == 1  # the batch rows are gone
     loom.next_logits(kids[-1])  # moving to a sibling holds it once too
-    memory = kv_memory(loom.tree.nodes.values(), loom.work)
+    memory = kv_memory(loom.tree.nodes.values(), loom.runner.work)
     assert memory.total <= 1.1 * ideal, f"{memory} after moving, for an ideal of {ideal}"
