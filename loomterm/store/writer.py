@@ -255,11 +255,6 @@ class SessionStore:
         with self.transaction() as conn:
             self._set(conn, "settings", settings)
 
-    def set_model(self, model: dict[str, Any]) -> None:
-        """Record the model (name, source, fingerprint) the tokens belong to."""
-        with self.transaction() as conn:
-            self._set(conn, "model", model)
-
     def add_vocab(self, pieces: dict[int, str]) -> None:
         """Remember display text for token ids seen among alternatives."""
         if not pieces:
