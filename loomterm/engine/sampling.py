@@ -82,18 +82,6 @@ NEVER = "never"
 Bias = float | str  # a float, or "never"
 
 
-def _number(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise InputError(f"{name} must be a number, got {value!r}")
-    return float(value)
-
-
-def _integer(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InputError(f"{name} must be an integer, got {value!r}")
-    return value
-
-
 def _normalise_bias(value) -> tuple[tuple[int, float], ...]:
     """``logit_bias`` as sorted ``(token, bias)`` pairs; repeated tokens add up (as
     llama.cpp applies each entry), ``"never"`` (or -inf) is -inf."""
@@ -116,9 +104,10 @@ def _normalise_bias(value) -> tuple[tuple[int, float], ...]:
         if bias == NEVER or (isinstance(bias, float) and bias == float("-inf")):
             bias = float("-inf")
         else:
-            bias = _number("a logit_bias value", bias)
-            if math.isinf(bias):
-                raise InputError(f"logit_bias values must be finite or 'never', got {bias}")
+            ok = not isinstance(bias, bool) and isinstance(bias, (int, float))
+            if not ok or not math.isfinite(bias):
+                raise InputError(f"logit_bias values must be numbers or 'never', got {bias!r}")
+            bias = float(bias)
         total[token] = total.get(token, 0.0) + bias
     return tuple(sorted(total.items()))
 
@@ -164,13 +153,15 @@ class SamplingParams:
             raise InputError(f"repetition_penalty must be > 0, got {self.repetition_penalty}")
 
         def check(name: str, ok: Callable[[float], bool], allowed: str) -> None:
-            value = _number(name, getattr(self, name))
-            if not ok(value):
-                raise InputError(f"{name} must be {allowed}, got {getattr(self, name)}")
+            value = getattr(self, name)
+            number = not isinstance(value, bool) and isinstance(value, (int, float))
+            if not number or math.isnan(value) or not ok(value):
+                raise InputError(f"{name} must be {allowed}, got {value!r}")
 
         def check_int(name: str, ok: Callable[[int], bool], allowed: str) -> None:
-            if not ok(_integer(name, getattr(self, name))):
-                raise InputError(f"{name} must be {allowed}, got {getattr(self, name)}")
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not ok(value):
+                raise InputError(f"{name} must be an integer {allowed}, got {value!r}")
 
         check("typical_p", lambda v: 0 < v <= 1, "in (0, 1]")
         check("xtc_probability", lambda v: 0 <= v <= 1, "in [0, 1]")
@@ -181,12 +172,13 @@ class SamplingParams:
         check_int("dry_penalty_last_n", lambda v: v >= -1, ">= -1 (-1: whole history, 0: off)")
         breakers = self.dry_sequence_breakers
         if isinstance(breakers, str) or not isinstance(breakers, Iterable):
-            raise InputError("dry_sequence_breakers must be a list of strings")
+            raise InputError(f"dry_sequence_breakers must be a list of strings, got {breakers!r}")
         breakers = tuple(breakers)
         if not all(isinstance(b, str) and b for b in breakers):
-            raise InputError("dry_sequence_breakers must be non-empty strings")
+            raise InputError(f"dry_sequence_breakers must be non-empty strings, got {breakers!r}")
         object.__setattr__(self, "dry_sequence_breakers", breakers)
-        check_int("mirostat", lambda v: v in (0, 2), "0 (off) or 2 (mirostat v2)")
+        if self.mirostat not in (0, 2) or isinstance(self.mirostat, (bool, float)):
+            raise InputError(f"mirostat must be 0 (off) or 2 (mirostat v2), got {self.mirostat!r}")
         check("mirostat_tau", lambda v: 0 <= v < math.inf, ">= 0")
         check("mirostat_eta", lambda v: 0 <= v < math.inf, ">= 0")
         check("presence_penalty", lambda v: -2 <= v <= 2, "in [-2, 2]")
@@ -432,7 +424,7 @@ def logit_bias_from_strings(
     pairs = items.items() if isinstance(items, Mapping) else items
     out: dict[int, float] = {}
     for text, bias in pairs:
-        value = float("-inf") if bias == NEVER else _number("a logit_bias value", bias)
+        value = float("-inf") if bias == NEVER else _normalise_bias({0: bias})[0][1]
         for token in encode(text):
             out[int(token)] = out.get(int(token), 0.0) + value
     return {t: NEVER if math.isinf(b) and b < 0 else b for t, b in out.items()}
