@@ -486,25 +486,50 @@ def dry_penalty(length: int, params: SamplingParams) -> float:
     return params.dry_multiplier * params.dry_base**exponent
 
 
-def _repeat_limit(window: torch.Tensor, breakers: DryBreakers | None) -> int:
+def _repeat_limit(window: list[int], breakers: DryBreakers | None) -> int:
     """llama.cpp's step 1: how far back from the end a repeat may reach before it would
-    span the most recent sequence breaker."""
-    size = window.numel()
+    span the most recent sequence breaker (a head followed by one of its tails)."""
+    size = len(window)
     if not breakers or not breakers.tails:
         return size
-    heads = torch.tensor(list(breakers.tails), dtype=window.dtype)
-    where = torch.isin(window, heads).nonzero().flatten().tolist()
-    for pos in reversed(where):  # most recent first
-        i = size - 1 - pos  # tokens after the head
+    tails = breakers.tails
+    for i in range(size):  # i tokens after the head
+        options = tails.get(window[size - 1 - i])
+        if options is None:
+            continue
         longest = -1
-        for tail in breakers.tails[int(window[pos])]:
-            if longest < len(tail) <= i and window[pos + 1 : pos + 1 + len(tail)].tolist() == list(
-                tail
-            ):
+        for tail in options:
+            if longest < len(tail) <= i and tuple(window[size - i : size - i + len(tail)]) == tail:
                 longest = len(tail)
         if longest >= 0:
             return i - longest
     return size
+
+
+def _suffix_repeats(rev: list[int]) -> list[int]:
+    """The Z-algorithm over the reversed text (llama.cpp's step 2): ``out[k]`` is the
+    longest ``n`` with ``rev[:n] == rev[k:k+n]``, i.e. how far the end of the text
+    matches the text ending ``k`` tokens earlier. O(len)."""
+    size = len(rev)
+    out = [0] * size
+    lt = rt = 0
+    for k in range(1, size):
+        if k > rt:
+            n = 0
+            while n + k < size and rev[n] == rev[n + k]:
+                n += 1
+            out[k] = n
+            if n > 0:
+                lt, rt = k, k + n - 1
+        elif out[k - lt] < rt - k + 1:
+            out[k] = out[k - lt]
+        else:
+            i = rt + 1
+            while i < size and rev[i] == rev[i - k]:
+                i += 1
+            out[k] = i - k
+            lt, rt = k, i - 1
+    return out
 
 
 def dry_repeat_lengths(
@@ -523,37 +548,28 @@ def dry_repeat_lengths(
     """
     if not params.dry_active:
         return {}
-    window = _last(
-        torch.as_tensor(tokens, dtype=torch.long).reshape(-1).cpu(), params.dry_penalty_last_n
-    )
-    size = window.numel()
-    allowed = params.dry_allowed_length
+    if isinstance(tokens, torch.Tensor):
+        tokens = tokens.reshape(-1).tolist()
+    window = list(tokens)
+    if params.dry_penalty_last_n != -1:
+        window = window[len(window) - min(params.dry_penalty_last_n, len(window)) :]
+    size, allowed = len(window), params.dry_allowed_length
     if size <= allowed:
         return {}
     limit = _repeat_limit(window, breakers)
     if limit < allowed:
         return {}
-    # Step 2: for each k >= 1, the longest n <= limit with window[-n-k:-k] == window[-n:]
-    # (the suffix of the text seen again ending k tokens earlier); iterate n while some
-    # k still matches, keeping only those (usually few) k.
-    rev = window.flip(0)  # rev[n] is the n-th token from the end
-    lengths = torch.zeros(size, dtype=torch.long)  # lengths[k]
-    alive = torch.arange(1, size)
-    n = 0
-    while alive.numel() and n < limit:
-        alive = alive[alive + n < size]
-        alive = alive[rev[alive + n] == rev[n]]
-        lengths[alive] += 1
-        n += 1
-    # Step 3: the token that followed each such repeat would extend it.
-    ks = torch.arange(1, size)
-    hit = lengths[1:] >= allowed
-    followers, spans = rev[ks - 1][hit].tolist(), lengths[1:][hit].tolist()
+    rev = window[::-1]
+    repeats = _suffix_repeats(rev)
     singles = breakers.singles if breakers else frozenset()
     out: dict[int, int] = {}
-    for token, span in zip(followers, spans):
-        if token not in singles and span > out.get(token, -1):
-            out[token] = span
+    # Step 3: the token that followed each repeat (rev[k - 1]) would extend it.
+    for k in range(1, size):
+        span = min(repeats[k], limit)
+        if span >= allowed:
+            token = rev[k - 1]
+            if token not in singles and span > out.get(token, -1):
+                out[token] = span
     return out
 
 
@@ -575,7 +591,7 @@ def apply_dry(
         )
     rows = _history_rows(history, logits.shape[0])
     if isinstance(rows, torch.Tensor):
-        rows = list(_last(rows, params.dry_penalty_last_n).cpu())
+        rows = _last(rows, params.dry_penalty_last_n).tolist()
     row_ids, col_ids, cuts = [], [], []
     vocab = logits.shape[-1]
     for b, row in enumerate(rows):
