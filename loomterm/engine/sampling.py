@@ -58,6 +58,17 @@ State and randomness
 ``sample_step``, which returns the next one: it holds mirostat's ``mu`` per row and the
 DRY sequence breakers resolved to token ids. Each row's generator is drawn from in this
 order per token: the XTC coin (only when XTC is on), then the token.
+
+DRY's sequence breakers are strings in ``SamplingParams`` (so presets carry over); the
+engine resolves them once per model and breaker list with
+``resolve_dry_breakers(params.dry_sequence_breakers, pieces, encode)`` (llama.cpp's
+rule: tokens containing a breaker, and tokens ending with its start plus the rest as
+a token tail) and hands them to ``SamplerState.start(..., dry_breakers=...)``.
+``DryBreakers.from_sequences`` takes token ids directly.
+
+``params.verifiable`` is True when each step's distribution is a function of the
+logits and the prefix only: everything but mirostat and XTC (see ``SamplerState`` for
+why drafted decoding stays exact with those too, and what it must not do).
 """
 
 from __future__ import annotations
@@ -347,6 +358,14 @@ class SamplerState:
     start (None when mirostat is off). ``dry_breakers``: the resolved DRY sequence
     breakers (constant through the generation). ``start`` makes one per generation;
     ``sample_step`` (or ``advance``) returns the next one after each chosen token.
+
+    Drafted decoding stays exact (seed for seed) with every sampler as long as it
+    chooses each emitted token with one ``sample_step`` call, in order, passing the
+    true prefix as ``history`` and the state the previous call returned -- which is
+    what ``drafting.accept_walk`` does: then XTC's coin and the token come out of the
+    row's generator in plain decoding's order and ``mu`` follows the same tokens. What
+    must not be done for mirostat or XTC (``params.verifiable`` False) is to compute
+    the drafted positions' distributions ahead of the choices, in one batch.
     """
 
     mu: torch.Tensor | None = None

@@ -693,3 +693,53 @@ def test_sample_step_matches_sample_when_stateless():
     a = sample(logits, params, make_generators(9, 3))
     b, _ = sample_step(logits, params, make_generators(9, 3))
     assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("params", [EVERYTHING, MIROSTAT], ids=["chain", "mirostat"])
+def test_drafted_walk_with_sample_step_is_plain_decoding_seed_for_seed(params):
+    """The contract for the decode loops: choosing each emitted token with one
+    ``sample_step`` call, in order, on the verified row for the true prefix (as
+    ``drafting.accept_walk`` does), keeps a seed's text -- even for XTC and mirostat."""
+    from loomterm.engine.drafting import DraftTree, accept_walk
+
+    breakers = DryBreakers.from_sequences([[7]])
+    prompt = [1, 2, 3, 4, 5, 1, 2, 3]
+    plain = generate(params, 1, 5, steps=30)[0]
+
+    gens = make_generators(5, 1)
+    state = SamplerState.start(params, 1, dry_breakers=breakers)
+    path = list(prompt)
+    guesses = torch.Generator().manual_seed(0)
+    accepted = 0
+    while len(path) - len(prompt) < 30:
+        # Drafts: the true continuation, sometimes spoiled, plus a wrong branch.
+        done = len(path) - len(prompt)
+        tree = DraftTree(path[-1], 16)
+        draft = list(plain[done : done + 4])
+        if torch.rand(1, generator=guesses) < 0.5 and draft:
+            draft[-1] = (draft[-1] + 1) % 24
+        tree.add_sequence(draft, 4)
+        tree.add_sequence([(t + 3) % 24 for t in draft[:2]], 4)
+        # The verified rows come from one "forward" over the tree, before any choice.
+        prefixes = []
+        for node in range(len(tree)):
+            tokens, at = [], node
+            while at > 0:
+                tokens.append(tree.tokens[at])
+                at = tree.parents[at]
+            prefixes.append(path + tokens[::-1])
+        rows = torch.stack([fake_model(p) for p in prefixes])
+
+        def choose(i, rows=rows, prefixes=prefixes):
+            nonlocal state
+            token, state = sample_step(rows[i][None], params, gens, [prefixes[i]], state)
+            return int(token[0])
+
+        def stop(token, count, done=done):
+            return done + count >= 30
+
+        walk = accept_walk(tree, choose, stop)
+        path += [token for _, token, _ in walk]
+        accepted += sum(node is not None for _, _, node in walk)
+    assert path[len(prompt) :] == plain
+    assert 0 < accepted < 30  # drafts were both taken and refused
