@@ -25,6 +25,7 @@ from loomterm.engine.memory import KVMemory
 from loomterm.engine.path_cache import PathCache
 from loomterm.engine.rope import RopeSpec, probe_rope, rerotate_kv
 from loomterm.engine.runner import Capabilities, Runner
+from loomterm.engine.sampling import DryBreakers, SamplingParams, resolve_dry_breakers
 from loomterm.engine.text import TokenText
 from loomterm.engine.window import MIN_CTX, Window
 from loomterm.errors import ContextError, InputError, LoomError
@@ -86,6 +87,8 @@ class LocalRunner(Runner):
         self.kv_budget = budget.parse_size(kv_budget) or budget.default_budget(self.device)
         self.lru = budget.LruClock()
         self.evictions = 0
+        self._breakers: dict[tuple[str, ...], DryBreakers] = {}
+        self._pieces: list[str] | None = None  # every token's text, for DRY's breakers
         why_not = () if self.rope else (("rerope", _no_rope_reason(config)),)
         self.capabilities = Capabilities(
             rerope=self.rope is not None,
@@ -213,6 +216,20 @@ class LocalRunner(Runner):
                 self.evict(node)
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
+
+    def dry_breakers(self, params: SamplingParams) -> DryBreakers | None:
+        """DRY's sequence breakers as this tokenizer's ids (None when DRY is off).
+        Resolving scans the vocabulary once per breaker list; it is kept."""
+        if not params.dry_active:
+            return None
+        key = params.dry_sequence_breakers
+        if key not in self._breakers:
+            if self._pieces is None:
+                self._pieces = [self.codec.decode([i]) for i in range(self.vocab_size)]
+            self._breakers[key] = resolve_dry_breakers(
+                key, self._pieces, lambda text: self.encode(text)
+            )
+        return self._breakers[key]
 
     # -- what the Loom asks --------------------------------------------------------------
     def prepare(self, node: Node) -> torch.Tensor:
