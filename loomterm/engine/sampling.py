@@ -13,19 +13,21 @@ from dataclasses import asdict, dataclass
 import torch
 
 from loomterm.errors import InputError
+from loomterm.settings import DEFAULTS
 
 TOP_ALTERNATIVES = 10
 
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """The knobs of one generation."""
+    """The knobs of one generation. Their defaults live in :class:`loomterm.settings.Settings`
+    (each field here is one of its ``sampler`` fields)."""
 
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
-    min_p: float = 0.0
-    repetition_penalty: float = 1.0
+    temperature: float = DEFAULTS.temperature
+    top_p: float = DEFAULTS.top_p
+    top_k: int = DEFAULTS.top_k
+    min_p: float = DEFAULTS.min_p
+    repetition_penalty: float = DEFAULTS.repetition_penalty
 
     def __post_init__(self) -> None:
         if self.temperature < 0:
