@@ -66,7 +66,7 @@ _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # one per field: compared and hashed by identity
 class Spec:
     """What one field accepts: kind, range or choices, and its description.
 

@@ -7,9 +7,11 @@ app wraps them in jobs and posts the results back as messages.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from loomterm.errors import EmptyEditError
+from loomterm.settings import Settings
 from loomterm.tree import Node
 
 if TYPE_CHECKING:
@@ -32,7 +34,7 @@ def sync_text(loom: Loom, node: Node, text: str, keep: int | None = None) -> Nod
         return loom.root
     if node.end == 0:
         return loom.append(loom.root, text)
-    exact = loom.settings.get("splice_mode") == "exact"
+    exact = settings_of(loom).splice_mode == "exact"
     try:
         return loom.edit(node, text, exact=exact)
     except EmptyEditError:
@@ -49,15 +51,22 @@ def start_point(loom: Loom, node: Node, position: int, partial: str = "") -> Nod
     return node
 
 
-def sampling_kwargs(settings: dict[str, Any]) -> dict[str, Any]:
-    """``Loom.generate`` keyword arguments from the session settings."""
-    return {
-        "temperature": float(settings.get("temperature", 1.0)),
-        "top_p": float(settings.get("top_p", 1.0)),
-        "top_k": int(settings.get("top_k", 0)),
-        "min_p": float(settings.get("min_p", 0.0)),
-        "repetition_penalty": float(settings.get("repetition_penalty", 1.0)),
-    }
+def settings_of(loom: Loom) -> Settings:
+    """The session's :class:`~loomterm.settings.Settings`.
+
+    ``loom.settings`` is a Settings; while a Loom still keeps a plain dict (older
+    engines), it is read through ``Settings.from_stored``.
+    """
+    current = loom.settings
+    if isinstance(current, Settings):
+        return current
+    return Settings.from_stored(current)[0]
+
+
+def sampling_kwargs(settings: Settings | Mapping[str, Any]) -> dict[str, Any]:
+    """``Loom.generate`` keyword arguments from the session settings: prefer
+    ``settings.sampling()`` (this stays for callers that pass a dict)."""
+    return Settings.from_stored(settings)[0].sampling()
 
 
 def set_meta(loom: Loom, node: Node, **changes: Any) -> None:
@@ -86,7 +95,7 @@ def session_data(loom: Loom, name: str = "") -> SessionData:
         tree=loom.tree,
         pieces={node.id: pieces.node_pieces(node) for node in loom.tree.nodes.values()},
         cursor=loom.cursor.id,
-        settings=dict(loom.settings),
+        settings=settings_of(loom).as_dict(),
         model=model_record(loom.loaded),
         vocab=vocab,
         created=loom.root.created,
@@ -117,13 +126,14 @@ def split_at_char(loom: Loom, node: Node, char: int) -> tuple[int, str]:
 
 
 def new_session_like(loom: Loom, name: str = "") -> tuple[Loom, str]:
-    """A new, empty Loom on ``loom``'s model and settings. When ``loom`` has a session
-    file, the new one gets its own (``name``, or one made from the time)."""
+    """A new, empty Loom on ``loom``'s model, engine options (context, KV budget) and
+    settings. When ``loom`` has a session file, the new one gets its own (``name``, or
+    one made from the time)."""
     from loomterm.errors import SessionError
     from loomterm.session import save_loom, session_of, session_path
 
-    fresh = type(loom).from_loaded(loom.loaded, n_ctx=loom.n_ctx)
-    fresh.update_settings(**loom.settings)
+    fresh = type(loom).from_loaded(loom.loaded, n_ctx=loom.n_ctx, kv_budget=loom.kv_budget)
+    fresh.update_settings(**settings_of(loom).as_dict())
     if session_of(loom) is not None:
         name = name or time.strftime("chat-%Y%m%d-%H%M%S")
         path = session_path(name)
