@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, replace
 import torch
 
 from loomterm.bench import corpus_text, decoding, edits
+from loomterm.bench.common import loom_options
 from loomterm.bench.report import Row
 
 
@@ -89,10 +90,22 @@ class BenchResult:
 
 
 def run_bench(
-    loaded, plan: BenchPlan, quick: bool = False, log: Callable[[str], None] | None = None
+    loaded,
+    plan: BenchPlan,
+    quick: bool = False,
+    log: Callable[[str], None] | None = None,
+    n_ctx: int | None = None,
+    kv_budget: int | str | None = None,
 ) -> BenchResult:
-    """Measure every section of ``plan`` on ``loaded`` (a ``LoadedModel``)."""
-    log = log or (lambda text: None)
+    """Measure every section of ``plan`` on ``loaded`` (a ``LoadedModel``); every Loom
+    it builds gets ``n_ctx`` and ``kv_budget`` (None: the engine's defaults)."""
+    with loom_options(n_ctx=n_ctx, kv_budget=kv_budget):
+        result = _run(loaded, plan, quick, log or (lambda text: None))
+    result.meta.update(n_ctx=n_ctx, kv_budget=kv_budget)
+    return result
+
+
+def _run(loaded, plan: BenchPlan, quick: bool, log: Callable[[str], None]) -> BenchResult:
     started = time.perf_counter()
     corpus = list(loaded.tokenizer(corpus_text(), add_special_tokens=False)["input_ids"])
     prompt = corpus[: plan.prompt_tokens]

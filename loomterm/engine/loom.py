@@ -31,7 +31,7 @@ from loomterm.engine.events import EventBus, Listener
 from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter, OnToken
 from loomterm.engine.memory import KVMemory
 from loomterm.engine.runner import Capabilities, Runner
-from loomterm.engine.sampling import SamplingParams
+from loomterm.engine.sampling import SamplingParams, resolve_logit_bias
 from loomterm.engine.text import TokenText
 from loomterm.engine.window import segments
 from loomterm.errors import EditRangeError, EmptyEditError, InputError
@@ -408,13 +408,20 @@ class Loom:
             node=node,
             max_new_tokens=max_new_tokens,
             n=n,
-            sampling=SamplingParams(**settings.sampling()),
+            sampling=self._sampling(settings),
             seed=seed,
             drafting=settings.drafting,
             on_token=on_token,
             cancel=cancel,
         )
         return self.run(request).children
+
+    def _sampling(self, settings: Settings) -> SamplingParams:
+        """The settings' sampling knobs, with text in ``logit_bias`` turned into tokens."""
+        knobs = settings.sampling()
+        if knobs.get("logit_bias"):
+            knobs["logit_bias"] = resolve_logit_bias(knobs["logit_bias"], self.encode)
+        return SamplingParams(**knobs)
 
     def run(self, request: GenerateRequest) -> GenerateResult:
         """Run one generation request; the result has the children and what it cost."""

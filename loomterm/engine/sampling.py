@@ -449,6 +449,25 @@ def logit_bias_from_strings(
     return {t: NEVER if math.isinf(b) and b < 0 else b for t, b in out.items()}
 
 
+def resolve_logit_bias(
+    table: Mapping[str | int, Bias], encode: Callable[[str], Sequence[int]]
+) -> dict[int, Bias]:
+    """A settings table (keys: token ids, as ints or digit strings, or text) as token
+    ids. Text biases every token of its tokenisation (``logit_bias_from_strings``)."""
+    ids: dict[int, Bias] = {}
+    texts: dict[str, Bias] = {}
+    for key, bias in table.items():
+        if isinstance(key, int) or (isinstance(key, str) and key.isdigit()):
+            ids[int(key)] = bias
+        else:
+            texts[str(key)] = bias
+    merged = dict(logit_bias_from_strings(texts, encode)) if texts else {}
+    for token, bias in ids.items():
+        old = merged.get(token, 0.0)
+        merged[token] = NEVER if NEVER in (bias, old) else float(old) + float(bias)
+    return merged
+
+
 # -- stage 2: penalties --------------------------------------------------------------------
 def apply_repetition_penalty(
     logits: torch.Tensor, history: torch.Tensor, penalty: float

@@ -125,6 +125,66 @@ def test_parse_settings_names_each_bad_field():
     assert len(problems) == 3
 
 
+async def test_settings_dialog_names_the_rule_a_value_breaks(make_app, loom):
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await pilot.press("f2")
+        await pilot.pause()
+        screen = app.screen
+        screen.query_one("#setting-n").value = "65"
+        screen.query_one("#setting-temperature").value = "-1"
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert isinstance(app.screen, SettingsScreen)
+        assert "Temperature must be a number >= 0 (got -1.0)" in screen_text(app)
+        assert str(screen.query_one("#problems").render()).splitlines() == [
+            "Temperature must be a number >= 0 (got -1.0)",
+            "N (siblings per ctrl+n) must be a whole number from 1 to 64 (got 65)",
+        ]
+        assert loom.settings.n == 3  # nothing changed
+
+
+def test_settings_dialog_rows_come_from_the_settings_table():
+    from loomterm.settings import Settings
+    from loomterm.tui.widgets.settings import CHOICES, DIALOG, FIELDS
+
+    assert [s.name for s in DIALOG] == [
+        "temperature",
+        "top_p",
+        "top_k",
+        "min_p",
+        "repetition_penalty",
+        "max_new_tokens",
+        "n",
+        "splice_mode",
+    ]
+    assert set(FIELDS) | set(CHOICES) == set(DIALOG)
+    assert all(Settings.SPECS[s.name] is s for s in DIALOG)
+
+
+async def test_settings_dialog_fits_a_short_terminal(make_app):
+    """Rows scroll; the buttons stay on screen (more samplers will come)."""
+    app = make_app()
+    async with app.run_test(size=(80, 18)) as pilot:
+        await pilot.press("f2")
+        await pilot.pause()
+        save = app.screen.query_one("#save")
+        assert save.region.bottom <= 18 and save.region.height == 1
+        await pilot.click("#save")
+        await pilot.pause()
+        assert not isinstance(app.screen, SettingsScreen)
+
+
+def test_new_session_like_keeps_the_engine_options_and_settings(loom):
+    from loomterm.tui import ops
+
+    loom.runner.kv_budget = 5 << 20
+    loom.update_settings(splice_mode="exact")
+    fresh, _ = ops.new_session_like(loom)
+    assert (fresh.n_ctx, fresh.runner.kv_budget) == (loom.n_ctx, 5 << 20)
+    assert fresh.settings == loom.settings
+
+
 @pytest.mark.parametrize("fmt", ["md", "txt", "json", "html"])
 async def test_export_dialog_writes_every_format(make_app, loom, exports, fmt):
     app = make_app()
