@@ -49,6 +49,8 @@ class LocalRunner(Runner):
         kv_budget: Cap on resident KV bytes, the working buffer included.
         evictions: How many times a node's KV was dropped to stay under the cap.
         attention_note: Why loomterm's in-place attention is off (None when it is on).
+        keep_records: Give tokens the model did not write (typed, imported) their
+            log-probability and top alternatives from the prefill's logits.
     """
 
     def __init__(
@@ -87,6 +89,7 @@ class LocalRunner(Runner):
         self.kv_budget = budget.parse_size(kv_budget) or budget.default_budget(self.device)
         self.lru = budget.LruClock()
         self.evictions = 0
+        self.keep_records = True  # typed tokens get log-probabilities from their prefill
         self._breakers: dict[tuple[str, ...], DryBreakers] = {}
         self._pieces: list[str] | None = None  # every token's text, for DRY's breakers
         why_not = () if self.rope else (("rerope", _no_rope_reason(config)),)

@@ -333,12 +333,14 @@ class Loom:
             if tokens and fast:
                 self.runner.prepare(tail)  # the inserted tokens are computed, exactly
             for source, lo, hi in suffix:
+                # Exact: the suffix is computed again in its new context, and its records
+                # with it. Fast: its KV (and so its records) is the old context's, moved.
                 copy = self.tree.add(
                     tail,
                     source.tokens[lo:hi],
                     source.origin,
-                    logprobs=source.logprobs[lo:hi],
-                    top=source.top[lo:hi],
+                    logprobs=source.logprobs[lo:hi] if fast else None,
+                    top=source.top[lo:hi] if fast else None,
                     sampling=source.sampling,
                     seed=source.seed,
                     meta={k: v for k, v in source.meta.items() if k == "role"},
