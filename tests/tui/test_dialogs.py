@@ -71,15 +71,21 @@ async def test_right_click_on_a_token_opens_its_alternatives(make_app, loom):
         assert not isinstance(app.screen, AlternativesScreen)
 
 
-async def test_typed_text_has_no_alternatives_and_says_so(make_app, loom):
+async def test_typed_text_has_alternatives_but_its_first_token_has_none(make_app, loom):
     app = make_app()
     async with app.run_test(size=TERMINAL) as pilot:
-        await paste(pilot, "Typed")
+        await paste(pilot, "Typed words")
         await settle(pilot)
+        await pilot.press("ctrl+a")  # the token before the caret: a typed one
+        await settle(pilot)
+        assert isinstance(app.screen, AlternativesScreen)
+        await pilot.press("escape")
+        await pilot.press("home")
         await pilot.press("ctrl+a")
         await settle(pilot)
         assert not isinstance(app.screen, AlternativesScreen)
-        assert any("No alternatives" in n.message for n in app._notifications)  # noqa: SLF001
+        messages = [n.message for n in app._notifications]  # noqa: SLF001
+        assert any("nothing comes before it" in m for m in messages), messages
 
 
 async def test_settings_are_edited_checked_and_kept_with_the_session(make_app, loom):
@@ -110,15 +116,11 @@ async def test_settings_are_edited_checked_and_kept_with_the_session(make_app, l
 
 
 def test_parse_settings_names_each_bad_field():
-    good = {
-        "temperature": "0",
-        "top_p": "1",
-        "top_k": "40",
-        "min_p": "0.05",
-        "repetition_penalty": "1.1",
-        "max_new_tokens": "64",
-        "n": "4",
-    }
+    from loomterm.settings import DEFAULTS
+    from loomterm.tui.widgets.settings import FIELDS
+
+    good = {spec.name: spec.text(getattr(DEFAULTS, spec.name)) for spec in FIELDS}
+    good.update(top_k="40", min_p="0.05", repetition_penalty="1.1", max_new_tokens="64")
     values, problems = parse_settings(good)
     assert problems == [] and values["top_k"] == 40 and values["min_p"] == 0.05
     values, problems = parse_settings({**good, "top_k": "x", "n": "0", "min_p": "1"})
@@ -148,16 +150,11 @@ def test_settings_dialog_rows_come_from_the_settings_table():
     from loomterm.settings import Settings
     from loomterm.tui.widgets.settings import CHOICES, DIALOG, FIELDS
 
-    assert [s.name for s in DIALOG] == [
-        "temperature",
-        "top_p",
-        "top_k",
-        "min_p",
-        "repetition_penalty",
-        "max_new_tokens",
-        "n",
-        "splice_mode",
-    ]
+    names = [s.name for s in DIALOG]
+    assert names[:5] == ["temperature", "top_p", "top_k", "min_p", "repetition_penalty"]
+    # Every sampler is in the dialog, with the generation settings.
+    samplers = [n for n, spec in Settings.SPECS.items() if spec.sampling]
+    assert set(samplers) | {"max_new_tokens", "n", "splice_mode"} == set(names)
     assert set(FIELDS) | set(CHOICES) == set(DIALOG)
     assert all(Settings.SPECS[s.name] is s for s in DIALOG)
 
