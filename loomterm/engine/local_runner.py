@@ -245,8 +245,12 @@ class LocalRunner(Runner):
         clock = time.perf_counter()
         logits = self.cache.ensure(request.node)  # (V,)
         prefill = time.perf_counter() - clock
-        config = drafting_config(self, request)
-        if config is not None:
+        config = drafting_config(self, request) if not request.banned else None
+        if request.banned:  # going back cannot happen inside a batch or a drafted block
+            from loomterm.engine.banned import banned_decode
+
+            result = banned_decode(self, request, writer, logits)
+        elif config is not None:
             result = drafted_decode(self, request, writer, logits, config)
         else:
             result = plain_decode(self, request, writer, logits)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -390,13 +390,13 @@ class Loom:
         on_token: OnToken | None = None,
         cancel: threading.Event | None = None,
         drafting: str | None = None,
+        on_take_back: Callable[[Node, int], None] | None = None,
         **sampling: Any,
     ) -> list[Node]:
         """Sample ``n`` continuations of ``node`` as one batch; returns the new children.
 
-        Sampling knobs (``temperature``, ``top_p``, ``top_k``, ``min_p``,
-        ``repetition_penalty``) and ``max_new_tokens``/``drafting`` default to the
-        loom's settings. ``on_token(child, token_id, piece)`` is called as each token
+        Every setting (the samplers by llama.cpp's names, ``banned_strings``,
+        ``drafting``...) may be given; what is not given comes from ``loom.settings``. ``on_token(child, token_id, piece)`` is called as each token
         arrives; setting ``cancel`` stops within one token, keeping what was generated.
         """
         if drafting is not None:
@@ -415,6 +415,9 @@ class Loom:
             drafting=settings.drafting,
             on_token=on_token,
             cancel=cancel,
+            banned=settings.banned_strings,
+            banned_ignore_case=settings.banned_strings_ignore_case,
+            on_take_back=on_take_back,
         )
         return self.run(request).children
 
