@@ -443,6 +443,7 @@ class Settings:
     dynatemp_exponent: float = sampler(1.0, "Dynamic temperature exponent", "how the entropy maps onto the range", at_least=0)  # fmt: skip
     logit_bias: dict[str, float | str] = sampler({}, "Logit bias", 'per token id or text: a bias, or "never" (e.g. "the":-2, 50256:never)')  # fmt: skip
     # -- generation and the engine ---------------------------------------------------
+    preset: str = setting("", "Preset", "the sampler preset these settings started from (loomterm.presets)", dialog=False)  # fmt: skip
     banned_strings: tuple[str, ...] = setting((), "Banned phrases", "phrases a continuation never contains: decoding goes back and samples again")  # fmt: skip
     banned_strings_ignore_case: bool = setting(False, "Ban ignoring case", "match banned phrases without regard to case")  # fmt: skip
     max_new_tokens: int = setting(128, "Max new tokens", "tokens per generation (ctrl+g, ctrl+n)", at_least=1, at_most=100_000)  # fmt: skip

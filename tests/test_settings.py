@@ -111,6 +111,15 @@ CASES = {
         [{}, {"12": -1.0}, {"the": "never"}],
         [("x", "logit_bias must be a table of token or text to a bias or never (got 'x')")],
     ),
+    "preset": (["", "creative"], [(3, "preset must be text (got 3)")]),
+    "banned_strings": (
+        [(), ("as an AI",)],
+        [("as an AI", "banned_strings must be a list of strings (got 'as an AI')")],
+    ),
+    "banned_strings_ignore_case": (
+        [True, False],
+        [("no", "banned_strings_ignore_case must be true or false (got 'no')")],
+    ),
     "max_new_tokens": (
         [1, 128, 100_000],
         [

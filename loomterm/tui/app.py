@@ -47,6 +47,7 @@ from loomterm.tui.actions import (
     ChatActions,
     GenerationActions,
     NavigationActions,
+    PresetActions,
     ViewActions,
 )
 from loomterm.tui.commands import LoomCommands
@@ -75,6 +76,7 @@ class LoomApp(
     AlternativeActions,
     BookmarkActions,
     ChatActions,
+    PresetActions,
     ViewActions,
     App[None],
 ):
@@ -493,6 +495,7 @@ class LoomApp(
             kv_bytes=memory.total,
             tokens_per_second=self._tokens_per_second if self.show_speed else None,
             settings=loom.settings,
+            preset=self.preset_label() if loom.settings.preset else "",
             state=state,
         )
         self.status.show_status(info)

@@ -154,7 +154,14 @@ def test_settings_dialog_rows_come_from_the_settings_table():
     assert names[:5] == ["temperature", "top_p", "top_k", "min_p", "repetition_penalty"]
     # Every sampler is in the dialog, with the generation settings.
     samplers = [n for n, spec in Settings.SPECS.items() if spec.sampling]
-    assert set(samplers) | {"max_new_tokens", "n", "splice_mode"} == set(names)
+    generation = {
+        "max_new_tokens",
+        "n",
+        "splice_mode",
+        "banned_strings",
+        "banned_strings_ignore_case",
+    }
+    assert set(samplers) | generation == set(names)
     assert set(FIELDS) | set(CHOICES) == set(DIALOG)
     assert all(Settings.SPECS[s.name] is s for s in DIALOG)
 
@@ -203,6 +210,11 @@ async def test_export_dialog_writes_every_format(make_app, loom, exports, fmt):
             data = json.loads(body)
             assert data["format"] == "loomterm-tree"
             assert any(n["text"] == "Once upon a time" for n in data["nodes"])
+        elif fmt == "html":  # every token is a span now (probabilities on hover)
+            import html
+            import re
+
+            assert "Once upon a time" in html.unescape(re.sub(r"<[^>]+>", "", body))
         else:
             assert "Once upon a time" in body
         assert any("Exported" in n.message for n in app._notifications)  # noqa: SLF001
