@@ -160,6 +160,7 @@ class LoomApp(
         self.view = DocumentView(self.doc, id="document")
         self.view.boundaries = self.prefs.boundaries
         self.view.probabilities = self.prefs.probabilities
+        self.view.surprisal = self.prefs.surprisal
         self.view.approx_marks = self.prefs.approx
         self.status = StatusBar(id="status")
 

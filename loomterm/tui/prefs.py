@@ -25,6 +25,7 @@ class Prefs:
         tree: Branch pane shown.
         boundaries: Token boundaries shown.
         probabilities: Tokens coloured by probability.
+        surprisal: Tokens coloured by surprisal (bits).
         approx: Approximate (re-roped) tokens marked.
         show_hidden: Archived branches shown in the branch pane.
     """
@@ -33,6 +34,7 @@ class Prefs:
     tree: bool = True
     boundaries: bool = False
     probabilities: bool = False
+    surprisal: bool = False
     approx: bool = True
     show_hidden: bool = False
 
