@@ -165,19 +165,17 @@ class RemoteRunner(Runner):
             kind, probe = servers.detect_kind(client)
         dialect = servers.dialect_for(kind, client, probe)
         info = dialect.info(self.server_model)
-        first = self.dialect is None or self.info is None
-        self.dialect, self.info = dialect, info
-        if first:
-            self._choose_tokenizer(info)
-        fingerprint = info.fingerprint(self._tokenizer_digest())
+        probe_ids = dialect.tokenize(servers.PROBE_TEXT, False)[0] if dialect.can_tokenize else None
+        if self.dialect is None or self.info is None:
+            self._choose_tokenizer(dialect, info, probe_ids)
+        if probe_ids is None:
+            probe_ids = local_encode(self.tokenizer, servers.PROBE_TEXT, False)
+        fingerprint = info.fingerprint(servers.tokens_digest(probe_ids, info.vocab_size))
         if expect and not _same(expect, fingerprint):
-            raise ServerModelError(
-                f"the server at {self.url} now serves {fingerprint['name']} "
-                f"({_differs(expect, fingerprint)} differ from {expect.get('name') or 'the model'} "
-                "this session was made with): open the session read-only, or start that server "
-                "again with its model",
-                self.url,
-            )
+            raise _changed(self.url, expect, fingerprint)  # and keep the old model's state
+        if isinstance(dialect, servers.OpenAI):
+            dialect.lookup = self._token_for_text
+        self.dialect, self.info = dialect, info
         self.fingerprint = fingerprint
         self.name = info.display_name
         self.n_ctx = info.n_ctx or UNKNOWN_CTX
@@ -186,7 +184,7 @@ class RemoteRunner(Runner):
             self.vocab_size = info.vocab_size
         elif self.tokenizer is not None:
             self.vocab_size = len(self.tokenizer)
-        self.eos_ids = frozenset(self._eos_ids(info))
+        self.eos_ids = frozenset(self._eos_ids(dialect, info))
         slots = info.slots or 1
         batched = dialect.batched_siblings
         why_not = WHY_NOT
@@ -196,15 +194,12 @@ class RemoteRunner(Runner):
         self.slots = slots
         self._checked = time.monotonic()
 
-    def _choose_tokenizer(self, info: ServerInfo) -> None:
-        """The local tokenizer when one is found and agrees with the server (module doc
-        of ``tokens``), else the server's."""
-        dialect = self.dialect
-        assert dialect is not None
+    def _choose_tokenizer(
+        self, dialect: Dialect, info: ServerInfo, server_ids: list[int] | None
+    ) -> None:
+        """The local tokenizer when one is found and agrees with the server on the probe
+        text (``server_ids``; None: the server cannot say), else the server's own."""
         candidates = [c for c in (self.tokenizer_source, info.tokenizer_hint) if c]
-        server_ids = None
-        if dialect.can_tokenize:
-            server_ids = dialect.tokenize(servers.PROBE_TEXT, False)[0]
         for source in candidates:
             try:
                 tokenizer = load_tokenizer(source)
@@ -217,45 +212,41 @@ class RemoteRunner(Runner):
                 self.tokenizer, self.tokenizer_source = tokenizer, str(source)
                 self.codec = TokenText(tokenizer)
                 self.tokens_by = "local" if server_ids is not None else "local (unverified)"
-                break
-        if self.tokenizer is None:
-            if not dialect.can_tokenize:
-                raise ServerModelError(
-                    f"the {dialect.kind} server at {self.url} cannot tokenize and no local "
-                    f"tokenizer was found for {info.model!r}: name one with tokenizer=...",
-                    self.url,
-                )
-            self.tokenizer_source = None
-            self.codec = ServerTokenText(dialect.detokenize_one)
-            self.tokens_by = "server"
-        if isinstance(dialect, servers.OpenAI):
-            dialect.lookup = self._token_for_text
+                return
+        if not dialect.can_tokenize:
+            raise ServerModelError(
+                f"the server at {self.url} ({dialect.kind}) cannot tokenize and no local "
+                f"tokenizer was found for {info.model!r}: name one with tokenizer=...",
+                self.url,
+            )
+        self.tokenizer, self.tokenizer_source = None, None
+        self.codec = ServerTokenText(dialect.detokenize_one)
+        self.tokens_by = "server"
 
-    def _tokenizer_digest(self) -> str:
-        dialect = self.dialect
-        assert dialect is not None and self.info is not None
-        if dialect.can_tokenize:
-            ids = dialect.tokenize(servers.PROBE_TEXT, False)[0]
-        else:
-            ids = local_encode(self.tokenizer, servers.PROBE_TEXT, False)
-        return servers.tokens_digest(ids, self.info.vocab_size)
-
-    def _eos_ids(self, info: ServerInfo) -> set[int]:
+    def _eos_ids(self, dialect: Dialect, info: ServerInfo) -> set[int]:
         ids = set(self.eos_ids)
         if self.tokenizer is not None:
             ids |= eos_ids_of(self.tokenizer)
-        elif info.eos_text and self.dialect is not None and self.dialect.can_tokenize:
-            found = self.dialect.tokenize(info.eos_text, False)[0]
+        elif info.eos_text and dialect.can_tokenize:
+            found = dialect.tokenize(info.eos_text, False)[0]
             if len(found) == 1:
                 ids.add(found[0])
         return ids
 
-    def _ready(self) -> Dialect:
-        """Connected, and (after a fault or a quiet spell) still on the same model."""
+    def _ready(self, strict: bool = False) -> Dialect:
+        """Connected and still on the same model: checked in full after a fault or a
+        quiet spell, and (``strict``, before each generation) by the server's model facts."""
         with self._lock:
             stale = time.monotonic() - self._checked > VERIFY_AFTER_S
             if self.dialect is None or self.info is None or stale:
                 self._connect(self.fingerprint or None)
+            elif strict:  # the model's facts, without the tokenizer probe
+                info = self.dialect.info(self.server_model)
+                now = info.fingerprint(self.fingerprint.get("tokenizer", ""))
+                if not _same(self.fingerprint, now):
+                    self._faulted()
+                    self._connect(self.fingerprint)  # raises, naming all that differs
+                self._checked = time.monotonic()
             assert self.dialect is not None
             return self.dialect
 
@@ -339,7 +330,7 @@ class RemoteRunner(Runner):
 
     def decode(self, request: GenerateRequest, writer: NodeWriter) -> GenerateResult:
         start = time.perf_counter()
-        dialect = self._ready()
+        dialect = self._ready(strict=True)
         reserve = max(1, min(request.max_new_tokens, self.n_ctx // 2))
         tokens = self.window_tokens(request.node, reserve)
         max_new = min(request.max_new_tokens, self.n_ctx - len(tokens))
@@ -576,6 +567,15 @@ class _Generation:
         self.runner._record(
             "decode", len(self.prompt), total, time.perf_counter() - self.start, first
         )
+
+
+def _changed(url: str, expect: dict[str, Any], now: dict[str, Any]) -> ServerModelError:
+    return ServerModelError(
+        f"the server at {url} now serves {now.get('name')}, not {expect.get('name') or 'the model'} "
+        f"this tree was made with ({_differs(expect, now)} differ): restart it on that model to "
+        "go on (the tree is unchanged)",
+        url,
+    )
 
 
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:

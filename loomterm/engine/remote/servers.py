@@ -195,12 +195,12 @@ def _choose(
                 return m
         served = ", ".join(names[:8]) or "none listed"
         raise ServerModelError(
-            f"the {kind} server at {client.url} has no model {wanted!r} (it serves: {served})",
+            f"the server at {client.url} ({kind}) has no model {wanted!r} (it serves: {served})",
             client.url,
         )
     if len(models) > 1:
         raise ServerModelError(
-            f"the {kind} server at {client.url} serves {len(models)} models "
+            f"the server at {client.url} ({kind}) serves {len(models)} models "
             f"({', '.join(names[:8])}): choose one with --server-model",
             client.url,
         )
@@ -219,7 +219,7 @@ class LlamaServer(Dialect):
     SAMPLERS = ["penalties", "temperature", "top_k", "top_p", "min_p"]
 
     def info(self, wanted_model: str | None) -> ServerInfo:
-        props = self.probe or self.client.get("/props")
+        props, self.probe = self.probe or self.client.get("/props"), {}  # the probe once
         models = _models(self.client)
         chosen = _choose(self.client, self.kind, models, wanted_model)
         meta = chosen.get("meta") or {}
@@ -483,7 +483,7 @@ class Sglang(OpenAI):
     batched_siblings = True
 
     def info(self, wanted_model):
-        probe = self.probe or self.client.get("/get_model_info")
+        probe, self.probe = self.probe or self.client.get("/get_model_info"), {}
         info = super().info(wanted_model)
         info.kind = self.kind
         info.tokenizer_hint = (
