@@ -49,7 +49,17 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
     """Options shared by every command that loads a model."""
     parser.add_argument(
         "--model",
-        help="local HF folder, .gguf file or hub id (default: SmolLM2-135M-Instruct)",
+        help="local HF folder, .gguf file, hub id, or a server's URL such as "
+        "http://127.0.0.1:8080 (default: SmolLM2-135M-Instruct)",
+    )
+    parser.add_argument(
+        "--server-kind",
+        choices=("llama-server", "vllm", "sglang", "openai"),
+        help="with --model URL: the kind of server (default: detected); "
+        "an API key comes from LOOMTERM_API_KEY or OPENAI_API_KEY",
+    )
+    parser.add_argument(
+        "--server-model", help="with --model URL: the model on a multi-model server"
     )
     parser.add_argument("--device", default="auto", help="auto, cuda, mps or cpu")
     parser.add_argument("--dtype", default="auto", help="auto, float32, bfloat16 or float16")
@@ -59,6 +69,12 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="cap on cached KV memory, e.g. 2G (default: half the free memory)",
     )
+
+
+def server_options(args: argparse.Namespace) -> dict[str, str]:
+    """The ``--server-*`` options that were given, for ``Loom.load`` / ``Session.open``."""
+    names = ("server_kind", "server_model")
+    return {name: getattr(args, name) for name in names if getattr(args, name, None)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -42,6 +42,7 @@ def visible(text: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from loomterm.cli import server_options
     from loomterm.engine import Loom
     from loomterm.engine.models import end_progress_line, print_progress
     from loomterm.errors import InputError
@@ -49,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
 
     path = session_path(args.session)
     common = dict(device=args.device, dtype=args.dtype, n_ctx=args.n_ctx, progress=print_progress)
+    common.update(server_options(args))
     if path.exists():
         loom = open_loom(path, model=args.model, **common)
     else:

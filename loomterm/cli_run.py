@@ -92,10 +92,12 @@ def require_terminal() -> None:
 
 
 def _open(open_loom, path: Path, args: argparse.Namespace, progress) -> Loom:
+    from loomterm.cli import server_options
     from loomterm.session import close_session
 
     loom = open_loom(
         path,
+        **server_options(args),
         model=args.model,
         device=args.device,
         dtype=args.dtype,
@@ -115,12 +117,19 @@ def _open(open_loom, path: Path, args: argparse.Namespace, progress) -> Loom:
 
 
 def _create(path: Path, args: argparse.Namespace, progress) -> Loom:
+    from loomterm.cli import server_options
     from loomterm.engine import Loom
-    from loomterm.engine.models import load_model
     from loomterm.session import save_loom
 
-    loaded = load_model(args.model, device=args.device, dtype=args.dtype, progress=progress)
-    loom = Loom.from_loaded(loaded, n_ctx=args.n_ctx, kv_budget=getattr(args, "kv_budget", None))
+    loom = Loom.load(
+        args.model,
+        device=args.device,
+        dtype=args.dtype,
+        n_ctx=args.n_ctx,
+        progress=progress,
+        kv_budget=getattr(args, "kv_budget", None),
+        **server_options(args),
+    )
     require_terminal()  # before any file is written
     path.parent.mkdir(parents=True, exist_ok=True)
     save_loom(loom, path)
@@ -138,24 +147,28 @@ def new_session_name() -> str:
 
 def run_prompt(args: argparse.Namespace) -> int:
     """Load ``args.model``, generate greedily from the prompt, stream the text to stdout."""
-    from loomterm.engine.models import end_progress_line, load_model, print_progress
+    from loomterm.cli import server_options
+    from loomterm.engine import Loom
+    from loomterm.progress import end_progress_line, print_progress
 
     try:
-        loaded = load_model(
-            args.model, device=args.device, dtype=args.dtype, progress=print_progress
+        loom = Loom.load(
+            args.model,
+            device=args.device,
+            dtype=args.dtype,
+            n_ctx=args.n_ctx,
+            progress=print_progress,
+            **server_options(args),
         )
     finally:
         end_progress_line()  # a failed stage leaves its line open before the error
 
-    from loomterm.engine import Loom
-
-    loom = Loom.from_loaded(loaded, n_ctx=args.n_ctx)
-    prompt = args.prompt if args.prompt is not None else default_prompt(loaded.tokenizer)
+    runner = loom.runner
+    tokenizer = getattr(runner, "tokenizer", None)
+    prompt = args.prompt if args.prompt is not None else default_prompt(tokenizer)
     node = loom.append(loom.root, prompt)
-    print(
-        f"[{loaded.name} on {loaded.device}, {str(loaded.dtype).removeprefix('torch.')}]",
-        file=sys.stderr,
-    )
+    precision = runner.identity().get("dtype") or ""
+    print(f"[{runner.name} on {runner.where}, {precision}]", file=sys.stderr)
     if args.prompt is not None:
         print(prompt, end="", flush=True)
 

@@ -205,6 +205,8 @@ class Session:
         read_only: bool = False,
         retokenize: bool = False,
         kv_snapshot: bool | None = None,
+        server_kind: str | None = None,
+        server_model: str | None = None,
     ) -> Session:
         """Open a saved session on a live Loom.
 
@@ -219,6 +221,8 @@ class Session:
                 in memory.
             kv_snapshot: Use (and on close, refresh) a KV snapshot beside the file.
                 None: use one if present.
+            server_kind, server_model: For a session on a server (its model source is
+                a URL): override the kind and model it recorded.
 
         Raises:
             SessionError: missing, damaged, newer-schema or locked file.
@@ -243,7 +247,8 @@ class Session:
             if not source:
                 raise SessionError(f"session {path.name} records no model: pass one with --model")
             if is_server_url(source):
-                loaded = _connect_server(data, source, read_only)
+                overrides = {"kind": server_kind, "model_arg": server_model}
+                loaded = _connect_server(data, source, read_only, overrides)
             else:
                 loaded = load_model(source, device=device, dtype=dtype, progress=progress)
             matches = same_model(data.model.get("fingerprint"), loaded.fingerprint)
@@ -293,10 +298,13 @@ class Session:
         return session
 
 
-def _connect_server(data: SessionData, url: str, read_only: bool) -> Any:
+def _connect_server(
+    data: SessionData, url: str, read_only: bool, overrides: dict[str, str | None]
+) -> Any:
     """The runner for a session on a server. Its recorded server options (kind, model,
-    tokenizer) are reused when the URL is the recorded one. Read-only, an unreachable
-    server gives an offline runner that shows the stored text."""
+    tokenizer) are reused when the URL is the recorded one, unless ``overrides`` says
+    otherwise. Read-only, an unreachable server gives an offline runner that shows the
+    stored text."""
     from loomterm.engine.remote import connect
     from loomterm.engine.remote.http import public_url
     from loomterm.engine.remote.runner import RemoteRunner
@@ -305,7 +313,8 @@ def _connect_server(data: SessionData, url: str, read_only: bool) -> Any:
     record = (
         data.model if public_url(str(data.model.get("source") or "")) == public_url(url) else {}
     )
-    server = record.get("server") or {}
+    server = dict(record.get("server") or {})
+    server.update({key: value for key, value in overrides.items() if value})
     options = dict(
         server_kind=server.get("kind"),
         server_model=server.get("model_arg"),
@@ -320,7 +329,8 @@ def _connect_server(data: SessionData, url: str, read_only: bool) -> Any:
             raise SessionError(
                 f"{exc}; session {data.name!r} can still be read with --read-only"
             ) from None
-        return RemoteRunner.offline(dict(record, source=url), _offline_codec(data, server), exc)
+        record = dict(record, source=url, server=server)
+        return RemoteRunner.offline(record, _offline_codec(data, server), exc)
 
 
 def _offline_codec(data: SessionData, server: dict[str, Any]) -> Any:
@@ -420,9 +430,15 @@ def import_session(
         data = source
     else:
         from loomterm.engine.models import load_model
+        from loomterm.engine.remote import connect, is_server_url
 
-        loaded = load_model(model or source_model(source), device=device, dtype=dtype)
-        pieces = PieceMaker.for_tokenizer(loaded.tokenizer)
+        wanted = model or source_model(source)
+        if is_server_url(wanted):
+            loaded = connect(wanted)
+            pieces = PieceMaker(loaded.codec)
+        else:
+            loaded = load_model(wanted, device=device, dtype=dtype)
+            pieces = PieceMaker.for_tokenizer(loaded.tokenizer)
         if isinstance(source, SessionData) and same_model(
             source.model.get("fingerprint"), loaded.fingerprint
         ):
@@ -431,7 +447,7 @@ def import_session(
             data = retokenized(source, loaded, pieces)
         else:
             assert isinstance(source, TextTree)
-            tree = retokenize_tree(source, _encoder(loaded.tokenizer))
+            tree = retokenize_tree(source, _encoder_of(loaded))
             data = SessionData(
                 tree=tree,
                 pieces={node.id: pieces.node_pieces(node) for node in tree.root.walk()},
