@@ -205,16 +205,19 @@ def _compile(build: Path, jobs: int, say: Log, start: float) -> None:
     except OSError as exc:
         raise BuildError(f"cannot build llama-server: cannot run cmake ({exc})") from None
     tail: list[str] = []
-    shown = -10
+    shown, said_at = -10, time.monotonic()
     assert process.stdout is not None
     with process.stdout:
         for line in process.stdout:
             tail = [*tail[-30:], line.rstrip()]
             match = _PERCENT.match(line)
-            if match and int(match[1]) >= shown + 10:
-                shown = int(match[1]) // 10 * 10
-                elapsed = _minutes(time.monotonic() - start)
-                say(f"llama-server: compiling {match[1]}% ({elapsed})")
+            if not match:
+                continue
+            percent, now = int(match[1]), time.monotonic()
+            # A line at each tenth, and at least one a minute through the long files.
+            if percent >= shown + 10 or now - said_at >= 60:
+                shown, said_at = max(shown, percent // 10 * 10), now
+                say(f"llama-server: compiling {percent}% ({_minutes(now - start)})")
     if process.wait() != 0:
         raise BuildError(f"cannot build llama-server: compiling failed ({_first_error(tail)})")
 
