@@ -62,6 +62,7 @@ VERIFY_AFTER_S = 5.0  # quiet this long: check the model before the next request
 POLL_S = 0.02  # how often decode looks at the cancel flag while waiting for tokens
 FINAL_EVENT_WAIT_S = 1.0  # after the last token: wait this long for the server's counts
 UNKNOWN_CTX = 1 << 20
+MAX_EXCHANGES = 256  # recent requests' server counts, kept for the bench
 
 WHY_NOT = (
     ("rerope", "a server keeps its own KV cache: splices are recomputed exactly on the server"),
@@ -361,7 +362,7 @@ class RemoteRunner(Runner):
         self.exchanges.append(
             Exchange(what, prompt, finish.prompt_n, finish.cached, seconds, first)
         )
-        del self.exchanges[:-64]
+        del self.exchanges[:-MAX_EXCHANGES]
 
     def close(self) -> None:
         self.client.close()
