@@ -79,7 +79,10 @@ def test_connects_with_the_local_tokenizer_and_declares_what_it_cannot(loom, lla
 def test_append_and_greedy_generate_equal_the_server_and_use_its_cache(loom, llama_server):
     node = loom.append(loom.root, PROMPT)
     assert loom.runner.exchanges[-1].what == "prepare"  # append warmed the prefix cache
+    progress: list[tuple] = []
+    loom.progress = lambda *report: progress.append(report)
     [kid] = loom.generate(node, 12, temperature=0)
+    assert progress[-1] == ("prefill", node.end, node.end)  # the server's prompt progress
     answer = direct(llama_server.url, loom.tokens(node), 12)
     assert_matches(kid, answer)
     assert len(kid.top[0]) == 10

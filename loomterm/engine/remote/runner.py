@@ -442,9 +442,13 @@ class _Generation:
             params = self.request.sampling
             path, body = dialect.completion(self.prompt, self.max_new, params, job.seed, job.n)
             job.stream = runner.client.stream(path, body, self.stop)
-            if self.stop.is_set():
+            if self.stop.is_set():  # cancelled while the stream was opening
+                job.stream.close()
                 return
             for event in job.stream:
+                progress = event.get("prompt_progress")
+                if isinstance(progress, dict) and runner.progress is not None:
+                    self.records.put((job, "prefill", progress))
                 tokens, finishes = dialect.read(event)
                 job.stream.tokens += len(tokens)
                 self.records.put((job, tokens, finishes))
@@ -475,6 +479,11 @@ class _Generation:
                 continue
             if isinstance(tokens, BaseException):
                 return self._explain(job, tokens)
+            if tokens == "prefill":  # the server's prompt progress, for a long prompt
+                done, total = finishes.get("processed"), finishes.get("total")
+                if isinstance(done, int) and isinstance(total, int) and self.runner.progress:
+                    self.runner.progress("prefill", done, total)
+                continue
             if tokens is None:  # that stream ended
                 open_jobs -= 1
                 rows_of_job = range(job.first_row, job.first_row + job.n)

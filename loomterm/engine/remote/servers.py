@@ -300,12 +300,17 @@ class LlamaServer(Dialect):
             "dynatemp_range": 0.0,
             "seed": -1 if seed is None else seed % (1 << 32),
             "timings_per_token": False,
+            # Progress events while a long prompt is evaluated: the stream is never
+            # silent for long, so a read timeout means a hung server.
+            "return_progress": True,
         }
         if n > 1:
             body["n_cmpl"] = n
         return "/completion", body
 
     def read(self, event):
+        if "prompt_progress" in event:  # its "tokens" field is a placeholder, not a token
+            return [], []
         index = int(event.get("index") or 0)
         probs = event.get("completion_probabilities")
         if probs:
