@@ -464,9 +464,8 @@ class _Generation:
     def _write_until_done(self) -> BaseException | None:
         open_jobs = len(self.jobs)
         rows = sum(job.n for job in self.jobs)
-        ends: set[int] = set()  # rows whose final event (the server's counts) came
-        grace = None  # once every row has its tokens: how long to wait for those counts
-        while open_jobs and len(ends) < rows:
+        grace = None  # once every row has its tokens: how long to wait for the counts
+        while open_jobs:
             if self.request.cancelled:
                 return None
             if grace is None and len(self.finished) >= rows:
@@ -489,7 +488,6 @@ class _Generation:
                 rows_of_job = range(job.first_row, job.first_row + job.n)
                 if any(r not in self.finished for r in rows_of_job):
                     return self._cut(job)
-                ends.update(rows_of_job)
                 continue
             for token in tokens:
                 self._push(job, token)
@@ -497,8 +495,8 @@ class _Generation:
                     return None
             for finish in finishes:
                 self.finishes.append(finish)
-                self._finish(job.first_row + finish.index, finish)
-                ends.add(job.first_row + finish.index)
+                if finish.index >= 0:  # (-1: the request's usage, after its rows ended)
+                    self._finish(job.first_row + finish.index, finish)
         return None
 
     def _push(self, job: _Job, token: Token) -> None:

@@ -407,14 +407,16 @@ class OpenAI(Dialect):
             index = int(choice.get("index") or 0)
             tokens.extend(self._tokens(index, choice.get("logprobs")))
             if choice.get("finish_reason"):
-                details = usage.get("prompt_tokens_details") or {}
-                cached = _int(details.get("cached_tokens"))
-                prompt = _int(usage.get("prompt_tokens"))
-                timings = event.get("timings") or {}
-                prompt_n = _int(timings.get("prompt_n"))
-                if prompt_n is None and prompt is not None and cached is not None:
-                    prompt_n = prompt - cached
-                finishes.append(Finish(index, str(choice["finish_reason"]), prompt_n, cached))
+                finishes.append(Finish(index, str(choice["finish_reason"])))
+        timings = event.get("timings") or {}
+        if usage or timings:  # the request's counts (a last chunk of its own on vLLM)
+            details = usage.get("prompt_tokens_details") or {}
+            cached = _int(details.get("cached_tokens"))
+            prompt_n = _int(timings.get("prompt_n"))
+            prompt = _int(usage.get("prompt_tokens"))
+            if prompt_n is None and prompt is not None:
+                prompt_n = prompt - (cached or 0) if cached is not None else None
+            finishes.append(Finish(-1, "usage", prompt_n, cached))
         return tokens, finishes
 
     def _tokens(self, index: int, logprobs: Any) -> list[Token]:
