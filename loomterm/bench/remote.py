@@ -67,9 +67,9 @@ def run_remote_bench(loom: Loom, plan: RemotePlan, log: Callable[[str], None]) -
         rows += _latency_at(loom, corpus, length, plan.reps)
     prompt = corpus[:64]
     log("decode")
-    rows += _decode(loom, prompt, plan.decode_tokens)
+    rows += _decode(loom, prompt, plan.decode_tokens, plan.reps)
     log("siblings")
-    rows += _siblings(loom, prompt, plan.sibling_tokens, plan.sibling_counts)
+    rows += _siblings(loom, prompt, plan.sibling_tokens, plan.sibling_counts, plan.reps)
     return rows
 
 
@@ -118,8 +118,8 @@ def _latency_at(loom: Loom, corpus: list[int], length: int, reps: int) -> list[R
     ]
     rows = []
     for name, run in ops:
-        times, evaluated, node = [], [], None
-        for r in range(reps):
+        times, evaluated, base_times, base_evaluated = [], [], [], []
+        for r in range(reps):  # each repetition: loomterm, then the baseline on its path
             _first_token(loom, main)  # the server's cache holds the document, as after typing
             mark = len(runner.exchanges)
             start = time.perf_counter()
@@ -127,24 +127,28 @@ def _latency_at(loom: Loom, corpus: list[int], length: int, reps: int) -> list[R
             _first_token(loom, node)
             times.append(time.perf_counter() - start)
             evaluated.append(_evaluated_since(runner, mark))
-        path = loom.tokens(node)
-        base = [_direct_first_token(runner, path) for _ in range(max(1, reps - 1))]
-        base_seconds = median([b[0] for b in base])
-        base_n = base[-1][1]
-        mine = median([e for e in evaluated if e is not None]) if any(evaluated) else None
+            seconds, prompt_n = _direct_first_token(runner, loom.tokens(node))
+            base_times.append(seconds)
+            base_evaluated.append(prompt_n)
+        mine, theirs = _median_count(evaluated), _median_count(base_evaluated)
         rows.append(
             Row(
                 LATENCY,
                 f"{name} @{length}",
-                base_seconds * 1000,
+                median(base_times) * 1000,
                 median(times) * 1000,
                 "ms",
-                speedup(base_seconds, median(times)),
-                note=f"{_n(base_n)} / {_n(mine)} tokens",
-                extra={"prompt_n_baseline": base_n, "prompt_n_loomterm": mine},
+                speedup(median(base_times), median(times)),
+                note=f"{_n(theirs)} / {_n(mine)} tokens",
+                extra={"prompt_n_baseline": theirs, "prompt_n_loomterm": mine},
             )
         )
     return rows
+
+
+def _median_count(values: list[int | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return median(known) if known else None
 
 
 def _n(value) -> str:
@@ -158,6 +162,7 @@ def _direct_first_token(runner: RemoteRunner, tokens: list[int]) -> tuple[float,
 
     path, body = dialect.completion(tokens, 1, SamplingParams(temperature=0), None, 1, cache=False)
     body["stream"] = False
+    body.pop("stream_options", None)
     start = time.perf_counter()
     reply = runner.client.post(path, body)
     seconds = time.perf_counter() - start
@@ -175,23 +180,26 @@ def _prompt_n(reply: dict) -> int | None:
     return None
 
 
-def _decode(loom: Loom, prompt: list[int], count: int) -> list[Row]:
+def _decode(loom: Loom, prompt: list[int], count: int, reps: int) -> list[Row]:
     runner: RemoteRunner = loom.runner
     node = loom.append_tokens(loom.root, prompt)
     loom.generate(node, 1, temperature=0)  # both sides start from a cached prompt
-    start = time.perf_counter()
-    [kid] = loom.generate(node, count, temperature=0)
-    mine = len(kid.tokens) / (time.perf_counter() - start)
-    base_tokens, base_seconds = _direct_stream(runner, prompt, count)
-    same = base_tokens == kid.tokens
+    mine, theirs, same = [], [], True
+    for _ in range(reps):  # alternating, so a busy machine slows both sides alike
+        start = time.perf_counter()
+        [kid] = loom.generate(node, count, temperature=0)
+        mine.append(len(kid.tokens) / (time.perf_counter() - start))
+        base_tokens, base_seconds = _direct_stream(runner, prompt, count)
+        theirs.append(len(base_tokens) / base_seconds)
+        same = same and base_tokens == kid.tokens
     return [
         Row(
             DECODE,
             f"{count} new tokens",
-            len(base_tokens) / base_seconds,
-            mine,
+            median(theirs),
+            median(mine),
             "tok/s",
-            ratio(mine, len(base_tokens) / base_seconds),
+            ratio(median(mine), median(theirs)),
             note="identical tokens" if same else "tokens differ",
         )
     ]
@@ -213,16 +221,29 @@ def _direct_stream(runner: RemoteRunner, tokens: list[int], count: int) -> tuple
     return got, time.perf_counter() - start
 
 
-def _siblings(loom: Loom, prompt: list[int], count: int, widths: tuple[int, ...]) -> list[Row]:
+def _siblings(
+    loom: Loom, prompt: list[int], count: int, widths: tuple[int, ...], reps: int
+) -> list[Row]:
     node = loom.append_tokens(loom.root, prompt)
     loom.generate(node, 1, temperature=0)
     rows = []
     for n in widths:
-        start = time.perf_counter()
-        kids = loom.generate(node, count, n=n, temperature=1.0)
-        mine = sum(len(k.tokens) for k in kids) / (time.perf_counter() - start)
-        start = time.perf_counter()
-        made = sum(len(loom.generate(node, count, temperature=1.0)[0].tokens) for _ in range(n))
-        base = made / (time.perf_counter() - start)
-        rows.append(Row(SIBLINGS, f"N={n}", base, mine, "tok/s", ratio(mine, base)))
+        mine, theirs = [], []
+        for _ in range(reps):
+            start = time.perf_counter()
+            kids = loom.generate(node, count, n=n, temperature=1.0)
+            mine.append(sum(len(k.tokens) for k in kids) / (time.perf_counter() - start))
+            start = time.perf_counter()
+            made = sum(len(loom.generate(node, count, temperature=1.0)[0].tokens) for _ in range(n))
+            theirs.append(made / (time.perf_counter() - start))
+        rows.append(
+            Row(
+                SIBLINGS,
+                f"N={n}",
+                median(theirs),
+                median(mine),
+                "tok/s",
+                ratio(median(mine), median(theirs)),
+            )
+        )
     return rows

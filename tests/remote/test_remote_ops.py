@@ -170,3 +170,24 @@ def test_the_openai_dialect_on_the_same_server_gives_the_same_tokens(llama_serve
     assert len(y.top[0]) == 10
     for mine, theirs in zip(x.logprobs, y.logprobs):
         assert mine == pytest.approx(theirs, abs=LOGPROB_TOL)
+
+
+def test_the_server_bench_rows_carry_the_servers_own_counts(loom):
+    from loomterm.bench.remote import LATENCY, RemotePlan, run_remote_bench
+
+    plan = RemotePlan(lengths=(96,), reps=1, decode_tokens=4, sibling_tokens=2, sibling_counts=(2,))
+    rows = run_remote_bench(loom, plan, log=lambda _line: None)
+    latency = {row.name: row for row in rows if row.section == LATENCY}
+    assert set(latency) == {
+        "truncate @96",
+        "branch switch to a cached sibling @96",
+        "alternative pick @96",
+        "exact splice mid @96",
+        "append 10 tokens @96",
+    }
+    truncate = latency["truncate @96"].extra
+    assert truncate["prompt_n_baseline"] == 96 - 8  # the whole truncated path, afresh
+    assert truncate["prompt_n_loomterm"] <= 1  # only what the cache could not give
+    assert latency["append 10 tokens @96"].extra["prompt_n_loomterm"] <= 11
+    assert [row.section for row in rows[-2:]] == ["Decode (server)", "Siblings (server)"]
+    assert rows[-2].note == "identical tokens"
