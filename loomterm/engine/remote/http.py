@@ -108,10 +108,18 @@ class ServerClient:
         """POST ``body`` to ``path``; the reply as JSON."""
         return self._json("POST", path, body, missing_ok)
 
+    def _send(self, request: httpx.Request, stream: bool = False) -> httpx.Response:
+        """Send once more when a kept-alive connection turns out closed by the server
+        (it closes idle ones): no answer came, so nothing was done twice."""
+        with self._faults(request.url.path):
+            try:
+                return self.http.send(request, stream=stream)
+            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
+                return self.http.send(request, stream=stream)
+
     def _json(self, method: str, path: str, body: dict | None, missing_ok: bool) -> Any:
         for attempt in range(RATE_LIMIT_TRIES + 1):
-            with self._faults(path):
-                reply = self.http.request(method, path, json=body)
+            reply = self._send(self.http.build_request(method, path, json=body))
             if reply.status_code == 429 and self._wait_out(reply, attempt):
                 continue
             if missing_ok and reply.status_code in (404, 405, 501):
@@ -131,9 +139,7 @@ class ServerClient:
     def stream(self, path: str, body: dict, cancel: threading.Event | None = None) -> Stream:
         """POST ``body`` and open its event stream (see :class:`Stream`)."""
         for attempt in range(RATE_LIMIT_TRIES + 1):
-            request = self.http.build_request("POST", path, json=body)
-            with self._faults(path):
-                reply = self.http.send(request, stream=True)
+            reply = self._send(self.http.build_request("POST", path, json=body), stream=True)
             if reply.status_code == 429:
                 reply.read()
                 reply.close()
