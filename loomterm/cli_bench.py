@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from loomterm.bench.report import format_table, write_json
-    from loomterm.bench.runner import NOTES, BenchPlan, run_bench, run_server_bench
+    from loomterm.bench.runner import NOTES, SERVER_NOTES, BenchPlan, run_bench, run_server_bench
     from loomterm.cli import server_options
     from loomterm.engine.models import end_progress_line, load_model, print_progress
     from loomterm.engine.remote import is_server_url
@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
 
     if is_server_url(args.model):  # the rows that apply to a server
         result = run_server_bench(args.model, args.quick, log, **server_options(args))
-        print(format_table(result.rows, result.title(), NOTES))
+        print(format_table(result.rows, result.title(), SERVER_NOTES))
         if args.json:
             write_json(args.json, result.rows, result.meta)
         return 0

@@ -71,8 +71,8 @@ NOTES = {
     decoding.MEMORY: decoding.MEMORY_NOTE,
     edits.REROPE: edits.REROPE_NOTE,
     decoding.DRAFTED: decoding.DRAFTED_NOTE,
-    **remote.NOTES,
 }
+SERVER_NOTES = remote.NOTES  # the sections of a bench against a server
 
 
 @dataclass
