@@ -40,7 +40,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from loomterm.errors import LoomError
 from loomterm.tree import Node
-from loomterm.tui import ops
+from loomterm.tui import ops, paste
 from loomterm.tui.actions import (
     AlternativeActions,
     BookmarkActions,
@@ -62,6 +62,8 @@ from loomterm.tui.widgets.help import HelpRow
 from loomterm.tui.widgets.status_bar import StatusBar, StatusInfo
 
 if TYPE_CHECKING:
+    from textual.driver import Driver
+
     from loomterm.engine import Loom
 
 SYNC_DELAY = 0.4  # seconds of no typing before the text goes to the engine
@@ -134,6 +136,10 @@ class LoomApp(
         self._locked_jobs: set[str] = set()
         self._generation_lock = False
         self._make_widgets()
+
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's driver, reading bracketed pastes whole (``loomterm.tui.paste``)."""
+        return paste.install(super().get_driver_class())
 
     def _new_document(self, loom: Loom) -> DocumentModel:
         codec = loom.codec

@@ -81,6 +81,14 @@ class Tmux:
             time.sleep(0.2)
         raise AssertionError(f"the command did not exit; the screen was:\n{self.screen()}")
 
+    def paste(self, data: bytes) -> None:
+        """Paste ``data`` as a terminal does: bracketed (``-p``), line feeds sent as CR
+        (tmux's default separator), every other byte as it is."""
+        buffer = self.cwd / f"{self.socket}.paste"
+        buffer.write_bytes(data)
+        self.tmux("load-buffer", "-b", "p", str(buffer))
+        self.tmux("paste-buffer", "-p", "-d", "-b", "p", "-t", "t")
+
     def kill(self) -> None:
         socket = self.tmux("display-message", "-p", "#{socket_path}").strip()
         self.tmux("kill-server")
@@ -190,3 +198,38 @@ def test_the_installed_command_in_a_real_terminal(tmux_run, tiny_llama_dir, tmp_
     assert "\u2605" in screen  # and the bookmark
     again.keys("C-q")
     assert again.exit_status() == "0"
+
+
+def test_pastes_arrive_whole_in_order_and_never_as_keys(tmux_run, tiny_llama_dir):
+    """Real bytes through a real terminal: a line break (sent as CR), an escape
+    sequence, and BEL (ctrl+g), TAB, \\x01 and an OSC sequence, which must neither
+    reorder the text nor run a binding."""
+    from loomterm.session import load_session, session_path
+    from loomterm.tree import Origin
+
+    args = ["--model", str(tiny_llama_dir), "--device", "cpu", "-s", "pasted"]
+    term = tmux_run(args)
+    term.wait_for(lambda s: "^g" in s and "0 tok" in s, what="the editor to start")
+
+    term.paste(b"First line.\nSecond line.\n")
+    term.wait_for(lambda s: idle(s) and "Second line." in s, what="the two-line paste")
+    term.paste(b" CCC\x1b[31mDDD\x1b[0m EEE\n")
+    term.wait_for(lambda s: idle(s) and "EEE" in s, what="the paste with colour codes")
+    term.paste(b"bel\x07 tab\t soh\x01 osc\x1b]0;title\x07 end")
+    screen = term.wait_for(lambda s: idle(s) and " end" in s, what="the paste with controls")
+    lines = document_lines(screen)
+    assert lines[:4] == [
+        "First line.",
+        "Second line.",
+        "CCC\u241b[31mDDD\u241b[0m EEE",
+        "bel\u2407 tab     soh\u2401 osc\u241b]0;title\u2407 end",
+    ], screen
+    term.keys("C-q")
+    assert term.exit_status() == "0"
+    data = load_session(session_path("pasted"))
+    assert all(node.origin is not Origin.MODEL for node in data.tree.nodes.values())  # no ^g
+    text = data.path_text()
+    assert text == (
+        "First line.\nSecond line.\n CCC\x1b[31mDDD\x1b[0m EEE\n"
+        "bel\x07 tab\t soh\x01 osc\x1b]0;title\x07 end"
+    )

@@ -27,6 +27,7 @@ from textual.strip import Strip
 
 from loomterm.tui.blocks import PENDING, Block
 from loomterm.tui.document import DocumentModel
+from loomterm.tui.paste import paste_text
 from loomterm.tui.sanitize import display
 
 GUTTER = 11  # "assistant" and a bar
@@ -490,7 +491,7 @@ class DocumentView(ScrollView, can_focus=True):
     def _on_paste(self, event: events.Paste) -> None:
         event.stop()
         if event.text and self._can_edit():
-            self.doc.insert(event.text.replace("\r\n", "\n"))
+            self.doc.insert(paste_text(event.text))
             self._edit()
 
     def action_backspace(self) -> None:
