@@ -205,6 +205,7 @@ class Session:
         read_only: bool = False,
         retokenize: bool = False,
         kv_snapshot: bool | None = None,
+        loaded: LoadedModel | None = None,
     ) -> Session:
         """Open a saved session on a live Loom.
 
@@ -219,6 +220,9 @@ class Session:
                 in memory.
             kv_snapshot: Use (and on close, refresh) a KV snapshot beside the file.
                 None: use one if present.
+            loaded: A model already loaded (the editor's, to switch sessions in place):
+                used instead of loading ``model``; checked against the session's like
+                any other.
 
         Raises:
             SessionError: missing, damaged, newer-schema or locked file.
@@ -238,10 +242,13 @@ class Session:
         try:
             if store is not None:
                 data = store.read()
-            source = model or data.model.get("source")
-            if not source:
-                raise SessionError(f"session {path.name} records no model: pass one with --model")
-            loaded = load_model(source, device=device, dtype=dtype, progress=progress)
+            if loaded is None:
+                source = model or data.model.get("source")
+                if not source:
+                    raise SessionError(
+                        f"session {path.name} records no model: pass one with --model"
+                    )
+                loaded = load_model(source, device=device, dtype=dtype, progress=progress)
             matches = same_model(data.model.get("fingerprint"), loaded.fingerprint)
             if not matches and not (retokenize or read_only):
                 raise mismatch_error(data.name, data.model, loaded)

@@ -40,7 +40,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from loomterm.errors import LoomError
 from loomterm.tree import Node
-from loomterm.tui import ops, paste
+from loomterm.tui import ops, paste, sessions
 from loomterm.tui.actions import (
     AlternativeActions,
     BookmarkActions,
@@ -53,8 +53,16 @@ from loomterm.tui.commands import LoomCommands
 from loomterm.tui.document import DocumentModel
 from loomterm.tui.history import History, Place
 from loomterm.tui.keymap import ACTIONS, KeymapError, app_bindings, load_keymap
-from loomterm.tui.messages import JobFailed, JobFinished, JobStarted, LoomChanged, Synced
+from loomterm.tui.messages import (
+    JobFailed,
+    JobFinished,
+    JobStarted,
+    LoomChanged,
+    SavedAs,
+    Synced,
+)
 from loomterm.tui.prefs import Prefs, load_prefs, save_prefs
+from loomterm.tui.sanitize import safe_line
 from loomterm.tui.themes import DEFAULT_THEME, LOOM_DEFAULTS, load_themes, resolve_references
 from loomterm.tui.widgets.branch_tree import BranchTree
 from loomterm.tui.widgets.document_view import DocumentView
@@ -66,6 +74,9 @@ if TYPE_CHECKING:
 
     from loomterm.engine import Loom
 
+TITLE_PUSH = "\x1b[22;2t"  # xterm: save the window title (terminals without it ignore it)
+TITLE_POP = "\x1b[23;2t"  # and give it back
+CHANGES = frozenset({"add", "split", "update", "settings"})  # events that change the session
 SYNC_DELAY = 0.4  # seconds of no typing before the text goes to the engine
 TREE_DELAY = 0.15  # structural changes are batched this long before the pane rebuilds
 Job = Callable[[], None]
@@ -135,6 +146,8 @@ class LoomApp(
         self._locks = 0  # reasons the document refuses edits just now
         self._locked_jobs: set[str] = set()
         self._generation_lock = False
+        self.read_only = sessions.is_read_only(loom)
+        self.unsaved = False  # a read-only session was changed (in memory only)
         self._make_widgets()
 
     def get_driver_class(self) -> type[Driver]:
@@ -178,6 +191,7 @@ class LoomApp(
         self.history.push(Place(cursor, self.doc.caret))
         self._remember(cursor)
         self.view.focus()
+        self.show_title()
         self.call_after_refresh(self._after_first_layout)
 
     def _after_first_layout(self) -> None:
@@ -189,6 +203,24 @@ class LoomApp(
         self.loom.unsubscribe(self._on_loom_event)
         self._cancel.set()
         self._jobs.put(None)
+        if self._driver is not None and not self.is_headless:
+            self._driver.write(TITLE_POP)
+
+    # -- the title -------------------------------------------------------------------
+    def show_title(self) -> None:
+        """The window title: the session's name, and whether it is read-only (the
+        terminal's title is saved first and given back on quit)."""
+        title = "loomterm"
+        if self.session_name:
+            title += f" \u2014 {self.session_name}"
+        if self.read_only:
+            title += " (read-only)"
+        first = self.title == self.TITLE
+        self.title = title
+        if self._driver is not None and not self.is_headless:
+            if first:
+                self._driver.write(TITLE_PUSH)
+            self._driver.write(f"\x1b]2;{safe_line(title)}\x07")
 
     # -- themes and keys -------------------------------------------------------------
     def get_theme_variable_defaults(self) -> dict[str, str]:
@@ -357,6 +389,8 @@ class LoomApp(
         error = message.error
         if message.label == "sync":
             self._failed_sync = self.doc.text
+        elif message.label == "save as":
+            self._quitting = False  # the name was taken, say: the user tries again
         text = str(error) if isinstance(error, LoomError) else f"{type(error).__name__}: {error}"
         self.log.error(f"job {message.label} failed", error)
         self.notify(
@@ -392,6 +426,8 @@ class LoomApp(
             self.post_message(LoomChanged(event, node))
 
     def on_loom_changed(self, message: LoomChanged) -> None:
+        if message.event in CHANGES:
+            self._note_change()
         if message.event in ("add", "split", "update"):
             self._rebuild_tree_soon()
         if message.event == "update" and message.node is not None:
@@ -404,6 +440,7 @@ class LoomApp(
         if self.generating:
             self._cancel.set()  # typing over a generation stops it; the typing wins
         self._failed_sync = None
+        self._note_change()
         if self._sync_timer is not None:
             self._sync_timer.stop()
         self._sync_timer = self.set_timer(self.sync_delay, self.sync_now)
@@ -500,19 +537,73 @@ class LoomApp(
             tokens_per_second=self._tokens_per_second if self.show_speed else None,
             settings=loom.settings,
             state=state,
+            read_only=self.read_only,
+            unsaved=self.unsaved,
         )
         self.status.show_status(info)
 
+    # -- read-only sessions ---------------------------------------------------------
+    def _note_change(self) -> None:
+        """The session changed: in a read-only one, say once that nothing is saved."""
+        if self.read_only and not self.unsaved:
+            self.unsaved = True
+            self.notify(
+                "Read-only session: changes stay in memory; quitting offers to save them "
+                "as a new session",
+                severity="warning",
+                timeout=6,
+            )
+            self._refresh_status_soon()
+
+    def _offer_save_as(self) -> None:
+        """Quitting a changed read-only session: save as a new one, drop, or stay."""
+        from loomterm.tui.widgets.dialogs import SaveAsScreen
+
+        name = self.session_name or "session"
+        default = sessions.free_name(f"{name}-copy")
+
+        def answered(choice: str | None) -> None:
+            if choice is None:
+                self._quitting = False
+                return
+            if not choice:
+                self._finish(ask=False)
+                return
+            loom = self.loom
+
+            def job() -> None:
+                sessions.save_as(loom, choice)
+                self.post_message(SavedAs(choice))
+
+            self.submit("save as", job)
+
+        self.push_screen(SaveAsScreen(name, default), answered)
+
+    def on_saved_as(self, message: SavedAs) -> None:
+        self.read_only = False
+        self.unsaved = False
+        self.session_name = message.name
+        self.show_title()
+        self._refresh_status()
+        if self._quitting:
+            self.when_idle(self._finish)
+        else:
+            self.notify(f"Saved as session {message.name!r}", timeout=4)
+
     # -- quitting ----------------------------------------------------------------------
     async def action_quit(self) -> None:
-        """Stop generating, hand the last typing to the engine, then leave."""
+        """Stop generating, hand the last typing to the engine, then leave (a changed
+        read-only session first asks whether to save the changes as a new one)."""
         if self._quitting:
             return
         self._quitting = True
         self._cancel.set()
         self.when_idle(self._finish)
 
-    def _finish(self) -> None:
+    def _finish(self, ask: bool = True) -> None:
+        if ask and self.read_only and self.unsaved:
+            self._offer_save_as()
+            return
         self._jobs.put(None)
         self.exit()
 

@@ -118,3 +118,11 @@ class SessionSwitched(Message):
         self.name = name
         self.node = node
         self.then_generate = then_generate
+
+
+class SavedAs(Message):
+    """The session (a read-only one) was saved as the new session ``name``."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name

@@ -178,3 +178,58 @@ class TurnScreen(ModalScreen["TurnRequest | None"]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+class SaveAsScreen(ModalScreen["str | None"]):
+    """Quitting a read-only session that was changed: save the changes as a new
+    session, or quit without them. Dismisses with the new session's name, ``""`` to
+    quit without saving, or None to stay."""
+
+    DEFAULT_CSS = "SaveAsScreen {" + DIALOG_CSS + "& Input { margin-bottom: 1; } }"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "stay", "Stay", id="save_as_stay"),
+    ]
+
+    def __init__(self, session: str, name: str) -> None:
+        super().__init__()
+        self.session = session
+        self.name_value = name
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(
+                f"{self.session!r} is open read-only: your changes are not saved.",
+                classes="dialog--title",
+                markup=False,
+            )
+            yield Label("Save them as a new session named")
+            yield Input(self.name_value, id="name", compact=True)
+            with Horizontal(classes="dialog--buttons"):
+                yield Button("Stay", id="stay", compact=True)
+                yield Button("Quit without saving", id="discard", variant="error", compact=True)
+                yield Button("Save and quit", id="save", variant="primary", compact=True)
+            yield Label("enter saves · escape stays in the editor", classes="dialog--hint")
+
+    def on_mount(self) -> None:
+        self.query_one("#name", Input).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self._save()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "save":
+            self._save()
+        elif event.button.id == "discard":
+            self.dismiss("")
+        else:
+            self.dismiss(None)
+
+    def _save(self) -> None:
+        name = self.query_one("#name", Input).value.strip()
+        if not name:
+            self.notify("Name the new session", severity="warning")
+            return
+        self.dismiss(name)
+
+    def action_stay(self) -> None:
+        self.dismiss(None)

@@ -51,6 +51,8 @@ class StatusInfo:
     tokens_per_second: float | None = None
     settings: Settings = field(default_factory=Settings)
     state: str = ""
+    read_only: bool = False
+    unsaved: bool = False  # a read-only session holds changes that are not saved
 
 
 class StatusBar(Widget):
@@ -79,6 +81,9 @@ class StatusBar(Widget):
             else "\u2014 tok/s"
         )
         parts = []
+        if info.read_only:  # always first: nothing typed here is saved
+            label = "READ-ONLY \u00b7 changes not saved" if info.unsaved else "READ-ONLY"
+            parts += [Content.styled(label, "bold $error"), Content(" \u2502 ")]
         if info.state:  # first, so a narrow terminal never cuts it off
             parts += [Content.styled(info.state, "bold $warning"), Content(" \u2502 ")]
         parts += [
