@@ -144,3 +144,32 @@ async def test_status_bar_shows_kv_as_the_total(make_app, loom, monkeypatch):
         app._refresh_status()  # noqa: SLF001
         await pilot.pause()
         assert "KV 3.0 KiB " in screen_text(app)
+
+
+async def test_the_saved_cursor_follows_a_generation_as_it_is_written(make_app, loom, tmp_path):
+    """A crash mid-generation (kill -9) reopens at the text being written: the cursor
+    moves to the new child at its first token, in the session file too."""
+    from loomterm import store
+    from loomterm.session import close_session, save_loom
+
+    path = tmp_path / "crash.loom"
+    save_loom(loom, path)
+    loom.update_settings(max_new_tokens=100_000)
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await paste(pilot, "Once upon a time")
+        await settle(pilot)
+        start = loom.cursor
+        await pilot.press("ctrl+g")
+        for _ in range(200):
+            await pilot.pause(0.02)
+            if len(app.doc.text) > len("Once upon a time") + 10:
+                break
+        assert app.generating
+        child = loom.cursor
+        assert child.parent is start and child.origin is Origin.MODEL
+        assert store.load(path).cursor == child.id  # already in the file
+        await pilot.press("escape")
+        await settle(pilot)
+        assert loom.cursor is child
+    close_session(loom)

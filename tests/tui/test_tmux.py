@@ -233,3 +233,53 @@ def test_pastes_arrive_whole_in_order_and_never_as_keys(tmux_run, tiny_llama_dir
         "First line.\nSecond line.\n CCC\x1b[31mDDD\x1b[0m EEE\n"
         "bel\x07 tab\t soh\x01 osc\x1b]0;title\x07 end"
     )
+
+
+def test_after_kill_dash_nine_mid_generation_it_reopens_at_the_written_text(
+    tmux_run, tiny_llama_dir, tiny_loaded
+):
+    """The cursor is saved as generation starts writing, so a reopened session shows
+    the text that reached the file, not the place before it."""
+    import signal
+
+    from loomterm.engine import Loom
+    from loomterm.session import close_session, load_session, save_loom, session_path
+
+    loom = Loom.from_loaded(tiny_loaded)
+    loom.update_settings(max_new_tokens=100_000, temperature=0.0)
+    path = session_path("crash")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_loom(loom, path)
+    close_session(loom)
+
+    args = ["--model", str(tiny_llama_dir), "--device", "cpu", "-s", "crash"]
+    term = tmux_run(args)
+    term.wait_for(lambda s: "^g" in s and "0 tok" in s, what="the editor to start")
+    term.paste(b"Once upon a time")
+    term.wait_for(lambda s: idle(s) and "Once upon a time" in s, what="the prompt")
+    term.keys("C-g")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # the screen changes all along: no wait_for
+        screen = term.screen()
+        if "generating" in screen and len(" ".join(document_lines(screen))) > 200:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"no generation to kill; the screen was:\n{screen}")
+    time.sleep(1.0)  # past the half-second flush
+    shell = int(term.tmux("display-message", "-p", "-t", "t", "#{pane_pid}").strip())
+    children = Path(f"/proc/{shell}/task/{shell}/children").read_text().split()
+    os.kill(int(children[0]), signal.SIGKILL)
+    term.exit_status()
+
+    saved = load_session(path)
+    written = saved.path_text()
+    assert saved.cursor_node.origin.name == "MODEL"
+    assert written.startswith("Once upon a time") and len(written) > 100
+
+    again = tmux_run(args)
+    screen = again.wait_for(lambda s: idle(s) and "tok" in s, what="reopening")
+    last_line = written.rstrip().splitlines()[-1].strip()[-20:]
+    assert last_line in " ".join(document_lines(screen)), screen
+    again.keys("C-q")
+    assert again.exit_status() == "0"

@@ -20,6 +20,7 @@ from loomterm.tui import ops
 from loomterm.tui.messages import GenerationDone, GenerationStarted, Moved, TokensStreamed
 
 if TYPE_CHECKING:
+    from loomterm.engine import Loom
     from loomterm.tui.app import LoomApp
 
 STREAM_INTERVAL = 0.03  # streamed tokens are posted at most this often
@@ -27,10 +28,15 @@ STREAM_INTERVAL = 0.03  # streamed tokens are posted at most this often
 
 class Streamer:
     """Collects streamed tokens in the worker and posts them in small batches, so a fast
-    model does not flood the UI with one message per token."""
+    model does not flood the UI with one message per token.
 
-    def __init__(self, app: LoomApp) -> None:
+    With ``loom``, the loom's cursor moves to the first new child at its first token
+    (from the worker, which holds the engine): the session file then points at the text
+    being written, so a crash mid-generation reopens there, not before it."""
+
+    def __init__(self, app: LoomApp, loom: Loom | None = None) -> None:
         self.app = app
+        self.loom = loom
         self.first: Node | None = None
         self.start = 0
         self.shown = 0
@@ -43,6 +49,8 @@ class Streamer:
         self.total += 1
         if self.first is None:
             self.first = node
+            if self.loom is not None:
+                self.loom.cursor = node
         if node is self.first:
             self.pieces.append(piece)
         now = time.monotonic()
@@ -138,8 +146,9 @@ class GenerationActions:
                     raise LoomError("nothing to continue from: type something first")
                 if cancel.is_set():
                     return
+                loom.cursor = node  # here, not on the UI thread: the engine is busy next
                 self.post_message(GenerationStarted(node, "", n))
-                streamer = Streamer(self)
+                streamer = Streamer(self, loom)
                 kids = loom.generate(
                     node, max_new, n=n, on_token=streamer.on_token, cancel=cancel, **sampling
                 )
@@ -163,7 +172,7 @@ class GenerationActions:
         self.view.follow = True
         self._release_generation_lock()
         self.view.document_changed()
-        self._arrive(message.start, record=False)
+        self._arrive(message.start, record=False, engine=False)
 
     def on_tokens_streamed(self, message: TokensStreamed) -> None:
         if self.show_speed and message.seconds > 0:

@@ -19,9 +19,11 @@ from loomterm.tui.widgets.branch_tree import BranchTree, is_hidden, visible_chil
 class NavigationActions:
     """Mixed into :class:`~loomterm.tui.app.LoomApp`: moving around the tree."""
 
-    def _arrive(self, node: Node, record: bool = True) -> None:
-        """The document now stands on ``node``: tell the engine, history, the pane."""
-        if self.loom.cursor is not node:
+    def _arrive(self, node: Node, record: bool = True, engine: bool = True) -> None:
+        """The document now stands on ``node``: tell the engine, history, the pane.
+        ``engine`` False leaves the loom's cursor to the worker (a generation sets it,
+        and setting it here would wait for the engine)."""
+        if engine and self.loom.cursor is not node:
             self.loom.cursor = node
         if record:
             self.history.push(Place(node, self.doc.caret))
