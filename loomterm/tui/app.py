@@ -3,7 +3,7 @@
 :class:`LoomApp` owns composition (the widgets, themes, the key map), the bindings, the
 engine worker and its jobs, syncing typed text, and routing the Loom's events. The
 actions live in ``loomterm.tui.actions``, one mixin per area (navigation, generation,
-alternatives, bookmarks, chat, view), mixed into the app so Textual dispatches their
+alternatives, bookmarks, chat, sessions, view), mixed into the app so Textual dispatches their
 ``action_*`` and ``on_*`` methods as the app's own.
 
 How work flows:
@@ -47,12 +47,13 @@ from loomterm.tui.actions import (
     ChatActions,
     GenerationActions,
     NavigationActions,
+    SessionActions,
     ViewActions,
 )
 from loomterm.tui.commands import LoomCommands
 from loomterm.tui.document import DocumentModel
 from loomterm.tui.history import History, Place
-from loomterm.tui.keymap import ACTIONS, KeymapError, app_bindings, load_keymap
+from loomterm.tui.keymap import ACTION_BY_ID, ACTIONS, KeymapError, app_bindings, load_keymap
 from loomterm.tui.messages import (
     JobFailed,
     JobFinished,
@@ -88,6 +89,7 @@ class LoomApp(
     AlternativeActions,
     BookmarkActions,
     ChatActions,
+    SessionActions,
     ViewActions,
     App[None],
 ):
@@ -191,6 +193,7 @@ class LoomApp(
         self.history.push(Place(cursor, self.doc.caret))
         self._remember(cursor)
         self.view.focus()
+        self.view.placeholder = self.start_hint()
         self.show_title()
         self.call_after_refresh(self._after_first_layout)
 
@@ -272,6 +275,22 @@ class LoomApp(
                 first = key.split(",")[0].strip()
                 keys[action.id] = self.get_key_display(Binding(first, action.action))
         return keys
+
+    def key_name(self, action_id: str) -> str:
+        """The first key bound to ``action_id`` as written in a key map (``ctrl+g``)."""
+        keymap = getattr(self, "_keymap", {}) or {}
+        action = ACTION_BY_ID[action_id]
+        return keymap.get(action_id, action.key).split(",")[0].strip()
+
+    def start_hint(self) -> str:
+        """The first screen of an empty session: how to begin, in one line."""
+        generate = self.key_name("generate") or "the Generate command"
+        help_key = self.key_name("help") or "ctrl+p"
+        return f"Type, then press {generate} to let the model go on \u00b7 {help_key} help"
+
+    def _key_for(self, action_id: str) -> str:
+        """The key that runs ``action_id`` now, or "the palette"."""
+        return self.keys_by_id().get(action_id, "the palette")
 
     def help_rows(self) -> list[HelpRow]:
         keys = self.keys_by_id()

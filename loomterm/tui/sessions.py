@@ -210,14 +210,19 @@ def delete(path: Path) -> None:
         lock.release()
 
 
-def discard_if_empty(loom: Loom, path: Path | None) -> bool:
-    """Delete the session file ``path`` of a closed ``loom`` that holds nothing (no
-    node below the root): a start quit before anything was written leaves no session.
-    Returns True when it was deleted."""
-    if path is None or loom.root.children or not path.exists():
+def discard_if_empty(loom: Loom) -> bool:
+    """Delete the file of ``loom``'s closed session if it holds nothing (no node below
+    the root), so a start quit before anything was written leaves no session behind.
+    Read-only sessions are never touched. Returns True when the file was deleted."""
+    from loomterm.session import session_of
+
+    session = session_of(loom)
+    if session is None or session.read_only or not session.closed or loom.root.children:
+        return False
+    if not session.path.exists():
         return False
     try:
-        delete(path)
+        delete(session.path)
     except (OSError, SessionError):
         return False
     return True

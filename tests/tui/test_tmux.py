@@ -283,3 +283,30 @@ def test_after_kill_dash_nine_mid_generation_it_reopens_at_the_written_text(
     assert last_line in " ".join(document_lines(screen)), screen
     again.keys("C-q")
     assert again.exit_status() == "0"
+
+
+def test_a_bare_start_quit_at_once_leaves_no_session_and_ctrl_o_lists_them(
+    tmux_run, tiny_llama_dir
+):
+    from loomterm.locations import sessions_dir
+
+    model = ["--model", str(tiny_llama_dir), "--device", "cpu"]
+    term = tmux_run(model)
+    screen = term.wait_for(lambda s: "^g" in s and "0 tok" in s, what="the editor to start")
+    assert "Type, then press ctrl+g" in screen  # how to start, on the first screen
+    term.keys("C-q")
+    assert term.exit_status() == "0"
+    assert not list(sessions_dir().glob("*.loom"))  # nothing written: nothing kept
+
+    term = tmux_run([*model, "-s", "kept"])
+    term.wait_for(lambda s: "^g" in s and "0 tok" in s, what="the named session")
+    term.paste(b"Some text")
+    term.wait_for(lambda s: idle(s) and "Some text" in s, what="the text to sync")
+    term.keys("C-o")
+    screen = term.wait_for(lambda s: "Sessions" in s and "Last change" in s, what="the picker")
+    row = next(line for line in screen.splitlines() if " kept " in line)
+    assert "\u25cf" in row and "tiny-llama" in row and "KiB" in row
+    term.keys("Escape")
+    term.keys("C-q")
+    assert term.exit_status() == "0"
+    assert [p.name for p in sessions_dir().glob("*.loom")] == ["kept.loom"]

@@ -233,3 +233,49 @@ class SaveAsScreen(ModalScreen["str | None"]):
 
     def action_stay(self) -> None:
         self.dismiss(None)
+
+
+class NameScreen(ModalScreen["str | None"]):
+    """Ask for a name (a new session, a rename); dismisses with it, or None."""
+
+    DEFAULT_CSS = "NameScreen {" + DIALOG_CSS + "}"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel", id="name_cancel"),
+    ]
+
+    def __init__(self, title: str, value: str = "", action: str = "OK") -> None:
+        super().__init__()
+        self.title_text = title
+        self.value = value
+        self.action = action
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(self.title_text, classes="dialog--title", markup=False)
+            yield Input(self.value, id="name", compact=True)
+            with Horizontal(classes="dialog--buttons"):
+                yield Button("Cancel", id="cancel", compact=True)
+                yield Button(self.action, id="ok", variant="primary", compact=True)
+            yield Label("enter confirms · escape cancels", classes="dialog--hint")
+
+    def on_mount(self) -> None:
+        self.query_one("#name", Input).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self._ok()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "ok":
+            self._ok()
+        else:
+            self.dismiss(None)
+
+    def _ok(self) -> None:
+        name = self.query_one("#name", Input).value.strip()
+        if not name:
+            self.notify("Write a name first", severity="warning")
+            return
+        self.dismiss(name)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
