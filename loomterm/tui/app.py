@@ -558,6 +558,7 @@ class LoomApp(
             state=state,
             read_only=self.read_only,
             unsaved=self.unsaved,
+            place=self.caret_place(),
         )
         self.status.show_status(info)
 

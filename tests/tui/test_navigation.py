@@ -189,3 +189,28 @@ async def test_hiding_a_branch_asks_first_and_can_be_undone(make_app, loom, bran
         await app.run_action("unhide_branch")
         await settle(pilot)
         assert not branched["dog"].meta.get("hidden")
+
+
+def status_line(app) -> str:
+    return screen_text(app).splitlines()[-2]
+
+
+async def test_the_status_bar_says_which_sibling_and_how_deep_the_caret_is(
+    make_app, loom, branched
+):
+    app = make_app()
+    async with app.run_test(size=(140, 30)) as pilot:
+        await settle(pilot)
+        assert "sibling 1 of 3 \u00b7 depth 1" in status_line(app)  # the cat
+        await pilot.press("alt+right")
+        await settle(pilot)
+        assert "sibling 2 of 3 \u00b7 depth 1" in status_line(app)  # the dog
+        await pilot.press("alt+right")
+        await settle(pilot)
+        assert "sibling 3 of 3 \u00b7 depth 1" in status_line(app)  # the caret after the king
+        await pilot.press("ctrl+end")
+        await settle(pilot)
+        assert "sibling 2 of 2 \u00b7 depth 2" in status_line(app)  # the king, who wept
+        await pilot.press("ctrl+home", "right")
+        await settle(pilot)
+        assert "sibling 1 of 1 \u00b7 depth 0" in status_line(app)  # the stem

@@ -53,6 +53,7 @@ class StatusInfo:
     state: str = ""
     read_only: bool = False
     unsaved: bool = False  # a read-only session holds changes that are not saved
+    place: str = ""  # where the caret's branch stands: "sibling 2 of 4 · depth 1"
 
 
 class StatusBar(Widget):
@@ -89,6 +90,7 @@ class StatusBar(Widget):
         parts += [
             Content.styled(info.model, "bold"),
             Content(f" {info.device} \u2502 "),
+            *([Content.styled(info.place, "$accent"), Content(" \u2502 ")] if info.place else []),
             Content(
                 f"{info.path_tokens} tok \u00b7 {info.nodes} nodes \u00b7 "
                 f"KV {human_bytes(info.kv_bytes)} \u2502 {speed} \u2502 "
