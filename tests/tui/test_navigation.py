@@ -214,3 +214,46 @@ async def test_the_status_bar_says_which_sibling_and_how_deep_the_caret_is(
         await pilot.press("ctrl+home", "right")
         await settle(pilot)
         assert "sibling 1 of 1 \u00b7 depth 0" in status_line(app)  # the stem
+
+
+def tree_rows(app) -> list[str]:
+    """The branch pane's rows as drawn (left of its border)."""
+    return [line.partition("\u2595")[0].strip() for line in screen_text(app).splitlines()]
+
+
+async def test_branch_pane_labels_follow_the_text_as_it_streams(make_app, loom, monkeypatch):
+    """ctrl+n: the siblings not shown are labelled by their text, not by the first token
+    they had when the pane was rebuilt for them."""
+    import threading
+
+    from loomterm.tui.actions.generation import Streamer
+    from loomterm.tui.sanitize import safe_line
+
+    gate = threading.Event()
+    on_token = Streamer.on_token
+
+    def held(streamer, node, token_id, piece):
+        on_token(streamer, node, token_id, piece)
+        if streamer.total == 3:  # each of the 3 rows has its first token
+            gate.wait(10)
+
+    monkeypatch.setattr(Streamer, "on_token", held)
+    loom.update_settings(temperature=1.0, max_new_tokens=24)
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await paste(pilot, "Once upon a time")
+        await settle(pilot)
+        await pilot.press("ctrl+n")
+        for _ in range(100):  # the pane is rebuilt with the three new rows
+            await pilot.pause(0.05)
+            if len(app.branches.rows) == 5:
+                break
+        await pilot.pause(0.3)
+        gate.set()
+        await settle(pilot)
+        kids = loom.cursor.parent.children
+        assert len(kids) == 3
+        rows = tree_rows(app)
+        for kid in kids:
+            label = safe_line(loom.decode(list(kid.tokens)).strip())[:20]
+            assert any(label in row for row in rows), (label, rows)

@@ -44,6 +44,7 @@ class Streamer:
         self.total = 0
         self.began = time.monotonic()
         self.last_post = self.began
+        self.posted_total = 0
 
     def on_token(self, node: Node, token_id: int, piece: str) -> None:
         self.total += 1
@@ -59,12 +60,15 @@ class Streamer:
 
     def flush(self, now: float | None = None) -> None:
         now = time.monotonic() if now is None else now
-        if self.first is not None and self.pieces:
+        # Posted too when only the other rows grew (the first one ended): the branch
+        # pane's labels follow every row.
+        if self.first is not None and (self.pieces or self.total > self.posted_total):
             self.app.post_message(
                 TokensStreamed(self.first, self.shown, self.pieces, self.total, now - self.began)
             )
             self.shown += len(self.pieces)
             self.pieces = []
+            self.posted_total = self.total
         self.last_post = now
 
     @property
@@ -182,11 +186,15 @@ class GenerationActions:
             if follow:
                 self.doc.move_to(self.doc.length)
             self.view.document_changed(scroll=follow)
+        if not self.branches.has_class("-hidden"):
+            self.branches.text_grew()  # the rows of every sibling being written
         self._refresh_status_soon()
 
     def on_generation_done(self, message: GenerationDone) -> None:
         self.generating = False
         self._release_generation_lock()
+        if not self.branches.has_class("-hidden"):
+            self.branches.text_grew()
         if self.show_speed and message.seconds > 0 and message.total:
             self._tokens_per_second = message.total / message.seconds
         doc = self.doc
