@@ -24,8 +24,8 @@ DIALOG_CSS = """
         background: $surface;
         padding: 1 2;
     }
-    & .dialog--title { text-style: bold; color: $primary; margin-bottom: 1; }
-    & .dialog--hint { color: $text-muted; margin-top: 1; }
+    & .dialog--title { width: 100%; text-style: bold; color: $primary; margin-bottom: 1; }
+    & .dialog--hint { width: 100%; color: $text-muted; margin-top: 1; }
     & .dialog--buttons { height: auto; align-horizontal: right; margin-top: 1; }
     & .dialog--buttons Button { margin-left: 1; }
 """
@@ -108,7 +108,7 @@ class ChatScreen(ModalScreen["ChatRequest | None"]):
             yield Label("ctrl+s starts · escape cancels", classes="dialog--hint")
 
     def on_mount(self) -> None:
-        self.query_one("#user", TextArea).focus()
+        self.query_one("#name", Input).focus()  # the first field: typing goes where it shows
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "start":
