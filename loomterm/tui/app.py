@@ -64,7 +64,13 @@ from loomterm.tui.messages import (
 )
 from loomterm.tui.prefs import Prefs, load_prefs, save_prefs
 from loomterm.tui.sanitize import safe_line
-from loomterm.tui.themes import DEFAULT_THEME, LOOM_DEFAULTS, load_themes, resolve_references
+from loomterm.tui.themes import (
+    DEFAULT_THEME,
+    LOOM_DEFAULTS,
+    load_themes,
+    resolve_references,
+    solidify,
+)
 from loomterm.tui.widgets.branch_tree import BranchTree
 from loomterm.tui.widgets.document_view import DocumentView
 from loomterm.tui.widgets.help import HelpRow
@@ -107,10 +113,11 @@ class LoomApp(
         width: 34%;
         min-width: 24;
         max-width: 64;
-        border-right: vkey $panel-lighten-1;
+        border-right: vkey $loom-guide;
     }
     #tree.-hidden { display: none; }
     #document { width: 1fr; }
+    Footer FooterKey.-command-palette { border-left: vkey $loom-guide; }
     """
 
     def __init__(
@@ -230,7 +237,7 @@ class LoomApp(
         return dict(LOOM_DEFAULTS)
 
     def get_css_variables(self) -> dict[str, str]:
-        variables = resolve_references(super().get_css_variables())
+        variables = solidify(resolve_references(super().get_css_variables()))
         self.theme_variables = variables
         return variables
 

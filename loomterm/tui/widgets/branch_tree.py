@@ -136,10 +136,10 @@ class BranchTree(ScrollView, can_focus=True):
         & > .branch-tree--cursor { background: $block-cursor-blurred-background; }
         &:focus > .branch-tree--cursor { background: $block-cursor-background; color: $block-cursor-foreground; }
         & > .branch-tree--model { color: $loom-model; }
-        & > .branch-tree--guide { color: $text-disabled; }
-        & > .branch-tree--count { color: $text-muted; }
+        & > .branch-tree--guide { color: $loom-guide; }
+        & > .branch-tree--count { color: $loom-muted; }
         & > .branch-tree--bookmark { color: $loom-bookmark; }
-        & > .branch-tree--hidden { color: $text-disabled; text-style: italic; }
+        & > .branch-tree--hidden { color: $loom-muted; text-style: italic; }
     }
     """
 

@@ -138,9 +138,9 @@ class DocumentView(ScrollView, can_focus=True):
         & > .document--prob-4 { background: $loom-prob-4; }
         & > .document--prob-5 { background: $loom-prob-5; }
         & > .document--cursor { text-style: reverse; }
-        & > .document--gutter { color: $text-muted; }
+        & > .document--gutter { color: $loom-muted; }
         & > .document--role { color: $loom-role; text-style: bold; }
-        & > .document--placeholder { color: $text-muted; text-style: italic; }
+        & > .document--placeholder { color: $loom-muted; text-style: italic; }
     }
     """
 
