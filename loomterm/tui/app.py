@@ -25,15 +25,17 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import on, work
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.reactive import var
+from textual.screen import Screen
+from textual.theme import BUILTIN_THEMES
 from textual.timer import Timer
 from textual.widgets import Footer
 from textual.worker import Worker, WorkerState, get_current_worker
@@ -248,8 +250,35 @@ class LoomApp(
         for problem in problems:
             self.notify(problem, severity="warning")
         wanted = self.prefs.theme
-        self.theme = wanted if wanted in self.available_themes else DEFAULT_THEME
+        ours = {theme.name for theme in themes}
+        self.theme = wanted if wanted in ours else DEFAULT_THEME
+        # Only loomterm's themes (bundled, then the user's): Textual's own built-in
+        # themes leave the document's colours at their defaults.
+        for name in list(BUILTIN_THEMES):
+            if name not in ours:
+                self.unregister_theme(name)
         self.theme_changed_signal.subscribe(self, self._theme_changed)
+
+    def theme_names(self) -> list[str]:
+        """The themes to offer, loomterm's bundled ones first, then the user's."""
+        names = list(self.available_themes)
+        return sorted(names, key=lambda name: (not name.startswith("loom-"), name))
+
+    def search_themes(self) -> None:
+        """The one Theme command: a palette of the themes in :meth:`theme_names` order."""
+        from textual.command import CommandPalette
+
+        from loomterm.tui.commands import ThemeCommands
+
+        self.push_screen(
+            CommandPalette(providers=[ThemeCommands], placeholder="Search for themes\u2026")
+        )
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Textual's system commands but its Theme (loomterm's own Theme replaces it)."""
+        for command in super().get_system_commands(screen):
+            if command.title != "Theme":
+                yield command
 
     def _theme_changed(self, theme: Any) -> None:
         self.prefs.theme = theme.name
