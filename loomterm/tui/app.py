@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
@@ -112,9 +112,7 @@ class LoomApp(
     CSS = """
     #main { height: 1fr; }
     #tree {
-        width: 34%;
-        min-width: 24;
-        max-width: 64;
+        width: 34%;  /* until the first layout: then fit_tree() sets it in cells */
         border-right: vkey $loom-guide;
     }
     #tree.-hidden { display: none; }
@@ -203,8 +201,12 @@ class LoomApp(
         self._remember(cursor)
         self.view.focus()
         self.view.placeholder = self.start_hint()
+        self.fit_tree()
         self.show_title()
         self.call_after_refresh(self._after_first_layout)
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.fit_tree(event.size.width)
 
     def _after_first_layout(self) -> None:
         self.view.document_changed()
@@ -329,35 +331,37 @@ class LoomApp(
         return self.keys_by_id().get(action_id, "the palette")
 
     def help_rows(self) -> list[HelpRow]:
-        keys = self.keys_by_id()
+        """Every key and action for the help screen: keys as a key map writes them,
+        beside the action id that remaps them."""
+        keymap = getattr(self, "_keymap", {}) or {}
+
+        def written(keys: str) -> str:
+            return ", ".join(k.strip() for k in keys.split(",") if k.strip())
+
         rows: list[HelpRow] = [
-            (action.group, keys.get(action.id, "palette"), action.title, action.help)
+            (
+                action.group,
+                written(keymap.get(action.id, action.key)) or "(palette)",
+                action.id,
+                action.title,
+                action.help,
+            )
             for action in ACTIONS
         ]
         rows.append(
-            (
-                "Palette",
-                self.get_key_display(Binding("ctrl+p", "")),
-                "Command palette",
-                "Find any action, theme or bookmark by name.",
-            )
+            ("Palette", "ctrl+p", "", "Command palette", "Find any action, theme or bookmark.")
         )
-        keymap = getattr(self, "_keymap", {}) or {}
         for binding in DocumentView.BINDINGS:
             assert isinstance(binding, Binding)
             key = keymap.get(binding.id or "", binding.key)
             rows.append(
-                (
-                    "Edit",
-                    self.get_key_display(Binding(key.split(",")[0], "")),
-                    binding.description,
-                    "Caret movement and editing in the text.",
-                )
+                ("Edit", written(key), binding.id or "", binding.description, "In the text.")
             )
         rows.append(
             (
                 "Edit",
                 "type / paste",
+                "",
                 "Edit",
                 "Text changes at once; the engine catches up when typing pauses.",
             )
@@ -366,6 +370,7 @@ class LoomApp(
             (
                 "Edit",
                 "right-click",
+                "",
                 "Alternatives",
                 "Right-click, ctrl+click or double-click a token for its alternatives.",
             )

@@ -27,6 +27,7 @@ class Prefs:
         probabilities: Tokens coloured by probability.
         approx: Approximate (re-roped) tokens marked.
         show_hidden: Archived branches shown in the branch pane.
+        tree_share: The branch pane's share of the terminal's width.
     """
 
     theme: str = "loom-dark"
@@ -35,6 +36,7 @@ class Prefs:
     probabilities: bool = False
     approx: bool = True
     show_hidden: bool = False
+    tree_share: float = 0.34
 
 
 def prefs_path() -> Path:

@@ -151,7 +151,7 @@ async def test_export_dialog_writes_every_format(make_app, loom, exports, fmt):
         assert any("Exported" in n.message for n in app._notifications)  # noqa: SLF001
 
 
-async def test_help_lists_every_key(make_app):
+async def test_help_lists_every_key_beside_its_action_id(make_app):
     from loomterm.tui.keymap import ACTIONS
 
     app = make_app()
@@ -159,12 +159,34 @@ async def test_help_lists_every_key(make_app):
         await pilot.press("f1")
         await pilot.pause()
         table = app.screen.query_one("DataTable")
-        titles = {table.get_row_at(i)[2] for i in range(table.row_count)}
-        assert {action.title for action in ACTIONS} <= titles
-        assert "^g" in screen_text(app)
+        rows = [[str(cell) for cell in table.get_row_at(i)] for i in range(table.row_count)]
+        by_id = {row[1]: row for row in rows}
+        for action in ACTIONS:
+            keys, _, what = by_id[action.id]
+            assert what.startswith(action.title)
+            assert keys == (action.key or "(palette)")
+        assert by_id["cursor_left"][0] == "left"  # the document's own keys too
+        text = screen_text(app)
+        assert "ctrl+g" in text and "generate" in text
         await pilot.press("escape")
         await pilot.pause()
         assert app.screen is app.screen_stack[0]
+
+
+async def test_help_shows_remapped_keys_and_fits_narrow_terminals(make_app):
+    from loomterm.locations import config_dir
+
+    config_dir().mkdir(parents=True, exist_ok=True)
+    (config_dir() / "keymap.toml").write_text('generate = "f9"\n')
+    app = make_app()
+    async with app.run_test(size=(40, 12)) as pilot:
+        await pilot.press("f1")
+        await pilot.pause()
+        table = app.screen.query_one("DataTable")
+        cells = [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
+        assert "f9\ngenerate" in cells  # narrow: the id under the keys
+        text = screen_text(app)
+        assert "f9" in text and "What it does" in text  # the description is in view
 
 
 async def test_command_palette_runs_any_action(make_app, loom):

@@ -17,9 +17,10 @@ DIALOG_CSS = """
     align: center middle;
     & > Vertical {
         width: 72;
-        max-width: 95%;
+        max-width: 100%;
         height: auto;
-        max-height: 90%;
+        max-height: 100%;
+        overflow-y: auto;  /* a terminal smaller than the dialog scrolls it */
         border: thick $primary 60%;
         background: $surface;
         padding: 1 2;
@@ -80,8 +81,8 @@ class ChatScreen(ModalScreen["ChatRequest | None"]):
         "ChatScreen {"
         + DIALOG_CSS
         + """
-        & TextArea { height: 5; margin-bottom: 1; }
-        & #user { height: 7; }
+        & TextArea { height: 4; }  /* the dialog fits 80x24 */
+        & #user { height: 5; }
     }"""
     )
     BINDINGS: ClassVar[list[BindingType]] = [

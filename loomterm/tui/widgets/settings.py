@@ -68,7 +68,7 @@ class SettingsScreen(ModalScreen["dict[str, Any] | None"]):
         + DIALOG_CSS
         + """
         & > Vertical { width: 64; }
-        & .settings--row { height: 1; margin-bottom: 1; }
+        & .settings--row { height: 1; margin-bottom: 0; }  /* fits 80x24 */
         & .settings--row Label { width: 26; }
         & .settings--row Input, & .settings--row Select { width: 1fr; }
         & #problems { color: $error; height: auto; }
