@@ -12,15 +12,17 @@ import sys
 import warnings
 
 from loomterm.errors import LoomError
+from loomterm.settings import EngineOptions, SettingError, Spec
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser, subcommands included."""
+    engine = engine_options()
     parser = argparse.ArgumentParser(
         prog="loomterm",
         description="A terminal loom: write, branch and edit language-model output.",
+        parents=[engine],
     )
-    add_model_args(parser)
     parser.add_argument("-s", "--session", help="session name or path to open or create")
     parser.add_argument(
         "--read-only", action="store_true", help="open the session without writing to it"
@@ -34,37 +36,66 @@ def build_parser() -> argparse.ArgumentParser:
         "--prompt",
         help="print a greedy completion of PROMPT and exit, instead of opening the editor",
     )
-    parser.add_argument("--max-new-tokens", type=int, default=48, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--max-new-tokens", type=int, default=argparse.SUPPRESS, help=argparse.SUPPRESS
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     from loomterm import cli_bench, cli_generate, cli_sessions
 
-    cli_generate.register(sub)
-    cli_bench.register(sub)
-    cli_sessions.register(sub)
+    cli_generate.register(sub, engine)
+    cli_bench.register(sub, engine)
+    cli_sessions.register(sub, engine)
     return parser
 
 
-def add_model_args(parser: argparse.ArgumentParser) -> None:
-    """Options shared by every command that loads a model."""
-    parser.add_argument(
-        "--model",
-        help="local HF folder, .gguf file or hub id (default: SmolLM2-135M-Instruct)",
-    )
-    parser.add_argument("--device", default="auto", help="auto, cuda, mps or cpu")
-    parser.add_argument("--dtype", default="auto", help="auto, float32, bfloat16 or float16")
-    parser.add_argument("--n-ctx", type=int, default=None, help="context window in tokens")
-    parser.add_argument(
-        "--kv-budget",
-        default=None,
-        help="cap on cached KV memory, e.g. 2G (default: half the free memory)",
-    )
+def engine_options() -> argparse.ArgumentParser:
+    """The options of every command that loads a model (``EngineOptions``), as a parent
+    parser for the top-level command and each such subcommand.
+
+    None has a default here (``argparse.SUPPRESS``): an option given before the
+    subcommand's name is kept unless given again after it, and
+    ``EngineOptions.from_args`` fills in the defaults, which live in ``EngineOptions``.
+    """
+    parent = argparse.ArgumentParser(add_help=False)
+    group = parent.add_argument_group("engine options")
+    for name, spec in EngineOptions.SPECS.items():
+        group.add_argument(
+            "--" + name.replace("_", "-"),
+            dest=name,
+            type=argument_type(spec),
+            default=argparse.SUPPRESS,
+            help=spec.help,
+        )
+    return parent
+
+
+def argument_type(spec: Spec):
+    """An argparse ``type`` that reads a value the way ``spec`` does, with its message."""
+
+    def read(text: str):
+        try:
+            return spec.parse(text)
+        except SettingError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    read.__name__ = spec.name
+    return read
+
+
+def given_engine_options(args: argparse.Namespace) -> list[str]:
+    """The engine options on the command line, as flags."""
+    return ["--" + name.replace("_", "-") for name in EngineOptions.SPECS if hasattr(args, name)]
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``loomterm`` console script."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if not getattr(args, "loads_model", True):  # sessions, export: before the name too
+        given = given_engine_options(args)
+        if given:
+            parser.error(f"{args.command} loads no model: {', '.join(given)} cannot be given")
     # Warnings (a session that stopped saving, a stale KV snapshot) are one line each.
     warnings.formatwarning = lambda message, *rest, **kw: f"loomterm: warning: {message}\n"
     try:

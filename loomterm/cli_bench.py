@@ -6,12 +6,11 @@ import argparse
 import sys
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    """Add the ``bench`` subcommand."""
-    from loomterm.cli import add_model_args
-
-    parser = sub.add_parser("bench", help="measure edit latency, decode speed and re-rope quality")
-    add_model_args(parser)
+def register(sub: argparse._SubParsersAction, engine: argparse.ArgumentParser) -> None:
+    """Add the ``bench`` subcommand (``engine``: the engine options' parent parser)."""
+    parser = sub.add_parser(
+        "bench", help="measure edit latency, decode speed and re-rope quality", parents=[engine]
+    )
     parser.add_argument("--quick", action="store_true", help="a short run for CI smoke use")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     parser.add_argument(
@@ -21,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="CPU threads for torch (default: torch's; 1 with --quick, which is steadier "
         "on a shared machine)",
     )
-    parser.set_defaults(handler=run)
+    parser.set_defaults(handler=run, loads_model=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -31,8 +30,10 @@ def run(args: argparse.Namespace) -> int:
     from loomterm.bench.report import format_table, write_json
     from loomterm.bench.runner import NOTES, BenchPlan, run_bench
     from loomterm.engine.models import end_progress_line, load_model, print_progress
+    from loomterm.settings import EngineOptions
 
-    loaded = load_model(args.model, device=args.device, dtype=args.dtype, progress=print_progress)
+    options = EngineOptions.from_args(args)
+    loaded = load_model(**options.model_kwargs(), progress=print_progress)
     end_progress_line()
     threads = args.threads or (1 if args.quick and loaded.device.type == "cpu" else None)
     if threads:
@@ -44,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     def log(text: str) -> None:
         print(f"bench: {text}", file=sys.stderr, flush=True)
 
-    result = run_bench(loaded, plan, quick=args.quick, log=log)
+    result = run_bench(loaded, plan, quick=args.quick, log=log, **options.loom_kwargs())
     print(format_table(result.rows, result.title(), NOTES))
     if args.json:
         write_json(args.json, result.rows, result.meta)

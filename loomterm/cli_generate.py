@@ -15,20 +15,39 @@ import sys
 import threading
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    """Add the ``generate`` subcommand."""
-    from loomterm.cli import add_model_args
+def overridable() -> list[str]:
+    """The session settings one run of ``generate`` may change (not saving them): every
+    sampling knob, and ``max_new_tokens``."""
+    from loomterm.settings import Settings
+
+    return [n for n, spec in Settings.SPECS.items() if spec.sampling or n == "max_new_tokens"]
+
+
+def register(sub: argparse._SubParsersAction, engine: argparse.ArgumentParser) -> None:
+    """Add the ``generate`` subcommand (``engine``: the engine options' parent parser)."""
+    from loomterm.cli import argument_type
+    from loomterm.settings import Settings
 
     parser = sub.add_parser(
-        "generate", help="continue a session from its cursor, printing the new text"
+        "generate",
+        help="continue a session from its cursor, printing the new text",
+        parents=[engine],
     )
     parser.add_argument("-s", "--session", required=True, help="session name or path")
-    add_model_args(parser)
     parser.add_argument("--prompt", help="text to append at the cursor first")
-    parser.add_argument("--max-new-tokens", type=int, default=128)
-    parser.add_argument("--temperature", type=float, default=None)
+    group = parser.add_argument_group(
+        "sampling (default: the session's settings; not saved with it)"
+    )
+    for name in overridable():
+        group.add_argument(
+            "--" + name.replace("_", "-"),
+            dest=name,
+            type=argument_type(Settings.spec(name)),
+            default=argparse.SUPPRESS,
+            help=Settings.spec(name).help,
+        )
     parser.add_argument("--seed", type=int, default=None)
-    parser.set_defaults(handler=run)
+    parser.set_defaults(handler=run, loads_model=True)
 
 
 # C0/C1 control characters other than newline and tab: never sent raw to a terminal,
@@ -46,13 +65,14 @@ def run(args: argparse.Namespace) -> int:
     from loomterm.engine.models import end_progress_line, print_progress
     from loomterm.errors import InputError
     from loomterm.session import close_session, open_loom, save_loom, session_path
+    from loomterm.settings import EngineOptions
 
+    options = EngineOptions.from_args(args)
     path = session_path(args.session)
-    common = dict(device=args.device, dtype=args.dtype, n_ctx=args.n_ctx, progress=print_progress)
     if path.exists():
-        loom = open_loom(path, model=args.model, **common)
+        loom = open_loom(path, **options.load_kwargs(), progress=print_progress)
     else:
-        loom = Loom.load(args.model, kv_budget=args.kv_budget, **common)
+        loom = Loom.load(**options.load_kwargs(), progress=print_progress)
         path.parent.mkdir(parents=True, exist_ok=True)
         save_loom(loom, path)
     end_progress_line()
@@ -66,7 +86,10 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(args.prompt if not sys.stdout.isatty() else visible(args.prompt))
         if node.end == 0:
             raise InputError("the session is empty: give a --prompt to start from")
-        overrides = {} if args.temperature is None else {"temperature": args.temperature}
+        # This run's settings: the session's, with what the command line gives.
+        settings = loom.settings.replace(
+            **{name: getattr(args, name) for name in overridable() if hasattr(args, name)}
+        )
 
         raw = not sys.stdout.isatty()  # pipes get the text as is
 
@@ -76,11 +99,11 @@ def run(args: argparse.Namespace) -> int:
 
         kids = loom.generate(
             node,
-            args.max_new_tokens,
+            settings.max_new_tokens,
             seed=args.seed,
             on_token=show,
             cancel=cancel,
-            **overrides,
+            **settings.sampling(),
         )
         if kids:
             loom.cursor = kids[0]

@@ -2,7 +2,8 @@
 
 - ``loomterm`` opens the most recent session, or starts a new one on the default model.
 - ``loomterm -s NAME|PATH`` opens that session, or creates it if it does not exist.
-- ``--model``, ``--device``, ``--dtype`` and ``--n-ctx`` pass through to the engine.
+- The engine options (``--model``, ``--device``, ``--dtype``, ``--n-ctx``,
+  ``--kv-budget``: :class:`~loomterm.settings.EngineOptions`) reach every Loom built.
 - ``loomterm --prompt TEXT`` prints a greedy completion and exits (no editor): a quick
   check that fetching, converting, loading and decoding work on this machine.
 
@@ -19,13 +20,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from loomterm.errors import LoomError
+from loomterm.settings import EngineOptions
 
 if TYPE_CHECKING:
     from loomterm.engine import Loom
 
-DEFAULT_USER_MESSAGE = "Write one sentence about looms."
-# For base models without a chat template.
-DEFAULT_PLAIN_PROMPT = "A loom is a machine that"
+# Tokens of a ``--prompt`` completion (a quick check, shorter than a session's default).
+PROMPT_TOKENS = 48
 
 
 def run(args: argparse.Namespace) -> int:
@@ -72,16 +73,19 @@ def open_session(args: argparse.Namespace) -> tuple[Loom, str]:
     from loomterm.session import list_sessions, open_loom, session_path
     from loomterm.store import SESSION_SUFFIX, ModelMismatchError
 
+    options = EngineOptions.from_args(args)
     try:
         if args.session:
             path = session_path(args.session)
             if path.exists():
-                return _open(open_loom, path, args, print_progress), _name(path, SESSION_SUFFIX)
-            return _create(path, args, print_progress), _name(path, SESSION_SUFFIX)
+                loom = _open(open_loom, path, args, options, print_progress)
+                return loom, _name(path, SESSION_SUFFIX)
+            return _create(path, options, print_progress), _name(path, SESSION_SUFFIX)
         recent = next((s for s in list_sessions() if s.error is None), None)
         if recent is not None:
             try:
-                return _open(open_loom, recent.path, args, print_progress), recent.name
+                loom = _open(open_loom, recent.path, args, options, print_progress)
+                return loom, recent.name
             except ModelMismatchError:
                 end_progress_line()
                 print(
@@ -90,7 +94,7 @@ def open_session(args: argparse.Namespace) -> tuple[Loom, str]:
                     file=sys.stderr,
                 )
         path = session_path(new_session_name())
-        return _create(path, args, print_progress), _name(path, SESSION_SUFFIX)
+        return _create(path, options, print_progress), _name(path, SESSION_SUFFIX)
     finally:
         end_progress_line()  # a failed stage leaves its line open before the error
 
@@ -105,16 +109,14 @@ def require_terminal() -> None:
         raise LoomError("the editor needs a terminal; use --prompt TEXT for a one-shot completion")
 
 
-def _open(open_loom, path: Path, args: argparse.Namespace, progress) -> Loom:
+def _open(
+    open_loom, path: Path, args: argparse.Namespace, options: EngineOptions, progress
+) -> Loom:
     from loomterm.session import close_session
 
     loom = open_loom(
         path,
-        model=args.model,
-        device=args.device,
-        dtype=args.dtype,
-        n_ctx=args.n_ctx,
-        kv_budget=getattr(args, "kv_budget", None),
+        **options.load_kwargs(),
         progress=progress,
         read_only=getattr(args, "read_only", False),
         retokenize=getattr(args, "retokenize", False),
@@ -128,13 +130,11 @@ def _open(open_loom, path: Path, args: argparse.Namespace, progress) -> Loom:
     return loom
 
 
-def _create(path: Path, args: argparse.Namespace, progress) -> Loom:
+def _create(path: Path, options: EngineOptions, progress) -> Loom:
     from loomterm.engine import Loom
-    from loomterm.engine.models import load_model
     from loomterm.session import save_loom
 
-    loaded = load_model(args.model, device=args.device, dtype=args.dtype, progress=progress)
-    loom = Loom.from_loaded(loaded, n_ctx=args.n_ctx, kv_budget=getattr(args, "kv_budget", None))
+    loom = Loom.load(**options.load_kwargs(), progress=progress)
     require_terminal()  # before any file is written
     path.parent.mkdir(parents=True, exist_ok=True)
     save_loom(loom, path)
@@ -151,25 +151,20 @@ def new_session_name() -> str:
 
 
 def run_prompt(args: argparse.Namespace) -> int:
-    """Load ``args.model``, generate greedily from the prompt, stream the text to stdout."""
-    from loomterm.engine.models import end_progress_line, load_model, print_progress
+    """Load the model, generate greedily from the prompt, stream the text to stdout."""
+    from loomterm.engine import Loom
+    from loomterm.engine.models import end_progress_line, print_progress
 
     try:
-        loaded = load_model(
-            args.model, device=args.device, dtype=args.dtype, progress=print_progress
-        )
+        loom = Loom.load(**EngineOptions.from_args(args).load_kwargs(), progress=print_progress)
     finally:
         end_progress_line()  # a failed stage leaves its line open before the error
 
-    from loomterm.engine import Loom
-
-    loom = Loom.from_loaded(loaded, n_ctx=args.n_ctx)
-    prompt = args.prompt if args.prompt is not None else default_prompt(loaded.tokenizer)
+    runner = loom.runner
+    prompt = args.prompt
     node = loom.append(loom.root, prompt)
-    print(
-        f"[{loaded.name} on {loaded.device}, {str(loaded.dtype).removeprefix('torch.')}]",
-        file=sys.stderr,
-    )
+    dtype = runner.identity().get("dtype", "")
+    print(f"[{runner.name} on {runner.where}, {dtype}]", file=sys.stderr)
     if args.prompt is not None:
         print(prompt, end="", flush=True)
 
@@ -177,14 +172,7 @@ def run_prompt(args: argparse.Namespace) -> int:
         if token_id not in loom.eos_ids:  # the end-of-turn marker is not text
             print(piece, end="", flush=True)
 
-    loom.generate(node, args.max_new_tokens, temperature=0, on_token=show)
+    max_new_tokens = getattr(args, "max_new_tokens", PROMPT_TOKENS)
+    loom.generate(node, max_new_tokens, temperature=0, on_token=show)
     print()
     return 0
-
-
-def default_prompt(tokenizer) -> str:
-    """A short chat turn through the model's own template, or plain text without one."""
-    if getattr(tokenizer, "chat_template", None):
-        messages = [{"role": "user", "content": DEFAULT_USER_MESSAGE}]
-        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    return DEFAULT_PLAIN_PROMPT

@@ -11,10 +11,9 @@ import sys
 from datetime import datetime
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    """Add the session subcommands."""
-    from loomterm.cli import add_model_args
-
+def register(sub: argparse._SubParsersAction, engine: argparse.ArgumentParser) -> None:
+    """Add the session subcommands (``engine``: the engine options' parent parser, for
+    ``import``; ``export`` and ``sessions`` load no model and take none)."""
     export = sub.add_parser(
         "export",
         help="write a session as Markdown, text, JSON or HTML",
@@ -33,21 +32,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="the current path, or every branch (default: current for md/txt, all for json/html)",
     )
     export.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
-    export.set_defaults(handler=run_export)
+    export.set_defaults(handler=run_export, loads_model=False)
 
     imp = sub.add_parser(
         "import",
         help="make a session from a loomterm JSON tree or a socketteer/loom tree",
         description="Make a session from a loomterm JSON tree (kept exactly, no model "
         "needed) or a socketteer/loom JSON tree (its text is tokenized with --model).",
+        parents=[engine],
     )
     imp.add_argument("file", metavar="FILE", help="the JSON file to import")
     imp.add_argument("--name", help="the new session's name (default: the file's name)")
-    add_model_args(imp)
-    imp.set_defaults(handler=run_import)
+    imp.set_defaults(handler=run_import, loads_model=True)
 
     listing = sub.add_parser("sessions", help="list saved sessions")
-    listing.set_defaults(handler=run_sessions)
+    listing.set_defaults(handler=run_sessions, loads_model=False)
 
 
 def run_export(args: argparse.Namespace) -> int:
@@ -66,15 +65,21 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def run_import(args: argparse.Namespace) -> int:
+    import warnings
     from pathlib import Path
 
     from loomterm import export
     from loomterm.session import import_session, session_path
+    from loomterm.settings import EngineOptions
 
+    options = EngineOptions.from_args(args)
+    unused = [f"--{k.replace('_', '-')}" for k, v in options.loom_kwargs().items() if v is not None]
+    if unused:  # the model only tokenizes here: no engine is built
+        warnings.warn(f"import builds no engine: {', '.join(unused)} has no effect", stacklevel=1)
     source = export.read_import(args.file)
     name = args.name or Path(args.file).stem
     target = session_path(name)
-    data = import_session(source, target, model=args.model, device=args.device, dtype=args.dtype)
+    data = import_session(source, target, **options.model_kwargs())
     tokens = sum(len(node.tokens) for node in data.tree.nodes.values())
     print(
         f"imported {len(data.tree.nodes) - 1} nodes ({tokens} tokens) into session "

@@ -119,6 +119,10 @@ class SessionRecorder:
         elif event == "update" and node is not None:
             self._flush_node(node)
             store.update_node(node)
+        elif event == "records" and node is not None:
+            self._flush_node(node)
+            store.update_records(node, 0, self._stored.get(node.id, 0))
+            self._add_vocab([node])
         elif event == "done":
             self._flush()
         elif event == "cursor" and node is not None:

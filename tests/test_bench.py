@@ -28,6 +28,8 @@ TINY_PLAN = BenchPlan(
     draft_tokens=16,
     draft_regens=2,
     sampled_seeds=2,
+    prefill_tokens=96,
+    prefill_reps=1,
 )
 
 
@@ -75,6 +77,13 @@ def test_sibling_memory_counts_the_working_buffer(tiny_result):
         # The buffer rounds its capacity up to 16 columns: at this tiny prompt (28
         # tokens) that alone is 1.14x for one row; with siblings it must stay <= 1.1x.
         assert 1.0 <= row.ratio <= (1.2 if row.name == "N=1" else 1.1), row
+
+
+def test_prefill_row_measures_the_records_cost(tiny_result):
+    (row,) = [row for row in tiny_result.rows if row.section == "Prefill"]
+    assert row.baseline > 0 and row.loomterm > 0
+    assert row.ratio == pytest.approx(row.loomterm / row.baseline)
+    assert "cost" in row.note
 
 
 def test_table_and_json(tiny_result, tmp_path):

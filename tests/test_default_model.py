@@ -37,7 +37,7 @@ def test_default_model_loads(default_loaded):
     # The head is tied back to the embedding, not a second (random) matrix.
     head = loaded.model.get_output_embeddings().weight
     assert head.data_ptr() == loaded.model.get_input_embeddings().weight.data_ptr()
-    assert loaded.tokenizer.chat_template  # the CLI's default prompt relies on it
+    assert loaded.tokenizer.chat_template  # chat sessions rely on it
     for key in ("config", "weights", "tokenizer"):
         assert len(loaded.fingerprint[key]) == 64
 

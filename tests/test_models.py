@@ -394,11 +394,3 @@ def test_cli_bad_model_is_one_line_on_stderr(capsys):
     out, err = capsys.readouterr()
     assert out == ""
     assert err == "loomterm: no such model folder or file: ./no/such/model\n"
-
-
-def test_cli_default_prompt_uses_the_chat_template(tiny_llama_dir):
-    from loomterm.cli_run import DEFAULT_USER_MESSAGE, default_prompt
-
-    loaded = load_model(tiny_llama_dir)
-    prompt = default_prompt(loaded.tokenizer)
-    assert DEFAULT_USER_MESSAGE in prompt and prompt.endswith("<|im_start|>assistant\n")

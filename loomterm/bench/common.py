@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING
+import contextvars
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -13,9 +15,31 @@ if TYPE_CHECKING:
     from loomterm.engine.models import LoadedModel
 
 
+# The engine options of this bench run (``--n-ctx``, ``--kv-budget``), for every loom the
+# sections make; set by ``runner.run_bench``.
+_LOOM_OPTIONS: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+    "bench_loom_options", default=None
+)
+
+
+@contextlib.contextmanager
+def loom_options(**options: Any) -> Iterator[None]:
+    """Make every :func:`make_loom` inside get ``options`` (``n_ctx``, ``kv_budget``);
+    a None option keeps the engine's default."""
+    token = _LOOM_OPTIONS.set({k: v for k, v in options.items() if v is not None})
+    try:
+        yield
+    finally:
+        _LOOM_OPTIONS.reset(token)
+
+
 def make_loom(loaded: LoadedModel, drafting: str = "off", n_ctx: int | None = None) -> Loom:
-    """A fresh, empty loom on an already loaded model."""
-    loom = Loom.from_loaded(loaded, n_ctx=n_ctx)
+    """A fresh, empty loom on an already loaded model, with the run's engine options
+    (``n_ctx`` given here wins)."""
+    options = dict(_LOOM_OPTIONS.get() or {})
+    if n_ctx is not None:
+        options["n_ctx"] = n_ctx
+    loom = Loom.from_loaded(loaded, **options)
     loom.update_settings(drafting=drafting)
     return loom
 

@@ -95,7 +95,7 @@ def _latency_at(loaded, corpus: list[int], length: int, reps: int, base_reps: in
 
     def replacement(position: int) -> list[int]:
         token = corpus[(position * 7 + 11) % len(corpus)]
-        return [token if token != main_tokens[position] else (token + 1) % loom.vocab_size]
+        return [token if token != main_tokens[position] else (token + 1) % loom.runner.vocab_size]
 
     ops = [
         EditOp("truncate", ">=40", lambda r: loom.truncate(main, length - 8 - r)),
@@ -192,7 +192,7 @@ def rerope_quality(loaded, corpus: list[int], doc_len: int, edits: int, log) -> 
         end = start + deleted
         new = _far(corpus, doc_len + 53 * (i + 1), inserted)
         if new == doc_tokens[start:end]:
-            new = [(t + 1) % loom.vocab_size for t in new]
+            new = [(t + 1) % loom.runner.vocab_size for t in new]
         fast = loom.splice_tokens(doc, start, end, new, exact=False)
         exact = loom.splice_tokens(doc, start, end, new, exact=True)
         plain = splice_unrotated(loom, doc, start, end, new)

@@ -10,7 +10,8 @@ from dataclasses import asdict, dataclass, field, replace
 
 import torch
 
-from loomterm.bench import corpus_text, decoding, edits
+from loomterm.bench import corpus_text, decoding, edits, prefill
+from loomterm.bench.common import loom_options
 from loomterm.bench.report import Row
 
 
@@ -34,7 +35,11 @@ class BenchPlan:
     draft_tokens: int = 128
     draft_regens: int = 3
     sampled_seeds: int = 3
-    sections: tuple[str, ...] = ("latency", "decode", "siblings", "memory", "rerope", "drafted")
+    prefill_tokens: int = 1024
+    prefill_reps: int = 3
+    sections: tuple[str, ...] = (
+        "latency", "decode", "siblings", "memory", "prefill", "rerope", "drafted"
+    )  # fmt: skip
 
     @classmethod
     def full(cls, device: torch.device) -> BenchPlan:
@@ -58,6 +63,8 @@ class BenchPlan:
             draft_tokens=48,
             draft_regens=2,
             sampled_seeds=0,
+            prefill_tokens=512,
+            prefill_reps=2,
         )
 
     def scaled(self, **changes) -> BenchPlan:
@@ -69,6 +76,7 @@ NOTES = {
     decoding.DECODE: decoding.DECODE_NOTE,
     decoding.SIBLINGS: decoding.SIBLINGS_NOTE,
     decoding.MEMORY: decoding.MEMORY_NOTE,
+    prefill.PREFILL: prefill.PREFILL_NOTE,
     edits.REROPE: edits.REROPE_NOTE,
     decoding.DRAFTED: decoding.DRAFTED_NOTE,
 }
@@ -89,10 +97,22 @@ class BenchResult:
 
 
 def run_bench(
-    loaded, plan: BenchPlan, quick: bool = False, log: Callable[[str], None] | None = None
+    loaded,
+    plan: BenchPlan,
+    quick: bool = False,
+    log: Callable[[str], None] | None = None,
+    n_ctx: int | None = None,
+    kv_budget: int | str | None = None,
 ) -> BenchResult:
-    """Measure every section of ``plan`` on ``loaded`` (a ``LoadedModel``)."""
-    log = log or (lambda text: None)
+    """Measure every section of ``plan`` on ``loaded`` (a ``LoadedModel``); every Loom
+    it builds gets ``n_ctx`` and ``kv_budget`` (None: the engine's defaults)."""
+    with loom_options(n_ctx=n_ctx, kv_budget=kv_budget):
+        result = _run(loaded, plan, quick, log or (lambda text: None))
+    result.meta.update(n_ctx=n_ctx, kv_budget=kv_budget)
+    return result
+
+
+def _run(loaded, plan: BenchPlan, quick: bool, log: Callable[[str], None]) -> BenchResult:
     started = time.perf_counter()
     corpus = list(loaded.tokenizer(corpus_text(), add_special_tokens=False)["input_ids"])
     prompt = corpus[: plan.prompt_tokens]
@@ -116,6 +136,8 @@ def run_bench(
         rows += decoding.kv_memory(
             loaded, prompt, plan.sibling_tokens, list(plan.memory_counts), log
         )
+    if "prefill" in want:
+        rows += prefill.record_cost(loaded, corpus, plan.prefill_tokens, plan.prefill_reps, log)
     if "rerope" in want:
         rows += edits.rerope_quality(loaded, corpus, plan.rerope_doc, plan.rerope_edits, log)
     if "drafted" in want:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter
-from loomterm.engine.sampling import make_generators, sample, token_records
+from loomterm.engine.sampling import SamplerState, make_generators, sample_step, token_records
 from loomterm.engine.text import StreamDecoder
 
 if TYPE_CHECKING:
@@ -37,10 +37,11 @@ def plain_decode(
     work.fork(n, columns=work.length + request.max_new_tokens)
     generators = make_generators(request.seed, n)
     streams = [StreamDecoder(runner.codec) for _ in range(n)]
-    history = None
-    if params.repetition_penalty != 1.0:
+    state = SamplerState.start(params, n, device, dry_breakers=runner.dry_breakers(params))
+    history = None  # (n, T): the path so far, typed text included, for penalties and DRY
+    if params.uses_history:
         prefix = torch.tensor(parent.path_tokens(), device=device, dtype=torch.long)
-        history = prefix[None].expand(n, -1).clone()  # (n, T)
+        history = prefix[None].expand(n, -1).clone()
     kids: list = []
     finished = [False] * n
     stored = [0] * n
@@ -49,7 +50,7 @@ def plain_decode(
     for _ in range(request.max_new_tokens):
         if request.cancelled:
             break
-        chosen = sample(logits, params, generators, history)  # (n,)
+        chosen, state = sample_step(logits, params, generators, history, state)  # (n,)
         logprobs, alternatives = token_records(logits, chosen)
         picks = chosen.tolist()
         if not kids:

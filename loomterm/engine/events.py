@@ -2,7 +2,8 @@
 
 Listeners are plain callables ``listener(event, node)``. Events: ``add`` (a new node),
 ``tokens`` (a node grew during generation), ``split`` (a node was cut in two; the
-head is passed), ``update`` (flags or meta changed), ``done`` (a generated node is
+head is passed), ``update`` (flags or meta changed), ``records`` (tokens already there got their
+log-probabilities and alternatives, from a prefill), ``done`` (a generated node is
 complete), ``cursor`` and ``settings``. The session layer records the file from them,
 the editor redraws from them; the engine never knows who listens.
 """

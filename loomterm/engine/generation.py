@@ -38,6 +38,10 @@ class GenerateRequest:
         drafting: "auto", "tree", "lookahead" or "off" (``speculative.MODES``).
         on_token: ``on_token(child, token_id, piece)`` as each token arrives.
         cancel: Set it to stop within one token, keeping what came.
+        banned: Phrases the continuation must never contain (``banned``).
+        banned_ignore_case: Match ``banned`` without regard to case.
+        on_take_back: ``on_take_back(child, length)`` when a banned phrase made the
+            child go back to its first ``length`` tokens (what came after is gone).
     """
 
     node: Node
@@ -48,10 +52,21 @@ class GenerateRequest:
     drafting: str = "auto"
     on_token: OnToken | None = None
     cancel: threading.Event | None = None
+    banned: tuple[str, ...] = ()
+    banned_ignore_case: bool = False
+    on_take_back: Callable[[Node, int], None] | None = None
 
     @property
     def cancelled(self) -> bool:
         return self.cancel is not None and self.cancel.is_set()
+
+    def sampling_record(self) -> dict[str, Any]:
+        """What a generated node records of how it was made (``Node.sampling``)."""
+        record = self.sampling.as_dict()
+        if self.banned:
+            record["banned_strings"] = list(self.banned)
+            record["banned_strings_ignore_case"] = self.banned_ignore_case
+        return record
 
 
 @dataclass
@@ -104,6 +119,11 @@ class NodeWriter:
         node.tokens.append(token)
         node.logprobs.append(logprob)
         node.top.append(top)
+        self.emit("tokens", node)
+
+    def take_back(self, node: Node, length: int) -> None:
+        """Keep only ``node``'s first ``length`` tokens (a banned phrase began there)."""
+        del node.tokens[length:], node.logprobs[length:], node.top[length:]
         self.emit("tokens", node)
 
     def mark_approx(self, node: Node, approx: bool = True) -> None:

@@ -25,6 +25,7 @@ from loomterm.engine.memory import KVMemory
 from loomterm.engine.path_cache import PathCache
 from loomterm.engine.rope import RopeSpec, probe_rope, rerotate_kv
 from loomterm.engine.runner import Capabilities, Runner
+from loomterm.engine.sampling import DryBreakers, SamplingParams, resolve_dry_breakers
 from loomterm.engine.text import TokenText
 from loomterm.engine.window import MIN_CTX, Window
 from loomterm.errors import ContextError, InputError, LoomError
@@ -48,6 +49,8 @@ class LocalRunner(Runner):
         kv_budget: Cap on resident KV bytes, the working buffer included.
         evictions: How many times a node's KV was dropped to stay under the cap.
         attention_note: Why loomterm's in-place attention is off (None when it is on).
+        keep_records: Give tokens the model did not write (typed, imported) their
+            log-probability and top alternatives from the prefill's logits.
     """
 
     def __init__(
@@ -86,6 +89,9 @@ class LocalRunner(Runner):
         self.kv_budget = budget.parse_size(kv_budget) or budget.default_budget(self.device)
         self.lru = budget.LruClock()
         self.evictions = 0
+        self.keep_records = True  # typed tokens get log-probabilities from their prefill
+        self._breakers: dict[tuple[str, ...], DryBreakers] = {}
+        self._pieces: list[str] | None = None  # every token's text, for DRY's breakers
         why_not = () if self.rope else (("rerope", _no_rope_reason(config)),)
         self.capabilities = Capabilities(
             rerope=self.rope is not None,
@@ -214,6 +220,20 @@ class LocalRunner(Runner):
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
 
+    def dry_breakers(self, params: SamplingParams) -> DryBreakers | None:
+        """DRY's sequence breakers as this tokenizer's ids (None when DRY is off).
+        Resolving scans the vocabulary once per breaker list; it is kept."""
+        if not params.dry_active:
+            return None
+        key = params.dry_sequence_breakers
+        if key not in self._breakers:
+            if self._pieces is None:
+                self._pieces = [self.codec.decode([i]) for i in range(self.vocab_size)]
+            self._breakers[key] = resolve_dry_breakers(
+                key, self._pieces, lambda text: self.encode(text)
+            )
+        return self._breakers[key]
+
     # -- what the Loom asks --------------------------------------------------------------
     def prepare(self, node: Node) -> torch.Tensor:
         return self.cache.ensure(node)
@@ -225,8 +245,12 @@ class LocalRunner(Runner):
         clock = time.perf_counter()
         logits = self.cache.ensure(request.node)  # (V,)
         prefill = time.perf_counter() - clock
-        config = drafting_config(self, request)
-        if config is not None:
+        config = drafting_config(self, request) if not request.banned else None
+        if request.banned:  # going back cannot happen inside a batch or a drafted block
+            from loomterm.engine.banned import banned_decode
+
+            result = banned_decode(self, request, writer, logits)
+        elif config is not None:
             result = drafted_decode(self, request, writer, logits, config)
         else:
             result = plain_decode(self, request, writer, logits)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -31,7 +31,7 @@ from loomterm.engine.events import EventBus, Listener
 from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter, OnToken
 from loomterm.engine.memory import KVMemory
 from loomterm.engine.runner import Capabilities, Runner
-from loomterm.engine.sampling import SamplingParams
+from loomterm.engine.sampling import SamplingParams, resolve_logit_bias
 from loomterm.engine.text import TokenText
 from loomterm.engine.window import segments
 from loomterm.errors import EditRangeError, EmptyEditError, InputError
@@ -333,12 +333,14 @@ class Loom:
             if tokens and fast:
                 self.runner.prepare(tail)  # the inserted tokens are computed, exactly
             for source, lo, hi in suffix:
+                # Exact: the suffix is computed again in its new context, and its records
+                # with it. Fast: its KV (and so its records) is the old context's, moved.
                 copy = self.tree.add(
                     tail,
                     source.tokens[lo:hi],
                     source.origin,
-                    logprobs=source.logprobs[lo:hi],
-                    top=source.top[lo:hi],
+                    logprobs=source.logprobs[lo:hi] if fast else None,
+                    top=source.top[lo:hi] if fast else None,
                     sampling=source.sampling,
                     seed=source.seed,
                     meta={k: v for k, v in source.meta.items() if k == "role"},
@@ -388,13 +390,13 @@ class Loom:
         on_token: OnToken | None = None,
         cancel: threading.Event | None = None,
         drafting: str | None = None,
+        on_take_back: Callable[[Node, int], None] | None = None,
         **sampling: Any,
     ) -> list[Node]:
         """Sample ``n`` continuations of ``node`` as one batch; returns the new children.
 
-        Sampling knobs (``temperature``, ``top_p``, ``top_k``, ``min_p``,
-        ``repetition_penalty``) and ``max_new_tokens``/``drafting`` default to the
-        loom's settings. ``on_token(child, token_id, piece)`` is called as each token
+        Every setting (the samplers by llama.cpp's names, ``banned_strings``,
+        ``drafting``...) may be given; what is not given comes from ``loom.settings``. ``on_token(child, token_id, piece)`` is called as each token
         arrives; setting ``cancel`` stops within one token, keeping what was generated.
         """
         if drafting is not None:
@@ -408,13 +410,23 @@ class Loom:
             node=node,
             max_new_tokens=max_new_tokens,
             n=n,
-            sampling=SamplingParams(**settings.sampling()),
+            sampling=self._sampling(settings),
             seed=seed,
             drafting=settings.drafting,
             on_token=on_token,
             cancel=cancel,
+            banned=settings.banned_strings,
+            banned_ignore_case=settings.banned_strings_ignore_case,
+            on_take_back=on_take_back,
         )
         return self.run(request).children
+
+    def _sampling(self, settings: Settings) -> SamplingParams:
+        """The settings' sampling knobs, with text in ``logit_bias`` turned into tokens."""
+        knobs = settings.sampling()
+        if knobs.get("logit_bias"):
+            knobs["logit_bias"] = resolve_logit_bias(knobs["logit_bias"], self.encode)
+        return SamplingParams(**knobs)
 
     def run(self, request: GenerateRequest) -> GenerateResult:
         """Run one generation request; the result has the children and what it cost."""

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from loomterm.engine.kvcache import Segment, kv_len
+from loomterm.engine.sampling import token_records
 from loomterm.engine.window import segments
 from loomterm.errors import EmptyEditError
 from loomterm.tree import Node
@@ -60,6 +61,8 @@ class PathCache:
             return self._logits
         keep = min(keep, columns - 1)
         work.truncate(keep)
+        if self._logits_len > keep:
+            self.invalidate()  # it followed columns that are gone
         windowed = self.window.shift_for(node.end) > 0
         plan: list[tuple[Node, int, int]] = []  # runs to compute, in order
         col = 0
@@ -98,21 +101,46 @@ class PathCache:
         if not plan:
             return None
         runner, work = self.runner, self.work
+        first, lo, _hi = plan[0]
+        wants_first = runner.keep_records and first.logprobs[lo] is None
+        again = None  # a token computed again only for the logits that predict the plan
+        if wants_first and self._logits_len != work.length and work.segments and not windowed:
+            last = work.segments[-1]
+            work.truncate(work.length - 1)
+            again = (last.node, last.hi - 1, last.hi)
+            plan = [again, *plan]
         ids = [t for n, lo, hi in plan for t in n.tokens[lo:hi]]
         owners = [(n, i) for n, lo, hi in plan for i in range(lo, hi)]
+        # Tokens the model did not write (typed, pasted, imported) get their records --
+        # log-probability and top alternatives -- from the logits this prefill computes
+        # anyway; the row before each token predicts it.
+        need = [runner.keep_records and n.logprobs[i] is None for n, i in owners]
         start_col = work.length
+        before = self._logits if self._logits_len == start_col else None  # (V,) or None
         logits = None
         total = len(ids)
+        filled: dict[int, Node] = {}
         for begin in range(0, total, PREFILL_CHUNK):
             chunk = ids[begin : begin + PREFILL_CHUNK]
-            out = runner.forward(torch.tensor([chunk], device=runner.device))  # (1, 1, V)
+            wanted = any(need[begin : begin + len(chunk)])
+            ids_t = torch.tensor([chunk], device=runner.device)  # (1, q)
+            out = runner.forward(ids_t, keep=len(chunk) if wanted else 1)  # (1, keep, V)
             for node, i in owners[begin : begin + len(chunk)]:
                 work.commit(1, node, i)
-            logits = out[0, -1]
+            if wanted:
+                self._fill_records(out[0], before, ids_t[0], owners, need, begin, filled)
+            logits = before = out[0, -1]
             if runner.progress is not None and total > PREFILL_CHUNK:
                 runner.progress("prefill", min(begin + len(chunk), total), total)
+        for node in filled.values():
+            runner.emit("records", node)
         col = start_col
-        for node, lo, hi in plan:
+        for run in plan:
+            node, lo, hi = run
+            if run is again:  # same token, same place: its KV is the node's own again
+                work.adopt(node, col - lo)
+                col += 1
+                continue
             plain = not windowed or col + (hi - lo) <= self.window.n_keep
             if plain and 0 < kv_len(node.kv) and lo <= kv_len(node.kv) <= hi:
                 # The columns hold the node's stored KV too: keep one copy, the buffer's.
@@ -127,6 +155,33 @@ class PathCache:
             approx_before = approx_before or node.approx
             col += hi - lo
         return logits
+
+    @staticmethod
+    def _fill_records(
+        rows: torch.Tensor,
+        before: torch.Tensor | None,
+        chunk: torch.Tensor,
+        owners: list[tuple[Node, int]],
+        need: list[bool],
+        begin: int,
+        filled: dict[int, Node],
+    ) -> None:
+        """Records of the chunk's tokens that need them. ``rows`` (q, V): logits after
+        each chunk token; ``before`` (V,): logits before the first one, if known."""
+        q = rows.shape[0]
+        # (q, V): the logits that predicted each token of the chunk (row -1 = unknown).
+        first = 0 if before is not None else 1
+        predicted = rows[: q - 1] if before is None else torch.cat([before[None], rows[: q - 1]])
+        picks = [j for j in range(first, q) if need[begin + j]]
+        if not picks:
+            return
+        index = torch.tensor([j - first for j in picks], device=rows.device)
+        logprobs, alternatives = token_records(predicted[index], chunk[picks])
+        for j, logprob, top in zip(picks, logprobs, alternatives):
+            node, i = owners[begin + j]
+            node.logprobs[i] = logprob
+            node.top[i] = top
+            filled[node.id] = node
 
     # -- after a generation ---------------------------------------------------------------
     def store_generated(self, kids: list[Node], base: int, stored: list[int]) -> None:

@@ -40,7 +40,7 @@ from loomterm.engine.drafting import (
     walk_trials,
 )
 from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter
-from loomterm.engine.sampling import make_generators, sample, token_records
+from loomterm.engine.sampling import SamplerState, make_generators, sample_step, token_records
 from loomterm.engine.text import StreamDecoder
 
 if TYPE_CHECKING:
@@ -125,7 +125,10 @@ def drafted_decode(
     result = GenerateResult(drafting=stats)
 
     document = parent.path_tokens()  # grows with kid's tokens
-    penalize = params.repetition_penalty != 1.0
+    penalize = params.uses_history
+    # One state, threaded through every emitted token in order: mirostat's mu and the
+    # XTC coins then follow plain decoding's draws exactly (sampling.SamplerState).
+    state = SamplerState.start(params, 1, device, dry_breakers=runner.dry_breakers(params))
     index = TreeIndex(config.max_ngram, config.per_key)
     for node in reversed(nearby_nodes(parent, None, config.pool_tokens)):
         index.add(node)  # closest last: hits are tried newest first
@@ -139,10 +142,12 @@ def drafted_decode(
 
     def choose(row: torch.Tensor) -> int:
         """The model's token from one row of verified logits: (V,) -> id."""
+        nonlocal state
         history = None
         if penalize:
             history = torch.tensor([document], device=device, dtype=torch.long)  # (1, T)
-        return int(sample(row[None], params, generators, history)[0])
+        token, state = sample_step(row[None], params, generators, history, state)
+        return int(token[0])
 
     def emit(rows: torch.Tensor, tokens: list[int]) -> int:
         """Record and stream ``tokens`` (chosen from ``rows`` (k, V)); stop early when

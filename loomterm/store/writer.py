@@ -221,6 +221,23 @@ class SessionStore:
         with self.transaction() as conn:
             self._insert_tokens(conn, node, start, pieces, end)
 
+    def update_records(self, node: Node, start: int, end: int) -> None:
+        """Tokens ``start:end`` of ``node``, already stored, got their log-probabilities
+        and alternatives (typed text, after the model read it)."""
+        with self.transaction() as conn:
+            conn.executemany(
+                "UPDATE tokens SET logprob = ?, top = ? WHERE node = ? AND idx = ?",
+                [
+                    (
+                        None if node.logprobs[i] is None else float(node.logprobs[i]),
+                        pack_top(node.top[i]),
+                        node.id,
+                        i,
+                    )
+                    for i in range(start, end)
+                ],
+            )
+
     def rewrite_node(self, node: Node, pieces: list[str]) -> None:
         """Replace a node's row and all its tokens (after an edit that was not an append)."""
         with self.transaction() as conn:
@@ -254,11 +271,6 @@ class SessionStore:
         """Replace the per-session settings."""
         with self.transaction() as conn:
             self._set(conn, "settings", settings)
-
-    def set_model(self, model: dict[str, Any]) -> None:
-        """Record the model (name, source, fingerprint) the tokens belong to."""
-        with self.transaction() as conn:
-            self._set(conn, "model", model)
 
     def add_vocab(self, pieces: dict[int, str]) -> None:
         """Remember display text for token ids seen among alternatives."""

@@ -49,6 +49,7 @@ from loomterm.tui.actions import (
     ChatActions,
     GenerationActions,
     NavigationActions,
+    PresetActions,
     SessionActions,
     ViewActions,
 )
@@ -97,6 +98,7 @@ class LoomApp(
     AlternativeActions,
     BookmarkActions,
     ChatActions,
+    PresetActions,
     SessionActions,
     ViewActions,
     App[None],
@@ -186,6 +188,7 @@ class LoomApp(
         self.view = DocumentView(self.doc, id="document")
         self.view.boundaries = self.prefs.boundaries
         self.view.probabilities = self.prefs.probabilities
+        self.view.surprisal = self.prefs.surprisal
         self.view.approx_marks = self.prefs.approx
         self.status = StatusBar(id="status")
 
@@ -596,6 +599,7 @@ class LoomApp(
             kv_bytes=memory.total,
             tokens_per_second=self._tokens_per_second if self.show_speed else None,
             settings=loom.settings,
+            preset=self.preset_label() if loom.settings.preset else "",
             state=state,
             read_only=self.read_only,
             unsaved=self.unsaved,

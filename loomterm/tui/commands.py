@@ -19,7 +19,8 @@ Command = tuple[str, Callable[[], object], str]  # (title, run, help)
 
 class LoomCommands(Provider):
     """Actions from :data:`~loomterm.tui.keymap.ACTIONS` (with their current keys),
-    ``Theme: NAME`` for every theme and ``Bookmark: TEXT`` for every bookmark."""
+    ``Preset: NAME`` for every sampler preset, ``Theme: NAME`` for every theme and
+    ``Bookmark: TEXT`` for every bookmark."""
 
     @property
     def loom_app(self) -> LoomApp:
@@ -32,14 +33,20 @@ class LoomCommands(Provider):
             key = keys.get(action.id, "")
             help_text = f"{action.help}  ({key})" if key else action.help
             yield action.title, partial(app.run_action, action.action), help_text
+        for name, preset in app.presets().items():
+            values = ", ".join(f"{k} {v}" for k, v in preset.values.items())
+            yield f"Preset: {name}", partial(app.apply_preset, name), values
         for name in app.theme_names():
             yield f"Theme: {name}", partial(app.set_theme, name), "Switch to this theme"
         for node, preview in app.bookmarks():
             yield f"Bookmark: {preview}", partial(app.go_to_node, node), "Go to this bookmark"
 
+    async def startup(self) -> None:
+        self.loom_app.presets(reload=True)  # a preset file written since is offered too
+
     async def discover(self) -> Hits:
         for title, run, help_text in self.commands():
-            if not title.startswith(("Theme:", "Bookmark:")):
+            if not title.startswith(("Theme:", "Bookmark:", "Preset:")):
                 yield DiscoveryHit(title, run, help=help_text)
 
     async def search(self, query: str) -> Hits:

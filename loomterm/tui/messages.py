@@ -79,6 +79,15 @@ class TokensStreamed(Message):
         self.seconds = seconds
 
 
+class TokensTakenBack(Message):
+    """``node`` went back to its first ``length`` tokens (a banned phrase began there)."""
+
+    def __init__(self, node: Node, length: int):
+        super().__init__()
+        self.node = node
+        self.length = length
+
+
 class GenerationDone(Message):
     """Generation ended (finished, stopped or failed midway): ``kids`` are the new
     siblings, ``start`` their parent."""

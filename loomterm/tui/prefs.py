@@ -25,6 +25,7 @@ class Prefs:
         tree: Branch pane shown.
         boundaries: Token boundaries shown.
         probabilities: Tokens coloured by probability.
+        surprisal: Tokens coloured by surprisal (bits).
         approx: Approximate (re-roped) tokens marked.
         show_hidden: Archived branches shown in the branch pane.
         tree_share: The branch pane's share of the terminal's width.
@@ -34,6 +35,7 @@ class Prefs:
     tree: bool = True
     boundaries: bool = False
     probabilities: bool = False
+    surprisal: bool = False
     approx: bool = True
     show_hidden: bool = False
     tree_share: float = 0.34

@@ -71,15 +71,21 @@ async def test_right_click_on_a_token_opens_its_alternatives(make_app, loom):
         assert not isinstance(app.screen, AlternativesScreen)
 
 
-async def test_typed_text_has_no_alternatives_and_says_so(make_app, loom):
+async def test_typed_text_has_alternatives_but_its_first_token_has_none(make_app, loom):
     app = make_app()
     async with app.run_test(size=TERMINAL) as pilot:
-        await paste(pilot, "Typed")
+        await paste(pilot, "Typed words")
         await settle(pilot)
+        await pilot.press("ctrl+a")  # the token before the caret: a typed one
+        await settle(pilot)
+        assert isinstance(app.screen, AlternativesScreen)
+        await pilot.press("escape")
+        await pilot.press("home")
         await pilot.press("ctrl+a")
         await settle(pilot)
         assert not isinstance(app.screen, AlternativesScreen)
-        assert any("No alternatives" in n.message for n in app._notifications)  # noqa: SLF001
+        messages = [n.message for n in app._notifications]  # noqa: SLF001
+        assert any("nothing comes before it" in m for m in messages), messages
 
 
 async def test_settings_are_edited_checked_and_kept_with_the_session(make_app, loom):
@@ -110,19 +116,77 @@ async def test_settings_are_edited_checked_and_kept_with_the_session(make_app, l
 
 
 def test_parse_settings_names_each_bad_field():
-    good = {
-        "temperature": "0",
-        "top_p": "1",
-        "top_k": "40",
-        "min_p": "0.05",
-        "repetition_penalty": "1.1",
-        "max_new_tokens": "64",
-        "n": "4",
-    }
+    from loomterm.settings import DEFAULTS
+    from loomterm.tui.widgets.settings import FIELDS
+
+    good = {spec.name: spec.text(getattr(DEFAULTS, spec.name)) for spec in FIELDS}
+    good.update(top_k="40", min_p="0.05", repetition_penalty="1.1", max_new_tokens="64")
     values, problems = parse_settings(good)
     assert problems == [] and values["top_k"] == 40 and values["min_p"] == 0.05
     values, problems = parse_settings({**good, "top_k": "x", "n": "0", "min_p": "1"})
     assert len(problems) == 3
+
+
+async def test_settings_dialog_names_the_rule_a_value_breaks(make_app, loom):
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await pilot.press("f2")
+        await pilot.pause()
+        screen = app.screen
+        screen.query_one("#setting-n").value = "65"
+        screen.query_one("#setting-temperature").value = "-1"
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert isinstance(app.screen, SettingsScreen)
+        assert "Temperature must be a number >= 0 (got -1.0)" in screen_text(app)
+        assert str(screen.query_one("#problems").render()).splitlines() == [
+            "Temperature must be a number >= 0 (got -1.0)",
+            "N (siblings per ctrl+n) must be a whole number from 1 to 64 (got 65)",
+        ]
+        assert loom.settings.n == 3  # nothing changed
+
+
+def test_settings_dialog_rows_come_from_the_settings_table():
+    from loomterm.settings import Settings
+    from loomterm.tui.widgets.settings import CHOICES, DIALOG, FIELDS
+
+    names = [s.name for s in DIALOG]
+    assert names[:5] == ["temperature", "top_p", "top_k", "min_p", "repetition_penalty"]
+    # Every sampler is in the dialog, with the generation settings.
+    samplers = [n for n, spec in Settings.SPECS.items() if spec.sampling]
+    generation = {
+        "max_new_tokens",
+        "n",
+        "splice_mode",
+        "banned_strings",
+        "banned_strings_ignore_case",
+    }
+    assert set(samplers) | generation == set(names)
+    assert set(FIELDS) | set(CHOICES) == set(DIALOG)
+    assert all(Settings.SPECS[s.name] is s for s in DIALOG)
+
+
+async def test_settings_dialog_fits_a_short_terminal(make_app):
+    """Rows scroll; the buttons stay on screen (more samplers will come)."""
+    app = make_app()
+    async with app.run_test(size=(80, 18)) as pilot:
+        await pilot.press("f2")
+        await pilot.pause()
+        save = app.screen.query_one("#save")
+        assert save.region.bottom <= 18 and save.region.height == 1
+        await pilot.click("#save")
+        await pilot.pause()
+        assert not isinstance(app.screen, SettingsScreen)
+
+
+def test_new_session_like_keeps_the_engine_options_and_settings(loom):
+    from loomterm.tui import ops
+
+    loom.runner.kv_budget = 5 << 20
+    loom.update_settings(splice_mode="exact")
+    fresh, _ = ops.new_session_like(loom)
+    assert (fresh.n_ctx, fresh.runner.kv_budget) == (loom.n_ctx, 5 << 20)
+    assert fresh.settings == loom.settings
 
 
 @pytest.mark.parametrize("fmt", ["md", "txt", "json", "html"])
@@ -146,6 +210,11 @@ async def test_export_dialog_writes_every_format(make_app, loom, exports, fmt):
             data = json.loads(body)
             assert data["format"] == "loomterm-tree"
             assert any(n["text"] == "Once upon a time" for n in data["nodes"])
+        elif fmt == "html":  # every token is a span now (probabilities on hover)
+            import html
+            import re
+
+            assert "Once upon a time" in html.unescape(re.sub(r"<[^>]+>", "", body))
         else:
             assert "Once upon a time" in body
         assert any("Exported" in n.message for n in app._notifications)  # noqa: SLF001

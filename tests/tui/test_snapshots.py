@@ -71,7 +71,12 @@ def test_alternatives_popup(snap_compare, snap_app, loom):
 
 def test_settings_screen(snap_compare, snap_app):
     async def run_before(pilot):
+        from textual.widgets import Input
+
         await pilot.press("f2")
+        await pilot.pause()
+        for field in pilot.app.screen.query(Input):
+            field.cursor_blink = False  # a blinking caret makes the picture depend on time
         await pilot.pause()
 
     assert snap_compare(snap_app(), terminal_size=TERMINAL, run_before=run_before)

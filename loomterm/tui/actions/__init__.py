@@ -7,6 +7,7 @@
 - ``alternatives.py``: a token's top alternatives and picking one;
 - ``bookmarks.py``: bookmarks, and archiving (hiding) branches;
 - ``chat.py``: new chats and turns through the chat template;
+- ``presets.py``: sampler presets from the palette, and which one is in use;
 - ``sessions.py``: the session picker, and switching sessions in place;
 - ``view.py``: the branch pane, focus, view toggles, and the settings, export and
   help dialogs.
@@ -24,6 +25,7 @@ from loomterm.tui.actions.bookmarks import BookmarkActions
 from loomterm.tui.actions.chat import ChatActions
 from loomterm.tui.actions.generation import GenerationActions, Streamer
 from loomterm.tui.actions.navigation import NavigationActions
+from loomterm.tui.actions.presets import PresetActions
 from loomterm.tui.actions.sessions import SessionActions
 from loomterm.tui.actions.view import ViewActions
 
@@ -33,6 +35,7 @@ __all__ = [
     "ChatActions",
     "GenerationActions",
     "NavigationActions",
+    "PresetActions",
     "SessionActions",
     "Streamer",
     "ViewActions",

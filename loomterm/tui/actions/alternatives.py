@@ -35,9 +35,8 @@ class AlternativeActions:
         node, index, position = found
         top = node.top[index] if index < len(node.top) else None
         if not top:
-            self.notify(
-                "No alternatives were recorded for this token (typed text has none)", timeout=3
-            )
+            why = "nothing comes before it" if position == 0 else "none were recorded"
+            self.notify(f"No alternatives for this token: {why}", timeout=3)
             return
         chosen = node.tokens[index]
         loom = self.loom

@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING
 from loomterm.errors import LoomError
 from loomterm.tree import Node, Origin
 from loomterm.tui import ops
-from loomterm.tui.messages import GenerationDone, GenerationStarted, Moved, TokensStreamed
+from loomterm.tui.messages import (
+    GenerationDone,
+    GenerationStarted,
+    Moved,
+    TokensStreamed,
+    TokensTakenBack,
+)
 
 if TYPE_CHECKING:
     from loomterm.engine import Loom
@@ -57,6 +63,16 @@ class Streamer:
         now = time.monotonic()
         if now - self.last_post >= STREAM_INTERVAL:
             self.flush(now)
+
+    def on_take_back(self, node: Node, length: int) -> None:
+        """A banned phrase made ``node`` go back to its first ``length`` tokens."""
+        if node is not self.first:
+            return
+        kept = max(0, length - self.shown)
+        self.pieces = self.pieces[:kept]
+        if length < self.shown:
+            self.shown = length
+            self.app.post_message(TokensTakenBack(node, length))
 
     def flush(self, now: float | None = None) -> None:
         now = time.monotonic() if now is None else now
@@ -154,7 +170,13 @@ class GenerationActions:
                 self.post_message(GenerationStarted(node, "", n))
                 streamer = Streamer(self, loom)
                 kids = loom.generate(
-                    node, max_new, n=n, on_token=streamer.on_token, cancel=cancel, **sampling
+                    node,
+                    max_new,
+                    n=n,
+                    on_token=streamer.on_token,
+                    on_take_back=streamer.on_take_back,
+                    cancel=cancel,
+                    **sampling,
                 )
                 streamer.flush()
             finally:
@@ -189,6 +211,17 @@ class GenerationActions:
         if not self.branches.has_class("-hidden"):
             self.branches.text_grew()  # the rows of every sibling being written
         self._refresh_status_soon()
+
+    def on_tokens_taken_back(self, message: TokensTakenBack) -> None:
+        """Streamed text that a banned phrase took back leaves the screen."""
+        doc = self.doc
+        if doc.dirty or doc.node is not message.node:
+            return
+        follow = self.view.follow
+        doc.show(message.node)
+        if follow:
+            doc.move_to(doc.length)
+        self.view.document_changed(scroll=follow)
 
     def on_generation_done(self, message: GenerationDone) -> None:
         self.generating = False

@@ -76,6 +76,8 @@ class ViewActions:
             view.boundaries = self.prefs.boundaries = not view.boundaries
         elif what == "probabilities":
             view.probabilities = self.prefs.probabilities = not view.probabilities
+        elif what == "surprisal":
+            view.surprisal = self.prefs.surprisal = not view.surprisal
         elif what == "approx":
             view.approx_marks = self.prefs.approx = not view.approx_marks
         save_prefs(self.prefs)

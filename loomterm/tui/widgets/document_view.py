@@ -36,6 +36,21 @@ MODIFIER_PREFIXES = ("alt+", "ctrl+", "super+", "meta+", "hyper+")
 PROB_BUCKETS = (0.8, 0.5, 0.25, 0.1)
 
 
+# Surprisal buckets: -log2 p below this many bits -> bucket index (the same colours).
+SURPRISAL_BITS = (2.0, 4.0, 7.0, 11.0)
+
+
+def surprisal_bucket(logprob: float | None) -> int:
+    """1 (expected) .. 5 (a surprise, 11 bits or more); 0 when unknown."""
+    if logprob is None:
+        return 0
+    bits = -logprob / math.log(2)
+    for index, ceiling in enumerate(SURPRISAL_BITS):
+        if bits < ceiling:
+            return index + 1
+    return 5
+
+
 def prob_bucket(logprob: float | None) -> int:
     """1 (likely) .. 5 (unlikely); 0 when unknown (typed text)."""
     if logprob is None:
@@ -147,7 +162,10 @@ class DocumentView(ScrollView, can_focus=True):
     boundaries: reactive[bool] = reactive(False)
     """Show token boundaries as alternating backgrounds."""
     probabilities: reactive[bool] = reactive(False)
-    """Colour generated tokens by their probability."""
+    """Colour every token by its probability (typed text too, once the model read it)."""
+    surprisal: reactive[bool] = reactive(False)
+    """Colour every token by its surprisal, -log2 p, in bits: where the text surprised
+    the model. Takes precedence over ``probabilities``."""
     approx_marks: reactive[bool] = reactive(True)
     """Mark approximate (re-roped) tokens."""
     locked: reactive[bool] = reactive(False)
@@ -233,7 +251,9 @@ class DocumentView(ScrollView, can_focus=True):
             index = block.first + j
             if index < len(node.tokens):
                 special = node.tokens[index] in self.doc.special_ids
-                if self.probabilities and index < len(node.logprobs):
+                if self.surprisal and index < len(node.logprobs):
+                    bucket = surprisal_bucket(node.logprobs[index])
+                elif self.probabilities and index < len(node.logprobs):
                     bucket = prob_bucket(node.logprobs[index])
             approx = self.approx_marks and node.approx
         parity = (block.pos0 + j) & 1 if self.boundaries and block.pos0 >= 0 else -1
@@ -264,6 +284,9 @@ class DocumentView(ScrollView, can_focus=True):
         self._watch_view()
 
     def watch_probabilities(self) -> None:
+        self._watch_view()
+
+    def watch_surprisal(self) -> None:
         self._watch_view()
 
     def watch_approx_marks(self) -> None:
@@ -392,7 +415,7 @@ class DocumentView(ScrollView, can_focus=True):
         else:
             segments.append(Segment(" ", base))
         blocks, block_starts, text = doc.blocks, doc.block_starts, doc.text
-        per_token = self.boundaries or self.probabilities
+        per_token = self.boundaries or self.probabilities or self.surprisal
         special_ids = doc.special_ids
         pos = start
         at = max(0, bisect_right(block_starts, start) - 1)

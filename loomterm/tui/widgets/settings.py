@@ -1,62 +1,58 @@
 """The settings dialog: sampling, N, max new tokens and the splice mode.
 
 The values belong to the session (``Loom.update_settings``; the session file keeps
-them). Each field is checked before anything changes, and a bad one is named.
+them). The rows come from :class:`loomterm.settings.Settings`' table (every setting
+declared with ``dialog=True``, in its order), and each value is checked there, by
+``parse`` and ``Settings.replace``, before anything changes: a bad one is named with
+the rule it breaks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select
 
+from loomterm.settings import SettingError, Settings, Spec
 from loomterm.tui.widgets.dialogs import DIALOG_CSS
 
-
-@dataclass(frozen=True)
-class Field:
-    """One numeric setting: its key, label, type and the check it must pass."""
-
-    key: str
-    label: str
-    kind: type
-    check: Callable[[Any], bool]
-    rule: str
-
-
-FIELDS: tuple[Field, ...] = (
-    Field("temperature", "Temperature", float, lambda v: v >= 0, ">= 0 (0 is greedy)"),
-    Field("top_p", "Top-p", float, lambda v: 0 < v <= 1, "in (0, 1]"),
-    Field("top_k", "Top-k", int, lambda v: v >= 0, ">= 0 (0 is off)"),
-    Field("min_p", "Min-p", float, lambda v: 0 <= v < 1, "in [0, 1)"),
-    Field("repetition_penalty", "Repetition penalty", float, lambda v: v > 0, "> 0 (1 is off)"),
-    Field("max_new_tokens", "Max new tokens", int, lambda v: 1 <= v <= 100_000, "1 or more"),
-    Field("n", "N (siblings per ctrl+n)", int, lambda v: 1 <= v <= 64, "1 to 64"),
-)
-SPLICE_MODES = (("fast (re-rope, approximate)", "fast"), ("exact (recompute)", "exact"))
+# Rows of the dialog: typed into an input, or chosen from a list (choices, on/off).
+DIALOG: tuple[Spec, ...] = tuple(spec for spec in Settings.SPECS.values() if spec.dialog)
+FIELDS: tuple[Spec, ...] = tuple(s for s in DIALOG if s.choices is None and s.kind is not bool)
+CHOICES: tuple[Spec, ...] = tuple(s for s in DIALOG if s not in FIELDS)
+# How a choice reads in its list, where the bare value says too little.
+CHOICE_LABELS: dict[tuple[str, Any], str] = {
+    ("splice_mode", "fast"): "fast (re-rope, approximate)",
+    ("splice_mode", "exact"): "exact (recompute)",
+}
+_INPUT_TYPES = {float: "number", int: "integer"}
 
 
-def parse_settings(values: dict[str, str]) -> tuple[dict[str, Any], list[str]]:
+def options(spec: Spec) -> list[tuple[str, Any]]:
+    """(label, value) rows of a choice's list."""
+    values = spec.choices if spec.choices is not None else (True, False)
+    return [(CHOICE_LABELS.get((spec.name, v), spec.text(v)), v) for v in values]
+
+
+def problem(spec: Spec, error: SettingError) -> str:
+    """The one-line error, naming the setting as the dialog does: ``Top-p must be ...``."""
+    return f"{spec.label} {error.problem}"
+
+
+def parse_settings(values: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
     """Typed settings from the dialog's strings, and one message per bad field."""
     out: dict[str, Any] = {}
     problems: list[str] = []
-    for field in FIELDS:
-        raw = values.get(field.key, "").strip()
+    for spec in FIELDS:
         try:
-            value = field.kind(raw) if field.kind is float else int(raw, 10)
-        except ValueError:
-            problems.append(f"{field.label}: {raw!r} is not a number")
-            continue
-        if not field.check(value):
-            problems.append(f"{field.label} must be {field.rule}")
-            continue
-        out[field.key] = value
+            out[spec.name] = spec.parse(values.get(spec.name, ""))
+        except SettingError as exc:
+            problems.append(problem(spec, exc))
     return out, problems
 
 
@@ -68,7 +64,8 @@ class SettingsScreen(ModalScreen["dict[str, Any] | None"]):
         + DIALOG_CSS
         + """
         & > Vertical { width: 64; }
-        & .settings--row { height: 1; margin-bottom: 0; }  /* fits 80x24 */
+        & #settings-rows { height: 1fr; scrollbar-size-vertical: 1; }
+        & .settings--row { height: 1; margin-bottom: 1; }
         & .settings--row Label { width: 26; }
         & .settings--row Input, & .settings--row Select { width: 1fr; }
         & #problems { color: $error; height: auto; }
@@ -79,37 +76,47 @@ class SettingsScreen(ModalScreen["dict[str, Any] | None"]):
         Binding("ctrl+s", "save", "Save", id="settings_save"),
     ]
 
-    def __init__(self, settings: dict[str, Any]) -> None:
+    def __init__(self, settings: Settings | Mapping[str, Any]) -> None:
         super().__init__()
-        self.settings = dict(settings)
+        # A Settings; an engine that still keeps a dict is read through from_stored.
+        self.settings: Settings = Settings.from_stored(settings)[0]
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Label("Settings (kept with this session)", classes="dialog--title")
-            for field in FIELDS:
-                with Horizontal(classes="settings--row"):
-                    yield Label(field.label)
-                    value = self.settings.get(field.key, "")
-                    yield Input(
-                        f"{value:g}" if isinstance(value, float) else str(value),
-                        id=f"setting-{field.key}",
-                        type="number" if field.kind is float else "integer",
-                        compact=True,
-                    )
-            with Horizontal(classes="settings--row"):
-                yield Label("Splice mode")
-                yield Select(
-                    SPLICE_MODES,
-                    value=self.settings.get("splice_mode", "fast"),
-                    allow_blank=False,
-                    id="setting-splice_mode",
-                    compact=True,
-                )
+            with VerticalScroll(id="settings-rows", can_focus=False):
+                yield from self._rows()
             yield Label("", id="problems")
             with Horizontal(classes="dialog--buttons"):
                 yield Button("Cancel", id="cancel", compact=True)
                 yield Button("Save", id="save", variant="primary", compact=True)
             yield Label("enter or ctrl+s saves · escape cancels", classes="dialog--hint")
+
+    def _rows(self) -> ComposeResult:
+        """One row per setting: its label, and an input or a list."""
+        for spec in DIALOG:
+            with Horizontal(classes="settings--row"):
+                label = Label(spec.label)
+                label.tooltip = spec.help
+                yield label
+                value = getattr(self.settings, spec.name)
+                if spec in FIELDS:
+                    widget: Input | Select = Input(
+                        spec.text(value),
+                        id=f"setting-{spec.name}",
+                        type=_INPUT_TYPES.get(spec.kind, "text"),
+                        compact=True,
+                    )
+                else:
+                    widget = Select(
+                        options(spec),
+                        value=value,
+                        allow_blank=False,
+                        id=f"setting-{spec.name}",
+                        compact=True,
+                    )
+                widget.tooltip = spec.help
+                yield widget
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "save":
@@ -121,12 +128,18 @@ class SettingsScreen(ModalScreen["dict[str, Any] | None"]):
         self.action_save()
 
     def action_save(self) -> None:
-        values = {f.key: self.query_one(f"#setting-{f.key}", Input).value for f in FIELDS}
+        values = {s.name: self.query_one(f"#setting-{s.name}", Input).value for s in FIELDS}
         parsed, problems = parse_settings(values)
+        for spec in CHOICES:
+            parsed[spec.name] = self.query_one(f"#setting-{spec.name}", Select).value
+        if not problems:
+            try:
+                self.settings.replace(**parsed)  # the same check update_settings makes
+            except SettingError as exc:
+                problems.append(problem(Settings.spec(exc.setting), exc))
         if problems:
             self.query_one("#problems", Label).update("\n".join(problems))
             return
-        parsed["splice_mode"] = self.query_one("#setting-splice_mode", Select).value
         self.dismiss(parsed)
 
     def action_cancel(self) -> None:

@@ -50,6 +50,7 @@ class StatusInfo:
     kv_bytes: int = 0
     tokens_per_second: float | None = None
     settings: Settings = field(default_factory=Settings)
+    preset: str = ""  # "creative", "creative (changed)"; "" when none was chosen
     state: str = ""
     read_only: bool = False
     unsaved: bool = False  # a read-only session holds changes that are not saved
@@ -95,6 +96,7 @@ class StatusBar(Widget):
                 f"{info.path_tokens} tok \u00b7 {info.nodes} nodes \u00b7 "
                 f"KV {human_bytes(info.kv_bytes)} \u2502 {speed} \u2502 "
             ),
+            Content(f"{info.preset} " if info.preset else ""),
             Content(settings_summary(info.settings)),
         ]
         self._content = Content.assemble(*parts)
