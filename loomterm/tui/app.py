@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -40,7 +41,7 @@ from textual.timer import Timer
 from textual.widgets import Footer
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from loomterm.errors import LoomError
+from loomterm.errors import LoomError, PrefillCancelled
 from loomterm.tree import Node
 from loomterm.tui import ops, paste, sessions
 from loomterm.tui.actions import (
@@ -62,6 +63,7 @@ from loomterm.tui.messages import (
     JobFinished,
     JobStarted,
     LoomChanged,
+    Prefill,
     SavedAs,
     Synced,
 )
@@ -143,6 +145,11 @@ class LoomApp(
         self._jobs: queue.SimpleQueue[tuple[str, Job] | None] = queue.SimpleQueue()
         self._jobs_in_flight = 0
         self._cancel = threading.Event()
+        # Set by escape while the model reads a long text (an edit near the top, say):
+        # the engine stops between two chunks (Loom.interrupt). Cleared per job.
+        self._interrupt = threading.Event()
+        # Reading in progress: (done, total, done at the first report, its time).
+        self._prefill: tuple[int, int, int, float] | None = None
         self._deferred: list[tuple[Callable[[], None], bool]] = []
         self._after_generation: Callable[[], None] | None = None
         self._sync_due = False
@@ -196,6 +203,7 @@ class LoomApp(
         self._load_themes()
         self._load_keymap()
         self.loom.subscribe(self._on_loom_event)
+        self._attach_engine(self.loom)
         self._engine_loop()
         cursor = self.loom.cursor
         self.doc.show(cursor)
@@ -216,8 +224,40 @@ class LoomApp(
         self._rebuild_tree()
         self._refresh_status()
 
+    def _attach_engine(self, loom: Loom) -> None:
+        """Hear ``loom``'s prefill progress (the status bar), and let escape stop it."""
+        loom.progress = self._on_progress
+        loom.interrupt = self._interrupt
+
+    def _on_progress(self, stage: str, done: int, total: int) -> None:
+        """Runner progress, on the worker thread: to the UI as a message."""
+        if stage == "prefill":
+            self.post_message(Prefill(done, total))
+
+    def on_prefill(self, message: Prefill) -> None:
+        previous = self._prefill
+        if previous is None or message.done < previous[0] or message.total != previous[1]:
+            self._prefill = (message.done, message.total, message.done, time.monotonic())
+            self.refresh_bindings()  # escape now stops the reading
+        else:
+            self._prefill = (message.done, message.total, previous[2], previous[3])
+        self._refresh_status_soon()
+
+    def prefill_state(self) -> str:
+        """``reading 4,096/16,000 tokens · 812 tok/s · esc stops`` while reading."""
+        if self._prefill is None:
+            return ""
+        done, total, first, since = self._prefill
+        text = f"reading {done:,}/{total:,} tokens"
+        seconds = time.monotonic() - since
+        if done > first and seconds > 0:
+            text += f" \u00b7 {(done - first) / seconds:,.0f} tok/s"
+        return text + " \u00b7 esc stops"
+
     def on_unmount(self) -> None:
         self.loom.unsubscribe(self._on_loom_event)
+        self.loom.progress = None
+        self.loom.interrupt = None
         self._cancel.set()
         self._jobs.put(None)
         if self._driver is not None and not self.is_headless:
@@ -385,7 +425,7 @@ class LoomApp(
         """Stop (esc) is offered only while generating; esc otherwise reaches the
         widgets (and leaves the branch pane)."""
         if action == "stop":
-            return self.generating
+            return self.generating or self._prefill is not None
         return True
 
     def watch_generating(self) -> None:
@@ -404,6 +444,7 @@ class LoomApp(
             if item is None:
                 return
             label, job = item
+            self._interrupt.clear()  # an escape meant for an earlier job stops nothing
             self.post_message(JobStarted(label))
             try:
                 job()
@@ -442,6 +483,9 @@ class LoomApp(
 
     def on_job_finished(self, message: JobFinished) -> None:
         self._jobs_in_flight = max(0, self._jobs_in_flight - 1)
+        if self._prefill is not None:
+            self._prefill = None
+            self.refresh_bindings()
         if message.label in self._locked_jobs:
             self._locked_jobs.discard(message.label)
             self._unlock()
@@ -450,6 +494,13 @@ class LoomApp(
 
     def on_job_failed(self, message: JobFailed) -> None:
         error = message.error
+        if isinstance(error, PrefillCancelled):
+            self.notify(
+                "Stopped reading the text: your edit is kept, and the model reads the rest "
+                "when it next needs it",
+                timeout=5,
+            )
+            return
         if message.label == "sync":
             self._failed_sync = self.doc.text
         elif message.label == "save as":
@@ -529,7 +580,12 @@ class LoomApp(
         loom = self.loom
 
         def job() -> None:
-            node = ops.sync_text(loom, base, text, keep)
+            try:
+                node = ops.sync_text(loom, base, text, keep)
+            except PrefillCancelled as stopped:  # escape: the edit is in the tree whole
+                if stopped.node is not None:
+                    self.post_message(Synced(stopped.node, text))
+                raise
             self.post_message(Synced(node, text))
 
         self.submit("sync", job)
@@ -582,7 +638,9 @@ class LoomApp(
         self._status_timer = None
         loom = self.loom
         state = ""
-        if self.generating:
+        if self._prefill is not None:
+            state = self.prefill_state()
+        elif self.generating:
             state = "generating\u2026 esc stops"
         elif self._jobs_in_flight:
             state = "working\u2026"

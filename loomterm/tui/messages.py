@@ -135,3 +135,13 @@ class SavedAs(Message):
     def __init__(self, name: str) -> None:
         super().__init__()
         self.name = name
+
+
+class Prefill(Message):
+    """The model has read ``done`` of the ``total`` tokens it must read (a long edit,
+    a generation far from the cache): the status bar shows it, escape stops it."""
+
+    def __init__(self, done: int, total: int) -> None:
+        super().__init__()
+        self.done = done
+        self.total = total

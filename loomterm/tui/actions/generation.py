@@ -14,13 +14,14 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from loomterm.errors import LoomError
+from loomterm.errors import LoomError, PrefillCancelled
 from loomterm.tree import Node, Origin
 from loomterm.tui import ops
 from loomterm.tui.messages import (
     GenerationDone,
     GenerationStarted,
     Moved,
+    Synced,
     TokensStreamed,
     TokensTakenBack,
 )
@@ -154,9 +155,15 @@ class GenerationActions:
             node = start if start is not None else base
             kids: list[Node] = []
             streamer: Streamer | None = None  # made when generating starts: it times it
+            synced: Node | None = None  # the typed text's node, once in the tree
+            started = False
             try:
                 if text is not None:
-                    node = ops.sync_text(loom, base, text, keep)
+                    try:
+                        node = synced = ops.sync_text(loom, base, text, keep)
+                    except PrefillCancelled as stopped:
+                        synced = stopped.node
+                        raise
                 elif start is None and keep < base.end:
                     node = loom.truncate(base, keep)
                 if caret is not None:
@@ -168,6 +175,7 @@ class GenerationActions:
                     return
                 loom.cursor = node  # here, not on the UI thread: the engine is busy next
                 self.post_message(GenerationStarted(node, "", n))
+                started = True
                 streamer = Streamer(self, loom)
                 kids = loom.generate(
                     node,
@@ -179,6 +187,12 @@ class GenerationActions:
                     **sampling,
                 )
                 streamer.flush()
+            except PrefillCancelled:
+                # Escape while the model read the text: no generation, the edit is kept.
+                if not started and synced is not None and text is not None:
+                    node = synced
+                    self.post_message(Synced(synced, text))
+                raise
             finally:
                 total = streamer.total if streamer is not None else 0
                 seconds = streamer.seconds if streamer is not None else 0.0
@@ -248,10 +262,13 @@ class GenerationActions:
         self._drain()
 
     def action_stop(self) -> None:
-        """Esc: stop generating (keeping what came); else leave the branch pane."""
+        """Esc: stop reading a long text (keeping the edit) or generating (keeping what
+        came); else leave the branch pane."""
+        if self._prefill is not None:
+            self._interrupt.set()
         if self.generating:
             self._cancel.set()
-        elif self.focused is self.branches:
+        elif self._prefill is None and self.focused is self.branches:
             self.view.focus()
 
     def action_refresh_exact(self) -> None:

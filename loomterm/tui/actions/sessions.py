@@ -89,6 +89,7 @@ class SessionActions:
         old, new = self.loom, message.loom
         old_path = sessions.session_file(old)
         old.unsubscribe(self._on_loom_event)
+        old.progress = old.interrupt = None
         close_session(old)
         if sessions.discard_if_empty(old):
             old_path = None
@@ -99,6 +100,7 @@ class SessionActions:
         self.read_only = sessions.is_read_only(new)  # type: ignore[arg-type]
         self.unsaved = False
         new.subscribe(self._on_loom_event)  # type: ignore[attr-defined]
+        self._attach_engine(new)  # type: ignore[arg-type]
         self.doc = self._new_document(new)  # type: ignore[arg-type]
         self.view.doc = self.doc
         self.history = History()
