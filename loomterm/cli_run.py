@@ -133,8 +133,10 @@ def _open(
 def _create(path: Path, options: EngineOptions, progress) -> Loom:
     from loomterm.engine import Loom
     from loomterm.session import save_loom
+    from loomterm.tui.defaults import start_new_session
 
     loom = Loom.load(**options.load_kwargs(), progress=progress)
+    start_new_session(loom)  # llama.cpp's samplers, or the model's generation_config
     require_terminal()  # before any file is written
     path.parent.mkdir(parents=True, exist_ok=True)
     save_loom(loom, path)

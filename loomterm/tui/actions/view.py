@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from loomterm.tui import ops
+from loomterm.tui import defaults, ops
 from loomterm.tui.keymap import keymap_path
 from loomterm.tui.messages import Exported
 from loomterm.tui.prefs import save_prefs
@@ -99,7 +99,9 @@ class ViewActions:
                 self._refresh_status()
                 self.notify("Settings saved with the session", timeout=2)
 
-        self.push_screen(SettingsScreen(self.loom.settings.as_dict()), saved)
+        self.push_screen(
+            SettingsScreen(self.loom.settings.as_dict(), defaults.sources(self.loom)), saved
+        )
 
     def action_export(self) -> None:
         from loomterm.export import FORMATS
