@@ -95,7 +95,14 @@ ACTIONS: tuple[Action, ...] = (
         True,
         short="N×",
     ),
-    Action("stop", "escape", "stop", "Stop", "Stop generating, keeping what has come.", True),
+    Action(
+        "stop",
+        "escape",
+        "stop",
+        "Stop",
+        "Stop generating, or the model reading a long edit, keeping what has come.",
+        True,
+    ),
     Action(
         "alternatives",
         "ctrl+a",
