@@ -28,11 +28,21 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from loomterm.bench.report import format_table, write_json
-    from loomterm.bench.runner import NOTES, BenchPlan, run_bench
+    from loomterm.bench.runner import NOTES, SERVER_NOTES, BenchPlan, run_bench, run_server_bench
     from loomterm.engine.models import end_progress_line, load_model, print_progress
+    from loomterm.engine.remote import is_server_url
     from loomterm.settings import EngineOptions
 
+    def log(text: str) -> None:
+        print(f"bench: {text}", file=sys.stderr, flush=True)
+
     options = EngineOptions.from_args(args)
+    if is_server_url(options.model):  # the rows that apply to a server
+        result = run_server_bench(options.model, args.quick, log, **options.server_kwargs())
+        print(format_table(result.rows, result.title(), SERVER_NOTES))
+        if args.json:
+            write_json(args.json, result.rows, result.meta)
+        return 0
     loaded = load_model(**options.model_kwargs(), progress=print_progress)
     end_progress_line()
     threads = args.threads or (1 if args.quick and loaded.device.type == "cpu" else None)
@@ -41,10 +51,6 @@ def run(args: argparse.Namespace) -> int:
         # than one (threads wait on each other); a smoke run wants steady figures.
         torch.set_num_threads(threads)
     plan = BenchPlan.quick() if args.quick else BenchPlan.full(loaded.device)
-
-    def log(text: str) -> None:
-        print(f"bench: {text}", file=sys.stderr, flush=True)
-
     result = run_bench(loaded, plan, quick=args.quick, log=log, **options.loom_kwargs())
     print(format_table(result.rows, result.title(), NOTES))
     if args.json:

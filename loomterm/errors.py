@@ -35,6 +35,53 @@ class InputError(LoomError, ValueError):
     """Text or arguments the engine cannot accept."""
 
 
+class ServerError(LoomError):
+    """A serving engine (llama-server, vLLM, SGLang, an OpenAI-compatible provider)
+    could not be reached or refused a request. Tokens streamed before it stay in the tree.
+
+    Attributes:
+        url: The server's address (never with a key in it).
+        status: The HTTP status, when the server answered with one.
+    """
+
+    def __init__(self, message: str, url: str = "", status: int | None = None) -> None:
+        super().__init__(message)
+        self.url = url
+        self.status = status
+
+
+class ServerUnreachable(ServerError):
+    """Nothing answers at the address (not running, wrong port, no route)."""
+
+
+class ServerTimeout(ServerError):
+    """The server accepted the connection but did not answer in time."""
+
+
+class ServerStreamCut(ServerError):
+    """The server closed a stream before its end (it died or restarted)."""
+
+
+class ServerAuthError(ServerError):
+    """The server refused the API key (401/403)."""
+
+
+class ServerRateLimited(ServerError):
+    """The server answered 429 longer than loomterm waits.
+
+    Attributes:
+        retry_after: Seconds the server asked to wait, when it said.
+    """
+
+    def __init__(self, message: str, url: str = "", retry_after: float | None = None) -> None:
+        super().__init__(message, url, 429)
+        self.retry_after = retry_after
+
+
+class ServerModelError(ServerError):
+    """The model asked for is not on the server, or the server now serves another one."""
+
+
 class PrefillCancelled(LoomError):
     """Reading a path into the model was stopped (``Loom.interrupt`` was set) between
     two chunks. The tree is intact: an edit or append that was being read is in it

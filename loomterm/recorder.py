@@ -193,7 +193,8 @@ class SessionRecorder:
             try:
                 if not self.read_only and self.error is None:
                     self._flush()
-                    if self.kv_snapshot or self.loom.settings.kv_snapshot:
+                    wanted = self.kv_snapshot or self.loom.settings.kv_snapshot
+                    if wanted and self.loom.capabilities.node_kv:  # a server keeps its own
                         try:
                             save_kv_snapshot(self.loom, self.path)
                         except LoomError as exc:

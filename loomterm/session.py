@@ -205,6 +205,8 @@ class Session:
         read_only: bool = False,
         retokenize: bool = False,
         kv_snapshot: bool | None = None,
+        server_kind: str | None = None,
+        server_model: str | None = None,
         loaded: LoadedModel | None = None,
     ) -> Session:
         """Open a saved session on a live Loom.
@@ -220,9 +222,11 @@ class Session:
                 in memory.
             kv_snapshot: Use (and on close, refresh) a KV snapshot beside the file.
                 None: use one if present.
-            loaded: A model already loaded (the editor's, to switch sessions in place):
-                used instead of loading ``model``; checked against the session's like
-                any other.
+            server_kind, server_model: For a session on a server (its model source is
+                a URL): override the kind and model it recorded.
+            loaded: A local model already loaded (the editor's, to switch sessions in
+                place): used instead of loading or connecting to ``model``; checked
+                against the session's like any other.
 
         Raises:
             SessionError: missing, damaged, newer-schema or locked file.
@@ -231,6 +235,7 @@ class Session:
         """
         from loomterm.engine import Loom
         from loomterm.engine.models import load_model
+        from loomterm.engine.remote import is_server_url
         from loomterm.settings import Settings
 
         path = resolve_session(path)
@@ -242,17 +247,24 @@ class Session:
         try:
             if store is not None:
                 data = store.read()
-            if loaded is None:
-                source = model or data.model.get("source")
-                if not source:
-                    raise SessionError(
-                        f"session {path.name} records no model: pass one with --model"
-                    )
+            source = model or data.model.get("source")
+            remote = loaded is None and bool(source) and is_server_url(source)
+            if loaded is not None:
+                pass  # the caller's model, checked against the session's below
+            elif not source:
+                raise SessionError(f"session {path.name} records no model: pass one with --model")
+            elif remote:
+                overrides = {"kind": server_kind, "model_arg": server_model}
+                loaded = _connect_server(data, source, read_only, overrides)
+            else:
                 loaded = load_model(source, device=device, dtype=dtype, progress=progress)
             matches = same_model(data.model.get("fingerprint"), loaded.fingerprint)
             if not matches and not (retokenize or read_only):
                 raise mismatch_error(data.name, data.model, loaded)
-            pieces = PieceMaker.for_tokenizer(loaded.tokenizer)
+            if remote:
+                pieces = PieceMaker(loaded.codec)
+            else:
+                pieces = PieceMaker.for_tokenizer(loaded.tokenizer)
             if not matches:
                 data = retokenized(data, loaded, pieces)
                 if store is not None:
@@ -261,7 +273,10 @@ class Session:
                     store.write_tree(
                         data.tree, lambda n: data.pieces[n.id], data.cursor_node, model=data.model
                     )
-            loom = Loom.from_loaded(loaded, n_ctx=n_ctx, tree=data.tree, kv_budget=kv_budget)
+            if remote:
+                loom = Loom(loaded, tree=data.tree)
+            else:
+                loom = Loom.from_loaded(loaded, n_ctx=n_ctx, tree=data.tree, kv_budget=kv_budget)
             settings, notes = Settings.from_stored(data.settings)
             for note in notes:
                 warnings.warn(f"session {path.name}: {note}", stacklevel=2)
@@ -271,7 +286,12 @@ class Session:
                 loom.progress = progress
             snapshot = snapshot_path(path)
             restored = False
-            if matches and kv_snapshot is not False and snapshot.exists():
+            if (
+                matches
+                and loom.capabilities.node_kv
+                and kv_snapshot is not False
+                and snapshot.exists()
+            ):
                 restored = load_kv_snapshot(loom, snapshot)
         except BaseException:
             if store is not None:
@@ -283,6 +303,56 @@ class Session:
         session = cls(loom, recorder)
         _settle_approx(loom, recorder)
         return session
+
+
+def _connect_server(
+    data: SessionData, url: str, read_only: bool, overrides: dict[str, str | None]
+) -> Any:
+    """The runner for a session on a server. Its recorded server options (kind, model,
+    tokenizer) are reused when the URL is the recorded one, unless ``overrides`` says
+    otherwise. Read-only, an unreachable server gives an offline runner that shows the
+    stored text."""
+    from loomterm.engine.remote import connect
+    from loomterm.engine.remote.http import public_url
+    from loomterm.engine.remote.runner import RemoteRunner
+    from loomterm.errors import ServerError, ServerModelError
+
+    record = (
+        data.model if public_url(str(data.model.get("source") or "")) == public_url(url) else {}
+    )
+    server = dict(record.get("server") or {})
+    server.update({key: value for key, value in overrides.items() if value})
+    options = dict(
+        server_kind=server.get("kind"),
+        server_model=server.get("model_arg"),
+        tokenizer=server.get("tokenizer_source"),
+    )
+    try:
+        return connect(url, **options)
+    except ServerModelError:
+        raise
+    except ServerError as exc:
+        if not read_only:
+            raise SessionError(
+                f"{exc}; session {data.name!r} can still be read with --read-only"
+            ) from None
+        record = dict(record, source=url, server=server)
+        return RemoteRunner.offline(record, _offline_codec(data, server), exc)
+
+
+def _offline_codec(data: SessionData, server: dict[str, Any]) -> Any:
+    """The recorded local tokenizer when it loads here, else the stored pieces' text."""
+    from loomterm.engine.remote.tokens import StoredTokenText, load_tokenizer
+    from loomterm.engine.text import TokenText
+    from loomterm.errors import LoomError
+
+    source = server.get("tokenizer_source")
+    if source:
+        try:
+            return TokenText(load_tokenizer(source))
+        except LoomError:
+            pass
+    return StoredTokenText.from_tree(data.tree.root.walk(), data.pieces)
 
 
 def save_loom(loom: Loom, path: str | os.PathLike, kv_snapshot: bool = False) -> Session:
@@ -313,7 +383,7 @@ def retokenized(data: SessionData, loaded: LoadedModel, pieces: PieceMaker) -> S
     """``data`` with every node's text encoded by another model's tokenizer."""
     from loomterm.export import retokenize_tree, text_tree_of
 
-    tree = retokenize_tree(text_tree_of(data), _encoder(loaded.tokenizer))
+    tree = retokenize_tree(text_tree_of(data), _encoder_of(loaded))
     return SessionData(
         tree=tree,
         pieces={node.id: pieces.node_pieces(node) for node in tree.root.walk()},
@@ -325,6 +395,14 @@ def retokenized(data: SessionData, loaded: LoadedModel, pieces: PieceMaker) -> S
         modified=data.modified,
         name=data.name,
     )
+
+
+def _encoder_of(loaded: Any) -> Callable[[str, bool], list[int]]:
+    """A loaded model's tokenizer, or a runner's ``encode`` (a server without one here)."""
+    tokenizer = getattr(loaded, "tokenizer", None)
+    if tokenizer is not None:
+        return _encoder(tokenizer)
+    return lambda text, at_start: loaded.encode(text, at_start) if text else []
 
 
 def _encoder(tokenizer: Any) -> Callable[[str, bool], list[int]]:
@@ -359,9 +437,15 @@ def import_session(
         data = source
     else:
         from loomterm.engine.models import load_model
+        from loomterm.engine.remote import connect, is_server_url
 
-        loaded = load_model(model or source_model(source), device=device, dtype=dtype)
-        pieces = PieceMaker.for_tokenizer(loaded.tokenizer)
+        wanted = model or source_model(source)
+        if is_server_url(wanted):
+            loaded = connect(wanted)
+            pieces = PieceMaker(loaded.codec)
+        else:
+            loaded = load_model(wanted, device=device, dtype=dtype)
+            pieces = PieceMaker.for_tokenizer(loaded.tokenizer)
         if isinstance(source, SessionData) and same_model(
             source.model.get("fingerprint"), loaded.fingerprint
         ):
@@ -370,7 +454,7 @@ def import_session(
             data = retokenized(source, loaded, pieces)
         else:
             assert isinstance(source, TextTree)
-            tree = retokenize_tree(source, _encoder(loaded.tokenizer))
+            tree = retokenize_tree(source, _encoder_of(loaded))
             data = SessionData(
                 tree=tree,
                 pieces={node.id: pieces.node_pieces(node) for node in tree.root.walk()},

@@ -338,8 +338,8 @@ def option(
 ) -> Any:
     """A field of :class:`EngineOptions`. ``part`` says who takes it: ``"model"``
     (``load_model``) or ``"loom"`` (the Loom built on the loaded model)."""
-    if part not in ("model", "loom"):
-        raise ValueError(f"part must be 'model' or 'loom', not {part!r}")
+    if part not in ("model", "loom", "server"):
+        raise ValueError(f"part must be 'model', 'loom' or 'server', not {part!r}")
     return field(
         default=default,
         metadata={_META: dict(label="", help=help, at_least=at_least, choices=choices, part=part)},
@@ -537,11 +537,13 @@ class EngineOptions:
     """How to load the model and size the engine: built once from the command line
     (:meth:`from_args`) and handed whole to whatever loads a model."""
 
-    model: str | None = option(None, "local HF folder, .gguf file or hub id (default: SmolLM2-135M-Instruct)", part="model")  # fmt: skip
+    model: str | None = option(None, "local HF folder, .gguf file, hub id, or a server's URL such as http://127.0.0.1:8080 (default: SmolLM2-135M-Instruct)", part="model")  # fmt: skip
     device: str = option("auto", "auto, cuda, mps or cpu", part="model")
     dtype: str = option("auto", "auto, float32, bfloat16 or float16", part="model")
     n_ctx: int | None = option(None, "context window in tokens", part="loom", at_least=1)
     kv_budget: str | None = option(None, "cap on cached KV memory, e.g. 2G (default: half the free memory)", part="loom")  # fmt: skip
+    server_kind: str | None = option(None, "with --model URL: the kind of server (default: detected); an API key comes from LOOMTERM_API_KEY or OPENAI_API_KEY", part="server", choices=("llama-server", "vllm", "sglang", "openai"))  # fmt: skip
+    server_model: str | None = option(None, "with --model URL: the model on a multi-model server", part="server")  # fmt: skip
 
     SPECS: ClassVar[dict[str, Spec]]
 
@@ -564,6 +566,10 @@ class EngineOptions:
     def loom_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of ``Loom.from_loaded`` / ``Loom(...)``: n_ctx, kv_budget."""
         return self._part("loom")
+
+    def server_kwargs(self) -> dict[str, Any]:
+        """The ``--server-*`` options that were given (``server_kind``, ``server_model``)."""
+        return {k: v for k, v in self._part("server").items() if v is not None}
 
     def load_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of ``Loom.load`` and ``open_loom``: every option."""

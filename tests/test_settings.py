@@ -420,11 +420,19 @@ def test_engine_options_defaults_and_kwargs():
         "dtype": "auto",
         "n_ctx": None,
         "kv_budget": None,
+        "server_kind": None,
+        "server_model": None,
     }
     options = options.replace(model="m", device="cpu", n_ctx=64, kv_budget="3M")
     assert options.model_kwargs() == {"model": "m", "device": "cpu", "dtype": "auto"}
     assert options.loom_kwargs() == {"n_ctx": 64, "kv_budget": "3M"}
-    assert options.load_kwargs() == {**options.model_kwargs(), **options.loom_kwargs()}
+    assert options.server_kwargs() == {}
+    server = {"server_kind": None, "server_model": None}
+    assert options.load_kwargs() == {**options.model_kwargs(), **options.loom_kwargs(), **server}
+    remote = options.replace(model="http://127.0.0.1:9", server_kind="vllm")
+    assert remote.server_kwargs() == {"server_kind": "vllm"}
+    with pytest.raises(SettingError, match="server_kind must be one of"):
+        options.replace(server_kind="ollama")
 
 
 def test_engine_options_check_their_values():

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import torch
 
-from loomterm.bench import corpus_text, decoding, edits, prefill
+from loomterm.bench import corpus_text, decoding, edits, prefill, remote
 from loomterm.bench.common import loom_options
 from loomterm.bench.report import Row
 
@@ -80,6 +80,7 @@ NOTES = {
     edits.REROPE: edits.REROPE_NOTE,
     decoding.DRAFTED: decoding.DRAFTED_NOTE,
 }
+SERVER_NOTES = remote.NOTES  # the sections of a bench against a server
 
 
 @dataclass
@@ -89,6 +90,11 @@ class BenchResult:
 
     def title(self) -> str:
         m = self.meta
+        if m.get("server"):
+            return (
+                f"loomterm bench{' --quick' if m.get('quick') else ''}: {m['model']} on "
+                f"{m['server']} at {m['device']}, {m['seconds']:.0f} s"
+            )
         return (
             f"loomterm bench{' --quick' if m.get('quick') else ''}: {m['model']} on "
             f"{m['device']} ({m['dtype']}), torch {m['torch']}, {m['threads']} threads, "
@@ -156,4 +162,28 @@ def _run(loaded, plan: BenchPlan, quick: bool, log: Callable[[str], None]) -> Be
         "plan": asdict(plan),
         "seconds": time.perf_counter() - started,
     }
+    return BenchResult(rows, meta)
+
+
+def run_server_bench(
+    url: str, quick: bool = False, log: Callable[[str], None] | None = None, **server
+) -> BenchResult:
+    """The rows that apply to a server (``bench.remote``), on the server at ``url``."""
+    from loomterm.engine import Loom
+
+    log = log or (lambda text: None)
+    started = time.perf_counter()
+    loom = Loom.load(url, **server)
+    plan = remote.RemotePlan.quick() if quick else remote.RemotePlan()
+    rows = remote.run_remote_bench(loom, plan, log)
+    runner = loom.runner
+    meta = {
+        "model": runner.name,
+        "device": runner.where,
+        "server": runner.identity()["server"]["kind"],
+        "quick": quick,
+        "plan": asdict(plan),
+        "seconds": time.perf_counter() - started,
+    }
+    runner.close()
     return BenchResult(rows, meta)

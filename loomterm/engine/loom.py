@@ -76,9 +76,22 @@ class Loom:
         n_ctx: int | None = None,
         progress: Progress | None = None,
         kv_budget: int | str | None = None,
+        **server: Any,
     ) -> Loom:
         """Load a model (None: the default model) and start an empty loom on it.
-        ``kv_budget`` caps resident KV ("2G", bytes; default: half the free memory)."""
+        ``kv_budget`` caps resident KV ("2G", bytes; default: half the free memory).
+
+        A ``model`` that is a URL (``http://host:port``) connects to that server
+        instead (``remote.connect``; ``server`` takes its options: ``server_kind``,
+        ``server_model``, ``tokenizer``, timeouts); ``device``, ``dtype``, ``n_ctx``
+        and ``kv_budget`` are the server's business then."""
+        from loomterm.engine.remote import connect, is_server_url
+
+        server = {name: value for name, value in server.items() if value is not None}
+        if is_server_url(model):
+            return cls(connect(model, **server))
+        if server:
+            raise InputError(f"{', '.join(sorted(server))}: only for a server URL as the model")
         from loomterm.engine.models import load_model
 
         loaded = load_model(model, device=device, dtype=dtype, progress=progress)

@@ -112,9 +112,12 @@ def new_session_like(loom: Loom, name: str = "") -> tuple[Loom, str]:
     from loomterm.errors import SessionError
     from loomterm.session import save_loom, session_of, session_path
 
-    fresh = type(loom).from_loaded(
-        loom.runner.loaded, n_ctx=loom.n_ctx, kv_budget=loom.runner.kv_budget
-    )
+    if loom.capabilities.node_kv:
+        fresh = type(loom).from_loaded(
+            loom.runner.loaded, n_ctx=loom.n_ctx, kv_budget=loom.runner.kv_budget
+        )
+    else:  # a server's runner keeps nothing per tree: the new loom shares it
+        fresh = type(loom)(loom.runner)
     fresh.settings = loom.settings
     if session_of(loom) is not None:
         name = name or time.strftime("chat-%Y%m%d-%H%M%S")

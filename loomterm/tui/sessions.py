@@ -156,9 +156,12 @@ def create_like(current: Loom, name: str) -> Loom:
     path = session_path(check_name(name))
     if path.exists():
         raise SessionError(f"a session named {name!r} exists already: choose another name")
-    fresh = type(current).from_loaded(
-        current.runner.loaded, n_ctx=current.n_ctx, kv_budget=current.runner.kv_budget
-    )
+    if current.capabilities.node_kv:
+        fresh = type(current).from_loaded(
+            current.runner.loaded, n_ctx=current.n_ctx, kv_budget=current.runner.kv_budget
+        )
+    else:  # a server's runner keeps nothing per tree: the new loom shares it
+        fresh = type(current)(current.runner)
     fresh.settings = current.settings
     path.parent.mkdir(parents=True, exist_ok=True)
     save_loom(fresh, path)

@@ -1,0 +1,357 @@
+"""HTTP to a serving engine: JSON requests, server-sent event streams, faults as lines.
+
+Every way a server can fail is turned into one :class:`~loomterm.errors.ServerError`
+subclass with a one-line message that names the server (its address without any
+credentials) and what to do:
+
+- nothing listening -> ``ServerUnreachable``; no answer in time (connect or read
+  timeout) -> ``ServerTimeout``; a stream that ends before its last event ->
+  ``ServerStreamCut``;
+- 401/403 -> ``ServerAuthError``; 429 -> waits out a short ``Retry-After`` (up to
+  ``RATE_LIMIT_WAIT_S``) and tries again, else ``ServerRateLimited``; any other 4xx/5xx ->
+  ``ServerError`` with the server's own message.
+
+The API key comes from the environment only (``LOOMTERM_API_KEY``, then
+``OPENAI_API_KEY``) and is sent as a bearer token; it never appears in a message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+from loomterm.errors import (
+    ServerAuthError,
+    ServerError,
+    ServerRateLimited,
+    ServerStreamCut,
+    ServerTimeout,
+    ServerUnreachable,
+)
+
+KEY_VARIABLES = ("LOOMTERM_API_KEY", "OPENAI_API_KEY")
+RATE_LIMIT_WAIT_S = 10.0  # a Retry-After up to this long is waited out, at most 3 times
+RATE_LIMIT_TRIES = 3
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Seconds to wait: for the connection, and for each read (a token, a reply)."""
+
+    connect: float = 5.0
+    read: float = 60.0
+
+
+def api_key() -> str | None:
+    """The API key from the environment (never from arguments or files)."""
+    for name in KEY_VARIABLES:
+        value = os.environ.get(name, "").strip()
+        if value:
+            return value
+    return None
+
+
+def public_url(url: str) -> str:
+    """``url`` without user, password, query or trailing slash: safe to show and store."""
+    parts = urlsplit(url.strip())
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme.lower(), netloc, parts.path.rstrip("/"), "", ""))
+
+
+class ServerClient:
+    """One server's HTTP client: JSON in and out, SSE streams, errors as one line.
+
+    Thread-safe (``httpx.Client`` is), so sibling streams can run side by side.
+    """
+
+    def __init__(self, url: str, timeouts: Timeouts | None = None, key: str | None = None):
+        self.url = public_url(url)
+        parts = urlsplit(url.strip())
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ServerError(f"{url!r} is not a server address (use http://host:port)")
+        self.timeouts = timeouts or Timeouts()
+        headers = {"Accept": "application/json"}
+        key = key if key is not None else api_key()
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        self.has_key = bool(key)
+        auth = (parts.username or "", parts.password or "") if parts.username else None
+        self.http = httpx.Client(
+            base_url=self.url,
+            headers=headers,
+            auth=auth,
+            timeout=httpx.Timeout(self.timeouts.read, connect=self.timeouts.connect),
+            limits=httpx.Limits(max_connections=64, max_keepalive_connections=16),
+            trust_env=False,  # a proxy from the environment must not see the key
+        )
+
+    def close(self) -> None:
+        self.http.close()
+
+    # -- plain requests -----------------------------------------------------------------
+    def get(self, path: str, missing_ok: bool = False) -> Any:
+        """GET ``path`` as JSON; None for a 404/405 when ``missing_ok`` (probing)."""
+        return self._json("GET", path, None, missing_ok)
+
+    def post(self, path: str, body: dict, missing_ok: bool = False) -> Any:
+        """POST ``body`` to ``path``; the reply as JSON."""
+        return self._json("POST", path, body, missing_ok)
+
+    def _send(self, request: httpx.Request, stream: bool = False) -> httpx.Response:
+        """Send once more when a kept-alive connection turns out closed by the server
+        (it closes idle ones): no answer came, so nothing was done twice."""
+        with self._faults(request.url.path):
+            try:
+                return self.http.send(request, stream=stream)
+            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
+                return self.http.send(request, stream=stream)
+
+    def _json(self, method: str, path: str, body: dict | None, missing_ok: bool) -> Any:
+        for attempt in range(RATE_LIMIT_TRIES + 1):
+            reply = self._send(self.http.build_request(method, path, json=body))
+            if reply.status_code == 429 and self._wait_out(reply, attempt):
+                continue
+            if missing_ok and reply.status_code in (404, 405, 501):
+                return None
+            self.raise_for(reply, path)
+            try:
+                return reply.json()
+            except ValueError:
+                raise ServerError(
+                    f"the server at {self.url} answered {path} with something that is not JSON",
+                    self.url,
+                    reply.status_code,
+                ) from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # -- streams ------------------------------------------------------------------------
+    def stream(self, path: str, body: dict, cancel: threading.Event | None = None) -> Stream:
+        """POST ``body`` and open its event stream (see :class:`Stream`)."""
+        for attempt in range(RATE_LIMIT_TRIES + 1):
+            reply = self._send(self.http.build_request("POST", path, json=body), stream=True)
+            if reply.status_code == 429:
+                reply.read()
+                reply.close()
+                if cancel is not None and cancel.is_set():
+                    break
+                if self._wait_out(reply, attempt):
+                    continue
+            if reply.status_code >= 400:
+                try:
+                    reply.read()
+                except httpx.HTTPError:
+                    pass
+                reply.close()
+                self.raise_for(reply, path)
+            return Stream(self, reply, path)
+        raise ServerError(f"the server at {self.url} kept refusing with 429", self.url, 429)
+
+    # -- faults -------------------------------------------------------------------------
+    def _faults(self, path: str, tokens: int | None = None):
+        return _Faults(self, path, tokens)
+
+    def _wait_out(self, reply: httpx.Response, attempt: int) -> bool:
+        """After a 429: sleep the asked-for time and return True, or raise."""
+        wait = _retry_after(reply.headers.get("Retry-After"))
+        if wait is not None and wait <= RATE_LIMIT_WAIT_S and attempt < RATE_LIMIT_TRIES:
+            time.sleep(max(wait, 0.1))
+            return True
+        asked = f"; it asks to wait {wait:.0f} s" if wait is not None else ""
+        raise ServerRateLimited(
+            f"the server at {self.url} is rate limiting requests (429){asked}; try again later",
+            self.url,
+            retry_after=wait,
+        )
+
+    def raise_for(self, reply: httpx.Response, path: str) -> None:
+        """Raise the one-line error for a 4xx/5xx reply; return on success."""
+        status = reply.status_code
+        if status < 400:
+            return
+        message = _server_message(reply)
+        if status in (401, 403):
+            hint = (
+                "check LOOMTERM_API_KEY (or OPENAI_API_KEY)"
+                if self.has_key
+                else "set LOOMTERM_API_KEY (or OPENAI_API_KEY) to its key"
+            )
+            said = f": {message}" if message else ""
+            raise ServerAuthError(
+                f"the server at {self.url} refused the API key ({status}{said}); {hint}",
+                self.url,
+                status,
+            )
+        if status == 429:
+            self._wait_out(reply, RATE_LIMIT_TRIES)
+        said = message or reply.reason_phrase or "no reason given"
+        raise ServerError(
+            f"the server at {self.url} answered {path} with {status}: {said}", self.url, status
+        )
+
+
+class _Faults:
+    """Turns httpx's transport errors inside the block into one-line ServerErrors."""
+
+    def __init__(self, client: ServerClient, path: str, tokens: int | None) -> None:
+        self.client, self.path, self.tokens = client, path, tokens
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        if exc is None or not isinstance(exc, httpx.HTTPError):
+            return False
+        raise translate(exc, self.client, self.tokens) from None
+
+
+def translate(exc: httpx.HTTPError, client: ServerClient, tokens: int | None = None) -> ServerError:
+    """The ServerError for an httpx transport error. ``tokens``: streamed so far."""
+    url = client.url
+    kept = f" after {tokens} token(s), which are kept" if tokens else ""
+    if isinstance(exc, httpx.ConnectTimeout):
+        return ServerTimeout(
+            f"the server at {url} did not accept a connection within "
+            f"{client.timeouts.connect:g} s (connect timeout)",
+            url,
+        )
+    if isinstance(exc, httpx.ConnectError):
+        reason = _short(exc)
+        return ServerUnreachable(
+            f"cannot reach the server at {url} ({reason}): is it running?", url
+        )
+    if isinstance(exc, (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout)):
+        return ServerTimeout(
+            f"the server at {url} stopped answering for {client.timeouts.read:g} s "
+            f"(read timeout){kept}",
+            url,
+        )
+    if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
+        if tokens is None:
+            return ServerStreamCut(
+                f"the server at {url} closed the connection without an answer ({_short(exc)})",
+                url,
+            )
+        return ServerStreamCut(
+            f"the server at {url} cut the stream{kept or ' before the first token'}: "
+            "it stopped or restarted",
+            url,
+        )
+    return ServerError(f"talking to the server at {url} failed: {_short(exc)}", url)
+
+
+class Stream:
+    """An open event stream: iterate for the JSON events, ``close`` to stop early.
+
+    Events are the ``data:`` lines of server-sent events; ``[DONE]`` ends the stream;
+    an ``{"error": ...}`` event raises. Transport errors raise ServerErrors that say
+    how many events (tokens) came first. ``close`` may be called from another thread.
+    """
+
+    def __init__(self, client: ServerClient, reply: httpx.Response, path: str) -> None:
+        self.client, self.reply, self.path = client, reply, path
+        self.tokens = 0  # events carrying tokens, counted by the reader (for messages)
+        self.done = False  # [DONE] seen
+        self.closed = False
+
+    def __iter__(self) -> Iterator[dict]:
+        try:
+            lines = self.reply.iter_lines()
+            while True:
+                try:
+                    line = next(lines)
+                except StopIteration:
+                    return
+                except httpx.HTTPError as exc:
+                    if self.closed:
+                        return
+                    raise translate(exc, self.client, self.tokens) from None
+                except (OSError, ValueError, AttributeError):
+                    if self.closed:  # closed from another thread mid-read
+                        return
+                    raise
+                if not line.startswith("data:"):
+                    continue  # comments (pings), event names, blank separators
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    self.done = True
+                    return
+                try:
+                    event = json.loads(data)
+                except ValueError:
+                    raise ServerStreamCut(
+                        f"the server at {self.client.url} sent a broken event on {self.path}",
+                        self.client.url,
+                    ) from None
+                if isinstance(event, dict) and "error" in event and len(event) <= 2:
+                    said = _error_text(event["error"])
+                    raise ServerError(
+                        f"the server at {self.client.url} stopped the stream: {said}",
+                        self.client.url,
+                    )
+                yield event
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            try:
+                self.reply.close()
+            except Exception:  # noqa: BLE001 - closing a half-read socket from another thread
+                pass
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        from email.utils import parsedate_to_datetime
+
+        try:
+            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+        except (TypeError, ValueError):
+            return None
+
+
+def _server_message(reply: httpx.Response) -> str:
+    try:
+        body = reply.json()
+    except ValueError:
+        text = reply.text.strip().splitlines()
+        return text[0][:200] if text else ""
+    if isinstance(body, dict):
+        for key in ("error", "detail", "message"):
+            if key in body:
+                return _error_text(body[key])
+    return ""
+
+
+def _error_text(error: Any) -> str:
+    if isinstance(error, dict):
+        error = error.get("message") or error.get("msg") or json.dumps(error)[:200]
+    if isinstance(error, list) and error:
+        return _error_text(error[0])
+    text = " ".join(str(error).split())
+    return text[:240]
+
+
+def _short(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if "Connection refused" in text or "ECONNREFUSED" in text:
+        return "connection refused"
+    if "Name or service not known" in text or "nodename nor servname" in text:
+        return "unknown host"
+    return text[:160]

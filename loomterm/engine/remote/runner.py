@@ -1,0 +1,597 @@
+"""The remote runner: a serving engine over HTTP behind the Loom's tree operations.
+
+The tree stays here, lossless; the server's own prefix cache (llama-server's
+``cache_prompt``, vLLM's automatic prefix caching, SGLang's RadixAttention) plays the
+part of the KV tree. Every operation sends the whole path again as token ids and the
+server computes only what changed since a cached prefix, so a truncate, a branch switch
+or an exact splice costs the tokens after the change.
+
+- ``prepare`` sends the path to warm the prefix cache (llama-server: ``n_predict: 0``)
+  and returns None: there are no full logits here. It never fails an edit: a server
+  that cannot be reached is reported by the next generation.
+- ``decode`` streams each continuation's tokens, each with its log-probability and
+  top-10 alternatives, into the tree through the NodeWriter as they arrive. ``n``
+  siblings are one request over one prompt evaluation where the server can (llama-server
+  ``n_cmpl``, OpenAI ``n``) and concurrent requests otherwise (and whenever a seed is
+  given, so each sibling has its own seed). Setting ``request.cancel`` returns within
+  one token and closes the streams, which makes the server stop.
+- Splices are always exact (no ``rerope``); refresh has nothing to do.
+- Faults are :class:`~loomterm.errors.ServerError` lines; tokens streamed before one
+  stay in the tree (and reach the session file). After a fault, and whenever the
+  server has been quiet for ``VERIFY_AFTER_S``, the next request first checks that the
+  server still serves the same model (its fingerprint).
+
+Threads: one reader thread per stream hands records to the calling thread through a
+queue, so every tree change happens on the thread that called ``decode``.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter
+from loomterm.engine.remote import servers
+from loomterm.engine.remote.http import ServerClient, Timeouts
+from loomterm.engine.remote.servers import Dialect, Finish, ServerInfo, Token
+from loomterm.engine.remote.tokens import (
+    ServerTokenText,
+    StoredTokenText,
+    eos_ids_of,
+    load_tokenizer,
+    local_encode,
+)
+from loomterm.engine.runner import Capabilities, Runner
+from loomterm.engine.text import StreamDecoder, TokenText
+from loomterm.engine.window import Window
+from loomterm.errors import (
+    ContextError,
+    InputError,
+    LoomError,
+    ServerError,
+    ServerModelError,
+    ServerStreamCut,
+    ServerUnreachable,
+)
+from loomterm.tree import Node
+
+VERIFY_AFTER_S = 5.0  # quiet this long: check the model before the next request
+POLL_S = 0.02  # how often decode looks at the cancel flag while waiting for tokens
+FINAL_EVENT_WAIT_S = 1.0  # after the last token: wait this long for the server's counts
+UNKNOWN_CTX = 1 << 20
+MAX_EXCHANGES = 256  # recent requests' server counts, kept for the bench
+
+WHY_NOT = (
+    ("rerope", "a server keeps its own KV cache: splices are recomputed exactly on the server"),
+    ("full_logits", "servers send the top-10 log-probabilities per token, not whole distributions"),
+    ("node_kv", "the server's prefix cache holds the KV; nothing is stored on the nodes here"),
+    ("drafting", "drafted decoding needs the model in this process"),
+    ("prompt_logprobs", "prompt log-probabilities would bypass the server's prefix cache"),
+)
+
+
+@dataclass
+class Exchange:
+    """What the server reported for one request (the bench reads it).
+
+    ``prompt_n``: prompt tokens the server evaluated (the rest came from its cache);
+    ``cached``: prompt tokens it reused; ``seconds``: wall time of the request.
+    """
+
+    what: str
+    prompt_tokens: int
+    prompt_n: int | None
+    cached: int | None
+    seconds: float
+    first_token_s: float | None = None
+
+
+class RemoteRunner(Runner):
+    """A serving engine behind the Loom. See the module docstring.
+
+    Attributes:
+        client: The HTTP client (``http.ServerClient``).
+        dialect: How this kind of server is spoken to (``servers.Dialect``).
+        info: What the server said about its model (None while offline).
+        tokenizer: The local Hugging Face tokenizer, or None (the server tokenizes).
+        tokenizer_source: Where the local tokenizer came from, or None.
+        exchanges: What the server reported for recent requests (newest last).
+        warning: The last fault a warm-up (``prepare``) met, or None.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        server_kind: str | None = None,
+        server_model: str | None = None,
+        tokenizer: str | None = None,
+        timeouts: Timeouts | None = None,
+        expect: dict[str, Any] | None = None,
+        connect: bool = True,
+    ) -> None:
+        self.client = ServerClient(url, timeouts)
+        self.url = self.client.url
+        self.where = self.url
+        self.server_kind = server_kind
+        self.server_model = server_model
+        self.tokenizer_source = tokenizer
+        self.tokenizer: Any = None
+        self.dialect: Dialect | None = None
+        self.info: ServerInfo | None = None
+        self.fingerprint: dict[str, str] = dict(expect or {})
+        self.tokens_by = "server"
+        self.exchanges: list[Exchange] = []
+        self.warning: ServerError | None = None
+        self._checked = 0.0  # monotonic time the model was last confirmed
+        self._lock = threading.Lock()
+        self.name = (expect or {}).get("name") or self.url
+        self.codec: TokenText = StoredTokenText({})
+        self.vocab_size = 1 << 31
+        self.eos_ids: frozenset[int] = frozenset()
+        self.n_ctx = UNKNOWN_CTX
+        self.window = Window.for_context(self.n_ctx)
+        self.capabilities = Capabilities(why_not=WHY_NOT)
+        if connect:
+            self._connect(expect)
+
+    # -- connecting ----------------------------------------------------------------------
+    @classmethod
+    def offline(cls, record: dict[str, Any], codec: TokenText, error: ServerError) -> RemoteRunner:
+        """A runner for a session whose server is unreachable: it shows the stored text,
+        and connects (checking the model) when the server answers again."""
+        server = record.get("server") or {}
+        runner = cls(
+            record.get("source") or "",
+            server_kind=server.get("kind"),
+            server_model=server.get("model_arg"),
+            tokenizer=server.get("tokenizer_source"),
+            expect=record.get("fingerprint"),
+            connect=False,
+        )
+        runner.name = record.get("name") or runner.url
+        runner.codec = codec
+        runner.tokenizer = getattr(codec, "tokenizer", None)
+        runner.warning = error
+        return runner
+
+    def _connect(self, expect: dict[str, Any] | None) -> None:
+        """Probe the server, choose the tokenizer, check the model against ``expect``."""
+        client = self.client
+        if self.server_kind:
+            kind, probe = self.server_kind, {}
+        else:
+            kind, probe = servers.detect_kind(client)
+        dialect = servers.dialect_for(kind, client, probe)
+        info = dialect.info(self.server_model)
+        probe_ids = dialect.tokenize(servers.PROBE_TEXT, False)[0] if dialect.can_tokenize else None
+        if self.dialect is None or self.info is None:
+            self._choose_tokenizer(dialect, info, probe_ids)
+        if probe_ids is None:
+            probe_ids = local_encode(self.tokenizer, servers.PROBE_TEXT, False)
+        fingerprint = info.fingerprint(servers.tokens_digest(probe_ids, info.vocab_size))
+        if expect and not _same(expect, fingerprint):
+            raise _changed(self.url, expect, fingerprint)  # and keep the old model's state
+        if isinstance(dialect, servers.OpenAI):
+            dialect.lookup = self._token_for_text
+        self.dialect, self.info = dialect, info
+        self.fingerprint = fingerprint
+        self.name = info.display_name
+        self.n_ctx = info.n_ctx or UNKNOWN_CTX
+        self.window = Window.for_context(self.n_ctx)
+        if info.vocab_size:
+            self.vocab_size = info.vocab_size
+        elif self.tokenizer is not None:
+            self.vocab_size = len(self.tokenizer)
+        self.eos_ids = frozenset(self._eos_ids(dialect, info))
+        slots = info.slots or 1
+        batched = dialect.batched_siblings
+        why_not = WHY_NOT
+        if not batched:
+            why_not += (("batched_siblings", "this server takes one continuation per request"),)
+        self.capabilities = Capabilities(batched_siblings=batched, why_not=why_not)
+        self.slots = slots
+        self._checked = time.monotonic()
+
+    def _choose_tokenizer(
+        self, dialect: Dialect, info: ServerInfo, server_ids: list[int] | None
+    ) -> None:
+        """The local tokenizer when one is found and agrees with the server on the probe
+        text (``server_ids``; None: the server cannot say), else the server's own."""
+        candidates = [c for c in (self.tokenizer_source, info.tokenizer_hint) if c]
+        for source in candidates:
+            try:
+                tokenizer = load_tokenizer(source)
+            except LoomError:
+                continue
+            if (
+                server_ids is None
+                or local_encode(tokenizer, servers.PROBE_TEXT, False) == server_ids
+            ):
+                self.tokenizer, self.tokenizer_source = tokenizer, str(source)
+                self.codec = TokenText(tokenizer)
+                self.tokens_by = "local" if server_ids is not None else "local (unverified)"
+                return
+        if not dialect.can_tokenize:
+            raise ServerModelError(
+                f"the server at {self.url} ({dialect.kind}) cannot tokenize and no local "
+                f"tokenizer was found for {info.model!r}: name one with tokenizer=...",
+                self.url,
+            )
+        self.tokenizer, self.tokenizer_source = None, None
+        self.codec = ServerTokenText(dialect.detokenize_one)
+        self.tokens_by = "server"
+
+    def _eos_ids(self, dialect: Dialect, info: ServerInfo) -> set[int]:
+        ids = set(self.eos_ids)
+        if self.tokenizer is not None:
+            ids |= eos_ids_of(self.tokenizer)
+        elif info.eos_text and dialect.can_tokenize:
+            found = dialect.tokenize(info.eos_text, False)[0]
+            if len(found) == 1:
+                ids.add(found[0])
+        return ids
+
+    def _ready(self, strict: bool = False) -> Dialect:
+        """Connected and still on the same model: checked in full after a fault or a
+        quiet spell, and (``strict``, before each generation) by the server's model facts."""
+        with self._lock:
+            stale = time.monotonic() - self._checked > VERIFY_AFTER_S
+            if self.dialect is None or self.info is None or stale:
+                self._connect(self.fingerprint or None)
+            elif strict:  # the model's facts, without the tokenizer probe
+                info = self.dialect.info(self.server_model)
+                now = info.fingerprint(self.fingerprint.get("tokenizer", ""))
+                if not _same(self.fingerprint, now):
+                    self._faulted()
+                    self._connect(self.fingerprint)  # raises, naming all that differs
+                self._checked = time.monotonic()
+            assert self.dialect is not None
+            return self.dialect
+
+    def _faulted(self) -> None:
+        self._checked = 0.0  # check the model again before the next request
+
+    def _token_for_text(self, text: str) -> int:
+        if self.tokenizer is not None:
+            ids = local_encode(self.tokenizer, text, False)
+            if len(ids) == 1:
+                return ids[0]
+        if isinstance(self.codec, ServerTokenText):
+            return self.codec.lookup_text(text)
+        return -1
+
+    # -- identity and text ---------------------------------------------------------------
+    def identity(self) -> dict[str, Any]:
+        """The session's model record: the URL (never a key), the fingerprint, the kind
+        of server and which tokenizer made the tokens."""
+        info = self.info
+        return {
+            "name": self.name,
+            "source": self.url,
+            "fingerprint": dict(self.fingerprint),
+            "dtype": "server",
+            "server": {
+                "kind": info.kind if info else self.server_kind,
+                "model": info.model if info else None,
+                "model_arg": self.server_model,
+                "tokens_by": self.tokens_by,
+                "tokenizer_source": self.tokenizer_source,
+            },
+        }
+
+    def encode(self, text: str, at_start: bool = False) -> list[int]:
+        if not isinstance(text, str):
+            raise InputError("text must be a string")
+        if not text:
+            return []
+        if self.tokenizer is not None:
+            return local_encode(self.tokenizer, text, at_start)
+        dialect = self._ready()
+        ids, raws = dialect.tokenize(text, at_start)
+        if isinstance(self.codec, ServerTokenText):
+            for token, raw in zip(ids, raws):
+                self.codec.learn(token, raw)
+        return ids
+
+    # -- what the Loom asks ----------------------------------------------------------------
+    def window_tokens(self, node: Node, reserve: int = 0) -> list[int]:
+        """The token ids the server is sent for ``node``'s path, leaving ``reserve``
+        positions free: past the server's context, the first ``n_keep`` and the latest
+        rest, shifted in blocks so the server's cached prefix stays valid between shifts."""
+        tokens = node.path_tokens()
+        if len(tokens) + reserve <= self.n_ctx:
+            return tokens
+        if reserve >= self.n_ctx - self.window.n_keep:
+            raise ContextError(
+                f"{reserve} new tokens do not fit the server's context of {self.n_ctx} tokens"
+            )
+        shift = self.window.shift_for(len(tokens) + reserve)
+        return tokens[: self.window.n_keep] + tokens[self.window.n_keep + shift :]
+
+    def prepare(self, node: Node) -> None:
+        """Warm the server's prefix cache with ``node``'s path (see the module doc)."""
+        if node.end == 0:
+            return None
+        start = time.perf_counter()
+        try:
+            dialect = self._ready()
+            tokens = self.window_tokens(node)
+            finish = dialect.warm(tokens)
+        except ServerError as exc:
+            self.warning = exc
+            self._faulted()
+            return None
+        self.warning = None
+        if finish is not None:
+            self._record("prepare", len(tokens), finish, time.perf_counter() - start)
+        return None
+
+    def decode(self, request: GenerateRequest, writer: NodeWriter) -> GenerateResult:
+        start = time.perf_counter()
+        dialect = self._ready(strict=True)
+        reserve = max(1, min(request.max_new_tokens, self.n_ctx // 2))
+        tokens = self.window_tokens(request.node, reserve)
+        max_new = min(request.max_new_tokens, self.n_ctx - len(tokens))
+        if max_new <= 0 or request.cancelled:
+            return GenerateResult()
+        jobs = self._plan(request, dialect)
+        run = _Generation(self, request, writer, tokens, max_new, jobs, start)
+        return run.go()
+
+    def _plan(self, request: GenerateRequest, dialect: Dialect) -> list[_Job]:
+        """Which requests make the ``n`` siblings: one with the server's ``n`` where it
+        batches them and no seed asks for distinct streams, else one per sibling."""
+        n = request.n
+        if n > 1 and request.seed is None and dialect.batched_siblings:
+            width = self.slots if dialect.kind == "llama-server" else n
+            jobs, row = [], 0
+            while row < n:
+                count = min(width, n - row)
+                jobs.append(_Job(first_row=row, n=count, seed=None))
+                row += count
+            return jobs
+        return [
+            _Job(first_row=row, n=1, seed=None if request.seed is None else request.seed + row)
+            for row in range(n)
+        ]
+
+    def _record(self, what: str, prompt: int, finish: Finish, seconds: float, first=None) -> None:
+        self.exchanges.append(
+            Exchange(what, prompt, finish.prompt_n, finish.cached, seconds, first)
+        )
+        del self.exchanges[:-MAX_EXCHANGES]
+
+    def close(self) -> None:
+        self.client.close()
+
+
+@dataclass
+class _Job:
+    """One request: rows ``first_row .. first_row + n - 1``, with one seed or none."""
+
+    first_row: int
+    n: int
+    seed: int | None
+    stream: Any = None
+    tokens: int = 0
+    ended: bool = False
+
+
+class _Generation:
+    """One ``decode``: reader threads feed a queue; this thread writes the tree."""
+
+    def __init__(
+        self,
+        runner: RemoteRunner,
+        request: GenerateRequest,
+        writer: NodeWriter,
+        prompt: list[int],
+        max_new: int,
+        jobs: list[_Job],
+        start: float,
+    ) -> None:
+        self.runner, self.request, self.writer = runner, request, writer
+        self.prompt, self.max_new, self.jobs, self.start = prompt, max_new, jobs, start
+        self.records: queue.Queue = queue.Queue()
+        self.stop = threading.Event()
+        self.kids: dict[int, Node] = {}
+        self.counts: dict[int, int] = {}
+        self.finished: set[int] = set()
+        self.streams: dict[int, StreamDecoder] = {}
+        self.first_token: float | None = None
+        self.finishes: list[Finish] = []
+
+    def go(self) -> GenerateResult:
+        threads = [
+            threading.Thread(target=self._read, args=(job,), daemon=True, name="loomterm-stream")
+            for job in self.jobs
+        ]
+        for thread in threads:
+            thread.start()
+        error: BaseException | None = None
+        try:
+            error = self._write_until_done()
+        finally:
+            self.stop.set()
+            for job in self.jobs:
+                if job.stream is not None:
+                    job.stream.close()
+            for thread in threads:
+                thread.join(timeout=0.2)
+        if error is not None:
+            self.runner._faulted()
+            raise error
+        self._report()
+        kids = [self.kids[row] for row in sorted(self.kids)]
+        first = self.first_token if self.first_token is not None else time.perf_counter()
+        return GenerateResult(
+            children=kids,
+            prefill_seconds=first - self.start,
+            decode_seconds=time.perf_counter() - first,
+        )
+
+    # -- the reader threads -------------------------------------------------------------
+    def _read(self, job: _Job) -> None:
+        runner = self.runner
+        dialect = runner.dialect
+        assert dialect is not None
+        try:
+            params = self.request.sampling
+            path, body = dialect.completion(self.prompt, self.max_new, params, job.seed, job.n)
+            job.stream = runner.client.stream(path, body, self.stop)
+            if self.stop.is_set():  # cancelled while the stream was opening
+                job.stream.close()
+                return
+            for event in job.stream:
+                progress = event.get("prompt_progress")
+                if isinstance(progress, dict) and runner.progress is not None:
+                    self.records.put((job, "prefill", progress))
+                tokens, finishes = dialect.read(event)
+                job.stream.tokens += len(tokens)
+                self.records.put((job, tokens, finishes))
+                if self.stop.is_set():
+                    return
+            job.ended = True
+            self.records.put((job, None, None))
+        except BaseException as exc:  # noqa: BLE001 - handed to the writing thread
+            if not self.stop.is_set():
+                self.records.put((job, exc, None))
+
+    # -- the writing thread ------------------------------------------------------------------
+    def _write_until_done(self) -> BaseException | None:
+        open_jobs = len(self.jobs)
+        rows = sum(job.n for job in self.jobs)
+        grace = None  # once every row has its tokens: how long to wait for the counts
+        while open_jobs:
+            if self.request.cancelled:
+                return None
+            if grace is None and len(self.finished) >= rows:
+                grace = time.monotonic() + FINAL_EVENT_WAIT_S
+            if grace is not None and time.monotonic() > grace:
+                return None
+            try:
+                job, tokens, finishes = self.records.get(timeout=POLL_S)
+            except queue.Empty:
+                continue
+            if isinstance(tokens, BaseException):
+                return self._explain(job, tokens)
+            if tokens == "prefill":  # the server's prompt progress, for a long prompt
+                done, total = finishes.get("processed"), finishes.get("total")
+                if isinstance(done, int) and isinstance(total, int) and self.runner.progress:
+                    self.runner.progress("prefill", done, total)
+                continue
+            if tokens is None:  # that stream ended
+                open_jobs -= 1
+                rows_of_job = range(job.first_row, job.first_row + job.n)
+                if any(r not in self.finished for r in rows_of_job):
+                    return self._cut(job)
+                continue
+            for token in tokens:
+                self._push(job, token)
+                if self.request.cancelled:
+                    return None
+            for finish in finishes:
+                self.finishes.append(finish)
+                if finish.index >= 0:  # (-1: the request's usage, after its rows ended)
+                    self._finish(job.first_row + finish.index, finish)
+        return None
+
+    def _push(self, job: _Job, token: Token) -> None:
+        row = job.first_row + token.index
+        if row in self.finished:
+            return
+        runner = self.runner
+        codec = runner.codec
+        if isinstance(codec, ServerTokenText):
+            codec.learn(token.id, token.raw)
+            for alt, raw in token.top_raw.items():
+                codec.learn(alt, raw)
+        kid = self.kids.get(row)
+        if kid is None:
+            if self.first_token is None:
+                self.first_token = time.perf_counter()
+            seed = job.seed
+            kid = self.writer.new_child(self.request.node, self.request.sampling.as_dict(), seed)
+            self.kids[row] = kid
+            self.streams[row] = StreamDecoder(codec)
+            self.counts[row] = 0
+        self.writer.push(kid, token.id, token.logprob, token.top)
+        self.counts[row] += 1
+        job.tokens += 1
+        if self.request.on_token is not None:
+            self.request.on_token(kid, token.id, self.streams[row].push(token.id))
+        if token.id in runner.eos_ids or self.counts[row] >= self.max_new:
+            self.finished.add(row)
+
+    def _finish(self, row: int, finish: Finish) -> None:
+        self.finished.add(row)
+        kid = self.kids.get(row)
+        if finish.reason == "eos" and kid is not None and kid.tokens:
+            # The server stopped on an end-of-generation token: it is one now.
+            runner = self.runner
+            if kid.tokens[-1] not in runner.eos_ids:
+                runner.eos_ids = runner.eos_ids | {kid.tokens[-1]}
+
+    def _explain(self, job: _Job, exc: BaseException) -> BaseException:
+        if isinstance(exc, ServerUnreachable) and self.kids:
+            return ServerStreamCut(
+                f"the server at {self.runner.url} went away after {self._streamed()} "
+                "token(s), which are kept",
+                self.runner.url,
+            )
+        if isinstance(exc, ServerError) and job.tokens and "kept" not in str(exc):
+            return type(exc)(f"{exc} (after {self._streamed()} token(s), which are kept)", exc.url)
+        return exc
+
+    def _cut(self, job: _Job) -> ServerStreamCut:
+        url = self.runner.url
+        if self._streamed():
+            said = f"after {self._streamed()} token(s), which are kept"
+        else:
+            said = "before the first token"
+        return ServerStreamCut(
+            f"the server at {url} ended the stream {said}: it stopped or restarted", url
+        )
+
+    def _streamed(self) -> int:
+        return sum(len(kid.tokens) for kid in self.kids.values())
+
+    def _report(self) -> None:
+        """Record what the server counted for this generation (for the bench)."""
+        if not self.finishes:
+            return
+        prompt_n = [f.prompt_n for f in self.finishes if f.prompt_n is not None]
+        cached = [f.cached for f in self.finishes if f.cached is not None]
+        total = Finish(
+            0,
+            "done",
+            prompt_n=sum(prompt_n) if prompt_n else None,
+            cached=max(cached) if cached else None,
+        )
+        first = None if self.first_token is None else self.first_token - self.start
+        self.runner._record(
+            "decode", len(self.prompt), total, time.perf_counter() - self.start, first
+        )
+
+
+def _changed(url: str, expect: dict[str, Any], now: dict[str, Any]) -> ServerModelError:
+    return ServerModelError(
+        f"the server at {url} now serves {now.get('name')}, not {expect.get('name') or 'the model'} "
+        f"this tree was made with ({_differs(expect, now)} differ): restart it on that model to "
+        "go on (the tree is unchanged)",
+        url,
+    )
+
+
+def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return all(
+        a.get(k) is not None and a.get(k) == b.get(k) for k in ("config", "weights", "tokenizer")
+    )
+
+
+def _differs(a: dict[str, Any], b: dict[str, Any]) -> str:
+    keys = [k for k in ("config", "weights", "tokenizer") if a.get(k) != b.get(k)]
+    return ", ".join(keys) or "fingerprints"

@@ -1,0 +1,55 @@
+"""The llama-server build's answers without building: the cached binary is found, a
+named one is checked, and a machine without the tools gets one line saying which."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+from loomterm.serving import llama_build
+from loomterm.serving.llama_build import BuildError, ensure_llama_server, find_llama_server
+
+
+@pytest.fixture
+def empty_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("LOOMTERM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv(llama_build.ENV_BINARY, raising=False)
+    return tmp_path / "cache"
+
+
+def test_no_cmake_is_one_line_and_builds_nothing(empty_cache, tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing-here"))
+    with pytest.raises(BuildError) as caught:
+        ensure_llama_server()
+    assert str(caught.value) == (
+        "cannot build llama-server: cmake is not installed (e.g. apt-get install cmake)"
+    )
+    assert not (empty_cache / "llama-server").exists()
+
+
+def test_no_compiler_is_one_line(empty_cache, tmp_path, monkeypatch):
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    cmake = tools / "cmake"
+    cmake.write_text("#!/bin/sh\nexit 0\n")
+    cmake.chmod(cmake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", str(tools))
+    monkeypatch.delenv("CXX", raising=False)
+    with pytest.raises(BuildError, match=r"^cannot build llama-server: no C\+\+ compiler found"):
+        ensure_llama_server()
+
+
+def test_a_cached_or_named_binary_is_used_as_is(empty_cache, tmp_path, monkeypatch):
+    assert find_llama_server() is None
+    cached = llama_build.binary_path()
+    cached.parent.mkdir(parents=True)
+    cached.write_text("#!/bin/sh\n")
+    cached.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing-here"))  # no tools needed now
+    assert ensure_llama_server() == cached
+    monkeypatch.setenv(llama_build.ENV_BINARY, str(tmp_path / "missing"))
+    with pytest.raises(BuildError, match="LOOMTERM_LLAMA_SERVER=.* is not an executable file"):
+        find_llama_server()
+    assert os.access(cached, os.X_OK)
