@@ -44,13 +44,27 @@ def run_editor(args: argparse.Namespace) -> int:
     loom, name = open_session(args)
     from loomterm.session import close_session
 
+    app = None
     try:
         from loomterm.tui.app import LoomApp
 
-        LoomApp(loom, session_name=name).run()
+        app = LoomApp(loom, session_name=name)
+        app.run()
     finally:
         close_session(loom)
+        if app is not None:
+            _close_last(app.loom)
     return 0
+
+
+def _close_last(loom: Loom) -> None:
+    """Close the session the editor ended in (it may have switched); one that holds
+    nothing is deleted, so a start quit with nothing written leaves no session."""
+    from loomterm.session import close_session
+    from loomterm.tui.sessions import discard_if_empty
+
+    close_session(loom)
+    discard_if_empty(loom)
 
 
 def open_session(args: argparse.Namespace) -> tuple[Loom, str]:
@@ -119,8 +133,10 @@ def _open(
 def _create(path: Path, options: EngineOptions, progress) -> Loom:
     from loomterm.engine import Loom
     from loomterm.session import save_loom
+    from loomterm.tui.defaults import start_new_session
 
     loom = Loom.load(**options.load_kwargs(), progress=progress)
+    start_new_session(loom)  # llama.cpp's samplers, or the model's generation_config
     require_terminal()  # before any file is written
     path.parent.mkdir(parents=True, exist_ok=True)
     save_loom(loom, path)

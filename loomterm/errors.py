@@ -80,3 +80,13 @@ class ServerRateLimited(ServerError):
 
 class ServerModelError(ServerError):
     """The model asked for is not on the server, or the server now serves another one."""
+
+
+class PrefillCancelled(LoomError):
+    """Reading a path into the model was stopped (``Loom.interrupt`` was set) between
+    two chunks. The tree is intact: an edit or append that was being read is in it
+    whole, as ``node``, and what was not computed yet is computed when next needed."""
+
+    def __init__(self, message: str = "stopped before the model read the whole text") -> None:
+        super().__init__(message)
+        self.node = None  # set by the Loom: where the operation left the tree

@@ -207,6 +207,7 @@ class Session:
         kv_snapshot: bool | None = None,
         server_kind: str | None = None,
         server_model: str | None = None,
+        loaded: LoadedModel | None = None,
     ) -> Session:
         """Open a saved session on a live Loom.
 
@@ -223,6 +224,9 @@ class Session:
                 None: use one if present.
             server_kind, server_model: For a session on a server (its model source is
                 a URL): override the kind and model it recorded.
+            loaded: A local model already loaded (the editor's, to switch sessions in
+                place): used instead of loading or connecting to ``model``; checked
+                against the session's like any other.
 
         Raises:
             SessionError: missing, damaged, newer-schema or locked file.
@@ -244,9 +248,12 @@ class Session:
             if store is not None:
                 data = store.read()
             source = model or data.model.get("source")
-            if not source:
+            remote = loaded is None and bool(source) and is_server_url(source)
+            if loaded is not None:
+                pass  # the caller's model, checked against the session's below
+            elif not source:
                 raise SessionError(f"session {path.name} records no model: pass one with --model")
-            if is_server_url(source):
+            elif remote:
                 overrides = {"kind": server_kind, "model_arg": server_model}
                 loaded = _connect_server(data, source, read_only, overrides)
             else:
@@ -254,7 +261,7 @@ class Session:
             matches = same_model(data.model.get("fingerprint"), loaded.fingerprint)
             if not matches and not (retokenize or read_only):
                 raise mismatch_error(data.name, data.model, loaded)
-            if is_server_url(source):
+            if remote:
                 pieces = PieceMaker(loaded.codec)
             else:
                 pieces = PieceMaker.for_tokenizer(loaded.tokenizer)
@@ -266,7 +273,7 @@ class Session:
                     store.write_tree(
                         data.tree, lambda n: data.pieces[n.id], data.cursor_node, model=data.model
                     )
-            if is_server_url(source):
+            if remote:
                 loom = Loom(loaded, tree=data.tree)
             else:
                 loom = Loom.from_loaded(loaded, n_ctx=n_ctx, tree=data.tree, kv_budget=kv_budget)

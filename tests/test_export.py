@@ -219,14 +219,76 @@ def test_markdown_outline_shows_every_branch(sample):
     MarkdownIt().parse(md)
 
 
+def test_markdown_of_a_chat_is_clean_turns(loom):
+    """Roles, no template tokens, no empty blocks between turns; JSON keeps the tokens."""
+    from loomterm.tui import chat
+
+    tokenizer = loom.runner.tokenizer
+    node = loom.root
+    for role, text in chat.opening_turns(tokenizer, "Be brief.", "Hello there"):
+        node = loom.append(node, text, **({"role": role} if role else {}))
+    first = loom.generate(node, 10, temperature=0.0)[0]
+    node = first
+    for role, text in chat.next_turns(tokenizer, loom.text(first), "Tell me more"):
+        node = loom.append(node, text, **({"role": role} if role else {}))
+    second = loom.generate(node, 8, temperature=0.0)[0]
+    loom.set_meta(first, bookmark=True)
+    loom.cursor = second
+    save_loom(loom, "chat")
+    close_session(loom)
+    data = load_session("chat")
+
+    md = render(data, "md")
+    runs = markdown_runs(md)
+    assert [label for label, _ in runs] == ["System", "User", "Assistant", "User", "Assistant"]
+    assert runs[0][1] == "Be brief." and runs[1][1] == "Hello there"
+    assert runs[3][1] == "Tell me more"
+    assert runs[4][1] == export.strip_template(data.text(second)).strip("\n")
+    assert "im_start" not in md and "im_end" not in md and "**You**" not in md
+    assert "**Assistant** · bookmarked" in md  # the mark is on the first answer's turn
+    assert "written by you" not in md
+    outline = render(data, "md", "all")
+    assert "im_start" not in outline and "**You**" not in outline
+    assert "<|im_start|>assistant" in render(data, "json")  # the tokens are kept there
+
+
+def test_markdown_outline_keeps_a_parent_and_its_child_apart(loom):
+    stem = loom.append(loom.root, "Once upon a time")
+    child = loom.append(stem, " there lived a weaver.")
+    loom.set_meta(child, bookmark=True)
+    other = loom.append(loom.root, "A different start")
+    loom.cursor = child
+    save_loom(loom, "apart")
+    close_session(loom)
+    assert other.parent is loom.root
+    md = render(load_session("apart"), "md", "all")
+    runs = markdown_runs(md)
+    assert ("You", "Once upon a time") in runs
+    assert ("You", " there lived a weaver.") in runs
+    assert "**You** · bookmarked\n\n  > Once upon a time" not in md
+    heads = [line.strip() for line in md.splitlines() if line.strip().startswith("**")]
+    assert heads.count("**You** · bookmarked") == 1
+    # The current path too: the bookmarked node is its own block.
+    current = markdown_runs(render(load_session("apart"), "md"))
+    assert current == [("You", "Once upon a time"), ("You", " there lived a weaver.")]
+
+
 # -- plain text -----------------------------------------------------------------------
 
 
-def test_text_is_the_path_text_exactly(sample, capsys):
+def test_text_is_the_path_text_exactly_ending_in_a_newline(sample, capsys):
     _, data = sample
-    assert render(data, "txt") == data.path_text()
+    assert not data.path_text().endswith("\n")
+    assert render(data, "txt") == data.path_text() + "\n"
     assert main(["export", "sample", "--format", "txt"]) == 0
-    assert capsys.readouterr().out == data.path_text()
+    assert capsys.readouterr().out == data.path_text() + "\n"
+
+
+def test_text_ending_in_a_newline_gets_no_second_one(loom):
+    loom.cursor = loom.append(loom.root, "A line.\n")
+    save_loom(loom, "lines")
+    close_session(loom)
+    assert render(load_session("lines"), "txt") == "A line.\n"
 
 
 def test_text_outline_lists_every_branch(sample):
@@ -394,7 +456,7 @@ def test_socketteer_import_on_the_command_line(tiny_llama_dir, tmp_path, capsys)
     assert main(["import", str(source), "--model", str(tiny_llama_dir), "--device", "cpu"]) == 0
     assert "into session 'tree'" in capsys.readouterr().out
     assert main(["export", "tree", "--format", "txt"]) == 0
-    assert capsys.readouterr().out.endswith("\nThe end.")
+    assert capsys.readouterr().out.endswith("\nThe end.\n")
 
 
 def test_a_text_only_loomterm_tree_is_retokenized(sample, tiny_llama_dir, tmp_path):

@@ -34,7 +34,7 @@ from loomterm.engine.runner import Capabilities, Runner
 from loomterm.engine.sampling import SamplingParams, resolve_logit_bias
 from loomterm.engine.text import TokenText
 from loomterm.engine.window import segments
-from loomterm.errors import EditRangeError, EmptyEditError, InputError
+from loomterm.errors import EditRangeError, EmptyEditError, InputError, PrefillCancelled
 from loomterm.settings import Settings
 from loomterm.tree import Node, Origin, Tree
 
@@ -134,6 +134,30 @@ class Loom:
     @progress.setter
     def progress(self, progress: Progress | None) -> None:
         self.runner.progress = progress
+
+    @property
+    def interrupt(self) -> threading.Event | None:
+        """Set it to stop a long prefill between two chunks: the operation raises
+        :class:`~loomterm.errors.PrefillCancelled`, leaving the tree whole (an edit or
+        append in it entire, as ``error.node``). Cleared by whoever set it."""
+        return self.runner.interrupt
+
+    @interrupt.setter
+    def interrupt(self, event: threading.Event | None) -> None:
+        self.runner.interrupt = event
+
+    def _prepare(self, node: Node) -> PrefillCancelled | None:
+        """``runner.prepare(node)``; a stopped prefill is returned, not raised."""
+        try:
+            self.runner.prepare(node)
+        except PrefillCancelled as stopped:
+            return stopped
+        return None
+
+    @staticmethod
+    def _stopped(error: PrefillCancelled, node: Node) -> PrefillCancelled:
+        error.node = node
+        return error
 
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:
@@ -280,7 +304,9 @@ class Loom:
             self._check_node(node)
             self._check_tokens(tokens)
             child = self._add(node, list(tokens), origin, meta=dict(meta))
-            self.runner.prepare(child)
+            stopped = self._prepare(child)
+            if stopped is not None:
+                raise self._stopped(stopped, child)
             return child
 
     def pick(self, node: Node, position: int, token_id: int) -> Node:
@@ -343,8 +369,9 @@ class Loom:
                 and self.runner.can_move(suffix)
             )
             delta = len(tokens) - (end - start)
+            stopped = None  # a stopped prefill: the branch is still made whole
             if tokens and fast:
-                self.runner.prepare(tail)  # the inserted tokens are computed, exactly
+                stopped = self._prepare(tail)  # the inserted tokens are computed, exactly
             for source, lo, hi in suffix:
                 # Exact: the suffix is computed again in its new context, and its records
                 # with it. Fast: its KV (and so its records) is the old context's, moved.
@@ -363,8 +390,10 @@ class Loom:
                     copy.approx = True
                 self._events.emit("add", copy)
                 tail = copy
-            if tail.end:
-                self.runner.prepare(tail)
+            if tail.end and stopped is None:
+                stopped = self._prepare(tail)
+            if stopped is not None:
+                raise self._stopped(stopped, tail)
             return tail
 
     def edit(self, node: Node, new_text: str, exact: bool = False) -> Node:
@@ -448,6 +477,8 @@ class Loom:
             writer = NodeWriter(self.tree, self._events.emit)
             try:
                 self.last_result = self.runner.decode(request, writer)
+            except PrefillCancelled as stopped:  # before any token: no child was made
+                raise self._stopped(stopped, request.node) from None
             finally:
                 for kid in writer.children:
                     self._events.emit("done", kid)

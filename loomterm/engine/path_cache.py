@@ -17,7 +17,7 @@ import torch
 from loomterm.engine.kvcache import Segment, kv_len
 from loomterm.engine.sampling import token_records
 from loomterm.engine.window import segments
-from loomterm.errors import EmptyEditError
+from loomterm.errors import EmptyEditError, PrefillCancelled
 from loomterm.tree import Node
 
 if TYPE_CHECKING:
@@ -121,6 +121,8 @@ class PathCache:
         total = len(ids)
         filled: dict[int, Node] = {}
         for begin in range(0, total, PREFILL_CHUNK):
+            if begin and runner.interrupt is not None and runner.interrupt.is_set():
+                self._stop(filled)
             chunk = ids[begin : begin + PREFILL_CHUNK]
             wanted = any(need[begin : begin + len(chunk)])
             ids_t = torch.tensor([chunk], device=runner.device)  # (1, q)
@@ -182,6 +184,15 @@ class PathCache:
             node.logprobs[i] = logprob
             node.top[i] = top
             filled[node.id] = node
+
+    def _stop(self, filled: dict[int, Node]) -> None:
+        """Stop a prefill between chunks (``runner.interrupt``). The buffer keeps the
+        columns computed so far (its segments say whose they are, so the next
+        ``ensure`` starts from them); the logits memo no longer matches it."""
+        self.invalidate()
+        for node in filled.values():
+            self.runner.emit("records", node)
+        raise PrefillCancelled()
 
     # -- after a generation ---------------------------------------------------------------
     def store_generated(self, kids: list[Node], base: int, stored: list[int]) -> None:

@@ -16,6 +16,7 @@ ask for a capability instead of testing a runner's type.
 from __future__ import annotations
 
 import contextlib
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -73,6 +74,9 @@ class Runner(ABC):
         eos_ids: Tokens that end a continuation.
         n_ctx: The context window, in tokens.
         progress: ``progress(stage, done, total)`` during long work (prefill).
+        interrupt: When set, a long prefill stops between two chunks by raising
+            :class:`~loomterm.errors.PrefillCancelled` (runners that cannot stop
+            ignore it).
     """
 
     name: str
@@ -83,6 +87,7 @@ class Runner(ABC):
     eos_ids: frozenset[int]
     n_ctx: int
     progress: Progress | None = None
+    interrupt: threading.Event | None = None
 
     def attach(self, tree: Tree, emit: Callable[[str, Node | None], None]) -> None:
         """Called once by the Loom: the tree this runner computes for, and where to

@@ -14,7 +14,7 @@ Each module owns one thing:
 - :mod:`~loomterm.export.dispatch`: choosing a format, :func:`render`,
   :func:`read_import` and :func:`write_atomic`;
 - :mod:`~loomterm.export.views`: what every format shares (the path alone, authors,
-  runs, chains);
+  runs, chat turns without their template, chains);
 - :mod:`~loomterm.export.markdown`, :mod:`~loomterm.export.plain_text`,
   :mod:`~loomterm.export.html_page`: one format each, out;
 - :mod:`~loomterm.export.json_tree`: the loomterm JSON tree, out and in;
@@ -52,9 +52,12 @@ from loomterm.export.views import (
     Run,
     author,
     chain,
+    chat_roles,
     is_chat,
     path_only,
     runs,
+    strip_template,
+    turns,
 )
 
 __all__ = [
@@ -70,6 +73,7 @@ __all__ = [
     "TextTree",
     "author",
     "chain",
+    "chat_roles",
     "format_for",
     "from_json_dict",
     "from_socketteer",
@@ -85,8 +89,10 @@ __all__ = [
     "render_text",
     "retokenize_tree",
     "runs",
+    "strip_template",
     "text_tree_of",
     "to_json_dict",
+    "turns",
     "unquote",
     "write_atomic",
 ]

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from loomterm.export.views import bookmark_note, chain, is_chat, model_name, runs, when
+from loomterm.export.views import (
+    bookmark_note,
+    chain,
+    chat_roles,
+    is_chat,
+    model_name,
+    runs,
+    turns,
+    when,
+)
 from loomterm.store import SessionData
 from loomterm.tree import Node
 
@@ -24,9 +33,20 @@ def unquote(lines: list[str]) -> str:
     return body.replace("&lt;", "<").replace("&amp;", "&")
 
 
-def _md_runs(data: SessionData, nodes: list[Node], chat: bool, indent: str = "") -> list[str]:
+def _blocks(
+    data: SessionData,
+    nodes: list[Node],
+    roles: dict[int, str | None] | None,
+    indent: str = "",
+    merge: bool = True,
+) -> list[str]:
+    """Labelled quotes: a chat's turns (``roles``), else runs of one author."""
+    if roles is not None:
+        found = turns(data, nodes, roles)
+    else:
+        found = runs(data, nodes, False, merge=merge)
     blocks = []
-    for run in runs(data, nodes, chat):
+    for run in found:
         notes = [note for note in (bookmark_note(n) for n in run.nodes) if note]
         head = f"{indent}**{run.label}**" + "".join(f" · {note}" for note in notes)
         blocks.append(f"{head}\n\n{quote(run.text, indent)}")
@@ -35,8 +55,13 @@ def _md_runs(data: SessionData, nodes: list[Node], chat: bool, indent: str = "")
 
 def render_markdown(data: SessionData, branch: str = "current") -> str:
     """The cursor's path as labelled quotes (``current``), or an outline of every
-    branch with the alternatives at each branch point (``all``)."""
-    chat = is_chat(data)
+    branch with the alternatives at each branch point (``all``).
+
+    A chat session reads as its turns (System, User, Assistant) with the chat
+    template's tokens left out (the JSON export keeps them); any other session as runs
+    of one author (You, Model, Edited), exactly its text. In the outline every node is
+    a block of its own, so a parent and its child stay apart."""
+    roles = chat_roles(data) if is_chat(data) else None
     path = data.cursor_node.path()
     tokens = sum(len(node.tokens) for node in path)
     lines = [
@@ -49,7 +74,7 @@ def render_markdown(data: SessionData, branch: str = "current") -> str:
         "",
     ]
     if branch != "all":
-        lines.append("\n\n".join(_md_runs(data, path, chat)))
+        lines.append("\n\n".join(_blocks(data, path, roles)))
         return "\n".join(lines).rstrip("\n") + "\n"
 
     on_path = {node.id for node in path}
@@ -67,7 +92,7 @@ def render_markdown(data: SessionData, branch: str = "current") -> str:
                 marks.append("current path")
             lines.append("  " * level + "- " + " · ".join(marks))
             lines.append("")
-        body = _md_runs(data, nodes, chat, indent)
+        body = _blocks(data, nodes, roles, indent, merge=False)
         if body:
             lines.append("\n\n".join(body))
             lines.append("")

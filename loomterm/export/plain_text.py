@@ -1,4 +1,5 @@
-"""The plain-text export: the cursor's path text exactly, or every branch indented."""
+"""The plain-text export: the cursor's path text exactly (ending in a newline, as a
+text file does), or every branch indented."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ from loomterm.tree import Node
 
 
 def render_text(data: SessionData, branch: str = "current") -> str:
-    """The cursor's path text exactly (``current``), or every branch indented (``all``)."""
+    """The cursor's path text exactly, plus a final newline if it has none
+    (``current``), or every branch indented (``all``)."""
     if branch != "all":
-        return data.path_text()
+        text = data.path_text()
+        return text if text.endswith("\n") or not text else text + "\n"  # a text file
     out: list[str] = []
     stack: list[tuple[Node, int, str]] = [(data.tree.root, 0, "")]
     while stack:

@@ -1,8 +1,10 @@
 """Views of a session that every format shares: the cursor's path alone, who wrote
-each node, runs of one author, chains up to a branch point, and small labels."""
+each node, runs of one author, chat turns without their template, chains up to a branch
+point, and small labels."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -83,15 +85,24 @@ class Run:
     text: str
 
 
-def runs(data: SessionData, nodes: list[Node], chat: bool) -> list[Run]:
-    """Group ``nodes`` (in path order) into runs of one author; empty nodes vanish."""
+def runs(data: SessionData, nodes: list[Node], chat: bool, merge: bool = True) -> list[Run]:
+    """Group ``nodes`` (in path order) into runs of one author; empty nodes vanish. A
+    bookmarked node is a run of its own (the mark is its alone); with ``merge`` False
+    every node is."""
     out: list[Run] = []
     for node in nodes:
         text = data.text(node)
         if not text:
             continue
         label = author(node, chat)
-        if out and out[-1].label == label:
+        marked = bool(node.meta.get("bookmark"))
+        if (
+            merge
+            and out
+            and out[-1].label == label
+            and not marked
+            and not out[-1].nodes[-1].meta.get("bookmark")
+        ):
             out[-1].nodes.append(node)
             out[-1].text += text
         else:
@@ -120,3 +131,92 @@ def bookmark_note(node: Node) -> str:
     if not mark:
         return ""
     return f"bookmark: {mark}" if isinstance(mark, str) else "bookmarked"
+
+
+# -- chat turns -----------------------------------------------------------------------
+
+# What chat templates put around a turn's content: a header naming the role, and the
+# special tokens that open and close turns (ChatML, Llama 3, Gemma, Phi, Mistral,
+# DeepSeek and their kin). The session keeps them as tokens; a transcript drops them.
+_HEADERS = re.compile(
+    r"<\|im_start\|>[ \t]*[\w-]*[ \t]*\n?"
+    r"|<\|start_header_id\|>[^<]*<\|end_header_id\|>\n*"
+    r"|<start_of_turn>[\w-]*\n?"
+    r"|<\|(?:system|user|assistant|tool)\|>\n?"
+    r"|<\uff5c(?:User|Assistant)\uff5c>"
+)
+_MARKERS = re.compile(
+    r"<\|[A-Za-z0-9_.:-]{1,40}\|>"
+    r"|<\uff5c[^\uff5c<>]{1,40}\uff5c>"
+    r"|</?(?:s|start_of_turn|end_of_turn|eos|bos)>"
+    r"|\[/?INST\]|<</?SYS>>"
+)
+
+
+def strip_template(text: str) -> str:
+    """A chat turn's text without its template: role headers and special tokens."""
+    return _MARKERS.sub("", _HEADERS.sub("", text))
+
+
+def chat_roles(data: SessionData) -> dict[int, str | None]:
+    """Each node's turn in a chat: its own ``role``, or, for a node without one, the
+    assistant's when it goes on from an assistant turn (the model's answer after the
+    assistant header, the template's closing tokens); else None."""
+    roles: dict[int, str | None] = {}
+    stack = [data.tree.root]
+    while stack:
+        node = stack.pop()
+        own = node.meta.get("role")
+        if own:
+            roles[node.id] = str(own)
+        elif node.parent is not None and roles.get(node.parent.id) == "assistant":
+            roles[node.id] = "assistant"
+        else:
+            roles[node.id] = None
+        stack.extend(node.children)
+    return roles
+
+
+def turn_label(role: str, nodes: list[Node], data: SessionData) -> str:
+    """``Assistant``, ``User``...; with who wrote it when that is not the usual one (the
+    nodes holding only template text do not count)."""
+    origins = {
+        Origin(node.origin)
+        for node in nodes
+        if strip_template(data.text(node)).strip().strip("\ufffd")  # not a byte's stand-in
+    }
+    label = role.capitalize()
+    if Origin.EDIT in origins or (role == "assistant" and len(origins) > 1):
+        return f"{label} (edited)"
+    if role == "assistant" and origins and Origin.MODEL not in origins:
+        return f"{label} (written by you)"
+    if role != "assistant" and Origin.MODEL in origins:
+        return f"{label} (written by the model)"
+    return label
+
+
+def turns(data: SessionData, nodes: list[Node], roles: dict[int, str | None]) -> list[Run]:
+    """``nodes`` (in path order) as chat turns, template text removed: one run per turn
+    (nodes without a turn are runs of their author); turns left empty vanish."""
+    groups: list[tuple[str | None, list[Node]]] = []
+    for node in nodes:
+        if node.parent is None:
+            continue
+        role = roles.get(node.id)
+        key = role if role else ORIGIN_LABELS[Origin(node.origin)]
+        if groups and groups[-1][0] == key:
+            groups[-1][1].append(node)
+        else:
+            groups.append((key, [node]))
+    out: list[Run] = []
+    for key, members in groups:
+        text = "".join(data.text(node) for node in members)
+        role = roles.get(members[0].id)
+        if role:
+            text = strip_template(text).strip("\n")
+            label = turn_label(role, members, data)
+        else:
+            label = key or ""
+        if text.strip():
+            out.append(Run(label, members, text))
+    return out

@@ -7,11 +7,16 @@ Layout of the package:
   glue to the engine: one thread worker runs model jobs in order and reports back with
   the messages in ``messages.py``; navigation reads the tree on the UI thread.
 - ``actions/``: what the keys do, one mixin of ``LoomApp`` per area: navigation,
-  generation (and streaming), alternatives, bookmarks and archiving, chat, view.
+  generation (and streaming), alternatives, bookmarks and archiving, chat, presets,
+  sessions (the picker, switching in place), view.
 - ``document.py``: the text on screen as token blocks (``blocks.py``), local (not yet
   synced) edits and the wrapped layout. No Textual. ``sanitize.py`` makes every character safe to draw.
 - ``ops.py`` (engine steps for the worker), ``chat.py`` (chat-template turns),
-  ``history.py`` (undo/redo as navigation): no Textual either.
+  ``history.py`` (undo/redo as navigation), ``sessions.py`` (session files: list,
+  open in place, save as, rename, delete), ``defaults.py`` (a new session's samplers
+  and where each value came from): no Textual either.
+- ``paste.py``: bracketed pastes read whole by the terminal parser, and a paste's line
+  breaks.
 - ``keymap.py``: every action with its default key; ``commands.py``: the command
   palette; ``themes.py``: ``themes/*.tcss`` and user themes; ``prefs.py``: the theme and
   view toggles the user chose last.

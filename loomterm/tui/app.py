@@ -3,7 +3,7 @@
 :class:`LoomApp` owns composition (the widgets, themes, the key map), the bindings, the
 engine worker and its jobs, syncing typed text, and routing the Loom's events. The
 actions live in ``loomterm.tui.actions``, one mixin per area (navigation, generation,
-alternatives, bookmarks, chat, view), mixed into the app so Textual dispatches their
+alternatives, bookmarks, chat, sessions, view), mixed into the app so Textual dispatches their
 ``action_*`` and ``on_*`` methods as the app's own.
 
 How work flows:
@@ -25,22 +25,25 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from textual import on, work
-from textual.app import App, ComposeResult
+from textual import events, on, work
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.reactive import var
+from textual.screen import Screen
+from textual.theme import BUILTIN_THEMES
 from textual.timer import Timer
 from textual.widgets import Footer
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from loomterm.errors import LoomError
+from loomterm.errors import LoomError, PrefillCancelled
 from loomterm.tree import Node
-from loomterm.tui import ops
+from loomterm.tui import ops, paste, sessions
 from loomterm.tui.actions import (
     AlternativeActions,
     BookmarkActions,
@@ -48,23 +51,44 @@ from loomterm.tui.actions import (
     GenerationActions,
     NavigationActions,
     PresetActions,
+    SessionActions,
     ViewActions,
 )
 from loomterm.tui.commands import LoomCommands
 from loomterm.tui.document import DocumentModel
 from loomterm.tui.history import History, Place
-from loomterm.tui.keymap import ACTIONS, KeymapError, app_bindings, load_keymap
-from loomterm.tui.messages import JobFailed, JobFinished, JobStarted, LoomChanged, Synced
+from loomterm.tui.keymap import ACTION_BY_ID, ACTIONS, KeymapError, app_bindings, load_keymap
+from loomterm.tui.messages import (
+    JobFailed,
+    JobFinished,
+    JobStarted,
+    LoomChanged,
+    Prefill,
+    SavedAs,
+    Synced,
+)
 from loomterm.tui.prefs import Prefs, load_prefs, save_prefs
-from loomterm.tui.themes import DEFAULT_THEME, LOOM_DEFAULTS, load_themes, resolve_references
+from loomterm.tui.sanitize import safe_line
+from loomterm.tui.themes import (
+    DEFAULT_THEME,
+    LOOM_DEFAULTS,
+    load_themes,
+    resolve_references,
+    solidify,
+)
 from loomterm.tui.widgets.branch_tree import BranchTree
 from loomterm.tui.widgets.document_view import DocumentView
 from loomterm.tui.widgets.help import HelpRow
 from loomterm.tui.widgets.status_bar import StatusBar, StatusInfo
 
 if TYPE_CHECKING:
+    from textual.driver import Driver
+
     from loomterm.engine import Loom
 
+TITLE_PUSH = "\x1b[22;2t"  # xterm: save the window title (terminals without it ignore it)
+TITLE_POP = "\x1b[23;2t"  # and give it back
+CHANGES = frozenset({"add", "split", "update", "settings"})  # events that change the session
 SYNC_DELAY = 0.4  # seconds of no typing before the text goes to the engine
 TREE_DELAY = 0.15  # structural changes are batched this long before the pane rebuilds
 Job = Callable[[], None]
@@ -77,6 +101,7 @@ class LoomApp(
     BookmarkActions,
     ChatActions,
     PresetActions,
+    SessionActions,
     ViewActions,
     App[None],
 ):
@@ -91,13 +116,12 @@ class LoomApp(
     CSS = """
     #main { height: 1fr; }
     #tree {
-        width: 34%;
-        min-width: 24;
-        max-width: 64;
-        border-right: vkey $panel-lighten-1;
+        width: 34%;  /* until the first layout: then fit_tree() sets it in cells */
+        border-right: vkey $loom-guide;
     }
     #tree.-hidden { display: none; }
     #document { width: 1fr; }
+    Footer FooterKey.-command-palette { border-left: vkey $loom-guide; }
     """
 
     def __init__(
@@ -121,6 +145,11 @@ class LoomApp(
         self._jobs: queue.SimpleQueue[tuple[str, Job] | None] = queue.SimpleQueue()
         self._jobs_in_flight = 0
         self._cancel = threading.Event()
+        # Set by escape while the model reads a long text (an edit near the top, say):
+        # the engine stops between two chunks (Loom.interrupt). Cleared per job.
+        self._interrupt = threading.Event()
+        # Reading in progress: (done, total, done at the first report, its time).
+        self._prefill: tuple[int, int, int, float] | None = None
         self._deferred: list[tuple[Callable[[], None], bool]] = []
         self._after_generation: Callable[[], None] | None = None
         self._sync_due = False
@@ -135,7 +164,13 @@ class LoomApp(
         self._locks = 0  # reasons the document refuses edits just now
         self._locked_jobs: set[str] = set()
         self._generation_lock = False
+        self.read_only = sessions.is_read_only(loom)
+        self.unsaved = False  # a read-only session was changed (in memory only)
         self._make_widgets()
+
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's driver, reading bracketed pastes whole (``loomterm.tui.paste``)."""
+        return paste.install(super().get_driver_class())
 
     def _new_document(self, loom: Loom) -> DocumentModel:
         codec = loom.codec
@@ -168,6 +203,7 @@ class LoomApp(
         self._load_themes()
         self._load_keymap()
         self.loom.subscribe(self._on_loom_event)
+        self._attach_engine(self.loom)
         self._engine_loop()
         cursor = self.loom.cursor
         self.doc.show(cursor)
@@ -175,24 +211,80 @@ class LoomApp(
         self.history.push(Place(cursor, self.doc.caret))
         self._remember(cursor)
         self.view.focus()
+        self.view.placeholder = self.start_hint()
+        self.fit_tree()
+        self.show_title()
         self.call_after_refresh(self._after_first_layout)
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.fit_tree(event.size.width)
 
     def _after_first_layout(self) -> None:
         self.view.document_changed()
         self._rebuild_tree()
         self._refresh_status()
 
+    def _attach_engine(self, loom: Loom) -> None:
+        """Hear ``loom``'s prefill progress (the status bar), and let escape stop it."""
+        loom.progress = self._on_progress
+        loom.interrupt = self._interrupt
+
+    def _on_progress(self, stage: str, done: int, total: int) -> None:
+        """Runner progress, on the worker thread: to the UI as a message."""
+        if stage == "prefill":
+            self.post_message(Prefill(done, total))
+
+    def on_prefill(self, message: Prefill) -> None:
+        previous = self._prefill
+        if previous is None or message.done < previous[0] or message.total != previous[1]:
+            self._prefill = (message.done, message.total, message.done, time.monotonic())
+            self.refresh_bindings()  # escape now stops the reading
+        else:
+            self._prefill = (message.done, message.total, previous[2], previous[3])
+        self._refresh_status_soon()
+
+    def prefill_state(self) -> str:
+        """``reading 4,096/16,000 tokens · 812 tok/s · esc stops`` while reading."""
+        if self._prefill is None:
+            return ""
+        done, total, first, since = self._prefill
+        text = f"reading {done:,}/{total:,} tokens"
+        seconds = time.monotonic() - since
+        if done > first and seconds > 0:
+            text += f" \u00b7 {(done - first) / seconds:,.0f} tok/s"
+        return text + " \u00b7 esc stops"
+
     def on_unmount(self) -> None:
         self.loom.unsubscribe(self._on_loom_event)
+        self.loom.progress = None
+        self.loom.interrupt = None
         self._cancel.set()
         self._jobs.put(None)
+        if self._driver is not None and not self.is_headless:
+            self._driver.write(TITLE_POP)
+
+    # -- the title -------------------------------------------------------------------
+    def show_title(self) -> None:
+        """The window title: the session's name, and whether it is read-only (the
+        terminal's title is saved first and given back on quit)."""
+        title = "loomterm"
+        if self.session_name:
+            title += f" \u2014 {self.session_name}"
+        if self.read_only:
+            title += " (read-only)"
+        first = self.title == self.TITLE
+        self.title = title
+        if self._driver is not None and not self.is_headless:
+            if first:
+                self._driver.write(TITLE_PUSH)
+            self._driver.write(f"\x1b]2;{safe_line(title)}\x07")
 
     # -- themes and keys -------------------------------------------------------------
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(LOOM_DEFAULTS)
 
     def get_css_variables(self) -> dict[str, str]:
-        variables = resolve_references(super().get_css_variables())
+        variables = solidify(resolve_references(super().get_css_variables()))
         self.theme_variables = variables
         return variables
 
@@ -203,8 +295,35 @@ class LoomApp(
         for problem in problems:
             self.notify(problem, severity="warning")
         wanted = self.prefs.theme
-        self.theme = wanted if wanted in self.available_themes else DEFAULT_THEME
+        ours = {theme.name for theme in themes}
+        self.theme = wanted if wanted in ours else DEFAULT_THEME
+        # Only loomterm's themes (bundled, then the user's): Textual's own built-in
+        # themes leave the document's colours at their defaults.
+        for name in list(BUILTIN_THEMES):
+            if name not in ours:
+                self.unregister_theme(name)
         self.theme_changed_signal.subscribe(self, self._theme_changed)
+
+    def theme_names(self) -> list[str]:
+        """The themes to offer, loomterm's bundled ones first, then the user's."""
+        names = list(self.available_themes)
+        return sorted(names, key=lambda name: (not name.startswith("loom-"), name))
+
+    def search_themes(self) -> None:
+        """The one Theme command: a palette of the themes in :meth:`theme_names` order."""
+        from textual.command import CommandPalette
+
+        from loomterm.tui.commands import ThemeCommands
+
+        self.push_screen(
+            CommandPalette(providers=[ThemeCommands], placeholder="Search for themes\u2026")
+        )
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Textual's system commands but its Theme (loomterm's own Theme replaces it)."""
+        for command in super().get_system_commands(screen):
+            if command.title != "Theme":
+                yield command
 
     def _theme_changed(self, theme: Any) -> None:
         self.prefs.theme = theme.name
@@ -238,36 +357,54 @@ class LoomApp(
                 keys[action.id] = self.get_key_display(Binding(first, action.action))
         return keys
 
+    def key_name(self, action_id: str) -> str:
+        """The first key bound to ``action_id`` as written in a key map (``ctrl+g``)."""
+        keymap = getattr(self, "_keymap", {}) or {}
+        action = ACTION_BY_ID[action_id]
+        return keymap.get(action_id, action.key).split(",")[0].strip()
+
+    def start_hint(self) -> str:
+        """The first screen of an empty session: how to begin, in one line."""
+        generate = self.key_name("generate") or "the Generate command"
+        help_key = self.key_name("help") or "ctrl+p"
+        return f"Type, then press {generate} to let the model go on \u00b7 {help_key} help"
+
+    def _key_for(self, action_id: str) -> str:
+        """The key that runs ``action_id`` now, or "the palette"."""
+        return self.keys_by_id().get(action_id, "the palette")
+
     def help_rows(self) -> list[HelpRow]:
-        keys = self.keys_by_id()
+        """Every key and action for the help screen: keys as a key map writes them,
+        beside the action id that remaps them."""
+        keymap = getattr(self, "_keymap", {}) or {}
+
+        def written(keys: str) -> str:
+            return ", ".join(k.strip() for k in keys.split(",") if k.strip())
+
         rows: list[HelpRow] = [
-            (action.group, keys.get(action.id, "palette"), action.title, action.help)
+            (
+                action.group,
+                written(keymap.get(action.id, action.key)) or "(palette)",
+                action.id,
+                action.title,
+                action.help,
+            )
             for action in ACTIONS
         ]
         rows.append(
-            (
-                "Palette",
-                self.get_key_display(Binding("ctrl+p", "")),
-                "Command palette",
-                "Find any action, theme or bookmark by name.",
-            )
+            ("Palette", "ctrl+p", "", "Command palette", "Find any action, theme or bookmark.")
         )
-        keymap = getattr(self, "_keymap", {}) or {}
         for binding in DocumentView.BINDINGS:
             assert isinstance(binding, Binding)
             key = keymap.get(binding.id or "", binding.key)
             rows.append(
-                (
-                    "Edit",
-                    self.get_key_display(Binding(key.split(",")[0], "")),
-                    binding.description,
-                    "Caret movement and editing in the text.",
-                )
+                ("Edit", written(key), binding.id or "", binding.description, "In the text.")
             )
         rows.append(
             (
                 "Edit",
                 "type / paste",
+                "",
                 "Edit",
                 "Text changes at once; the engine catches up when typing pauses.",
             )
@@ -276,6 +413,7 @@ class LoomApp(
             (
                 "Edit",
                 "right-click",
+                "",
                 "Alternatives",
                 "Right-click, ctrl+click or double-click a token for its alternatives.",
             )
@@ -287,7 +425,7 @@ class LoomApp(
         """Stop (esc) is offered only while generating; esc otherwise reaches the
         widgets (and leaves the branch pane)."""
         if action == "stop":
-            return self.generating
+            return self.generating or self._prefill is not None
         return True
 
     def watch_generating(self) -> None:
@@ -306,6 +444,7 @@ class LoomApp(
             if item is None:
                 return
             label, job = item
+            self._interrupt.clear()  # an escape meant for an earlier job stops nothing
             self.post_message(JobStarted(label))
             try:
                 job()
@@ -344,6 +483,9 @@ class LoomApp(
 
     def on_job_finished(self, message: JobFinished) -> None:
         self._jobs_in_flight = max(0, self._jobs_in_flight - 1)
+        if self._prefill is not None:
+            self._prefill = None
+            self.refresh_bindings()
         if message.label in self._locked_jobs:
             self._locked_jobs.discard(message.label)
             self._unlock()
@@ -352,8 +494,17 @@ class LoomApp(
 
     def on_job_failed(self, message: JobFailed) -> None:
         error = message.error
+        if isinstance(error, PrefillCancelled):
+            self.notify(
+                "Stopped reading the text: your edit is kept, and the model reads the rest "
+                "when it next needs it",
+                timeout=5,
+            )
+            return
         if message.label == "sync":
             self._failed_sync = self.doc.text
+        elif message.label == "save as":
+            self._quitting = False  # the name was taken, say: the user tries again
         text = str(error) if isinstance(error, LoomError) else f"{type(error).__name__}: {error}"
         self.log.error(f"job {message.label} failed", error)
         self.notify(
@@ -389,6 +540,8 @@ class LoomApp(
             self.post_message(LoomChanged(event, node))
 
     def on_loom_changed(self, message: LoomChanged) -> None:
+        if message.event in CHANGES:
+            self._note_change()
         if message.event in ("add", "split", "update"):
             self._rebuild_tree_soon()
         if message.event == "update" and message.node is not None:
@@ -401,6 +554,7 @@ class LoomApp(
         if self.generating:
             self._cancel.set()  # typing over a generation stops it; the typing wins
         self._failed_sync = None
+        self._note_change()
         if self._sync_timer is not None:
             self._sync_timer.stop()
         self._sync_timer = self.set_timer(self.sync_delay, self.sync_now)
@@ -426,7 +580,12 @@ class LoomApp(
         loom = self.loom
 
         def job() -> None:
-            node = ops.sync_text(loom, base, text, keep)
+            try:
+                node = ops.sync_text(loom, base, text, keep)
+            except PrefillCancelled as stopped:  # escape: the edit is in the tree whole
+                if stopped.node is not None:
+                    self.post_message(Synced(stopped.node, text))
+                raise
             self.post_message(Synced(node, text))
 
         self.submit("sync", job)
@@ -479,7 +638,9 @@ class LoomApp(
         self._status_timer = None
         loom = self.loom
         state = ""
-        if self.generating:
+        if self._prefill is not None:
+            state = self.prefill_state()
+        elif self.generating:
             state = "generating\u2026 esc stops"
         elif self._jobs_in_flight:
             state = "working\u2026"
@@ -498,19 +659,74 @@ class LoomApp(
             settings=loom.settings,
             preset=self.preset_label() if loom.settings.preset else "",
             state=state,
+            read_only=self.read_only,
+            unsaved=self.unsaved,
+            place=self.caret_place(),
         )
         self.status.show_status(info)
 
+    # -- read-only sessions ---------------------------------------------------------
+    def _note_change(self) -> None:
+        """The session changed: in a read-only one, say once that nothing is saved."""
+        if self.read_only and not self.unsaved:
+            self.unsaved = True
+            self.notify(
+                "Read-only session: changes stay in memory; quitting offers to save them "
+                "as a new session",
+                severity="warning",
+                timeout=6,
+            )
+            self._refresh_status_soon()
+
+    def _offer_save_as(self) -> None:
+        """Quitting a changed read-only session: save as a new one, drop, or stay."""
+        from loomterm.tui.widgets.dialogs import SaveAsScreen
+
+        name = self.session_name or "session"
+        default = sessions.free_name(f"{name}-copy")
+
+        def answered(choice: str | None) -> None:
+            if choice is None:
+                self._quitting = False
+                return
+            if not choice:
+                self._finish(ask=False)
+                return
+            loom = self.loom
+
+            def job() -> None:
+                sessions.save_as(loom, choice)
+                self.post_message(SavedAs(choice))
+
+            self.submit("save as", job)
+
+        self.push_screen(SaveAsScreen(name, default), answered)
+
+    def on_saved_as(self, message: SavedAs) -> None:
+        self.read_only = False
+        self.unsaved = False
+        self.session_name = message.name
+        self.show_title()
+        self._refresh_status()
+        if self._quitting:
+            self.when_idle(self._finish)
+        else:
+            self.notify(f"Saved as session {message.name!r}", timeout=4)
+
     # -- quitting ----------------------------------------------------------------------
     async def action_quit(self) -> None:
-        """Stop generating, hand the last typing to the engine, then leave."""
+        """Stop generating, hand the last typing to the engine, then leave (a changed
+        read-only session first asks whether to save the changes as a new one)."""
         if self._quitting:
             return
         self._quitting = True
         self._cancel.set()
         self.when_idle(self._finish)
 
-    def _finish(self) -> None:
+    def _finish(self, ask: bool = True) -> None:
+        if ask and self.read_only and self.unsaved:
+            self._offer_save_as()
+            return
         self._jobs.put(None)
         self.exit()
 

@@ -1,4 +1,5 @@
-"""The command palette (ctrl+p): every action by name, every theme, every bookmark."""
+"""The command palette (ctrl+p): every action by name, every theme, every bookmark; and
+the Theme command's own list (:class:`ThemeCommands`)."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ class LoomCommands(Provider):
         for name, preset in app.presets().items():
             values = ", ".join(f"{k} {v}" for k, v in preset.values.items())
             yield f"Preset: {name}", partial(app.apply_preset, name), values
-        for name in sorted(app.available_themes):
+        for name in app.theme_names():
             yield f"Theme: {name}", partial(app.set_theme, name), "Switch to this theme"
         for node, preview in app.bookmarks():
             yield f"Bookmark: {preview}", partial(app.go_to_node, node), "Go to this bookmark"
@@ -54,3 +55,20 @@ class LoomCommands(Provider):
             score = matcher.match(title)
             if score > 0:
                 yield Hit(score, matcher.highlight(title), run, help=help_text)
+
+
+class ThemeCommands(Provider):
+    """The Theme command's list: loomterm's themes first, then the user's."""
+
+    async def discover(self) -> Hits:
+        app = cast("LoomApp", self.app)
+        for name in app.theme_names():
+            yield DiscoveryHit(name, partial(app.set_theme, name), help="Switch to this theme")
+
+    async def search(self, query: str) -> Hits:
+        app = cast("LoomApp", self.app)
+        matcher = self.matcher(query)
+        for name in app.theme_names():
+            score = matcher.match(name)
+            if score > 0:
+                yield Hit(score, matcher.highlight(name), partial(app.set_theme, name))

@@ -127,3 +127,21 @@ class SessionSwitched(Message):
         self.name = name
         self.node = node
         self.then_generate = then_generate
+
+
+class SavedAs(Message):
+    """The session (a read-only one) was saved as the new session ``name``."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
+
+
+class Prefill(Message):
+    """The model has read ``done`` of the ``total`` tokens it must read (a long edit,
+    a generation far from the cache): the status bar shows it, escape stops it."""
+
+    def __init__(self, done: int, total: int) -> None:
+        super().__init__()
+        self.done = done
+        self.total = total

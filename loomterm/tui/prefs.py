@@ -28,6 +28,7 @@ class Prefs:
         surprisal: Tokens coloured by surprisal (bits).
         approx: Approximate (re-roped) tokens marked.
         show_hidden: Archived branches shown in the branch pane.
+        tree_share: The branch pane's share of the terminal's width.
     """
 
     theme: str = "loom-dark"
@@ -37,6 +38,7 @@ class Prefs:
     surprisal: bool = False
     approx: bool = True
     show_hidden: bool = False
+    tree_share: float = 0.34
 
 
 def prefs_path() -> Path:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from textual.color import Color
 from textual.theme import Theme
 
 from loomterm.locations import config_dir
@@ -54,7 +55,13 @@ LOOM_DEFAULTS = {
     "loom-role": "$accent",
     "loom-path": "$accent",
     "loom-bookmark": "$warning",
+    # Solid colours (a "COLOUR N%" default is blended over $surface): Textual's
+    # $text-muted and $text-disabled are "auto" colours, which a widget's component
+    # styles cannot resolve (they come out white on a light theme).
+    "loom-guide": "$foreground 50%",
+    "loom-muted": "$foreground 70%",
 }
+SOLID = ("loom-guide", "loom-muted")
 
 _VARIABLE = re.compile(r"^\s*\$([A-Za-z0-9_-]+)\s*:\s*(.+?)\s*;", re.MULTILINE)
 _COMMENT = re.compile(r"/\*.*?\*/", re.DOTALL)
@@ -116,6 +123,19 @@ def load_themes() -> tuple[list[Theme], list[str]]:
 
 
 _REFERENCE = re.compile(r"\$([A-Za-z0-9_-]+)")
+_MIX = re.compile(r"^\s*(#[0-9A-Fa-f]{3,8}|[a-z]+\([^)]*\))\s+(\d+(?:\.\d+)?)%\s*$")
+
+
+def solidify(variables: dict[str, str], names: tuple[str, ...] = SOLID) -> dict[str, str]:
+    """``names`` given as ``COLOUR N%`` made solid: blended over ``$surface``."""
+    out = dict(variables)
+    surface = Color.parse(variables.get("surface", "#000000"))
+    for name in names:
+        match = _MIX.match(out.get(name, ""))
+        if match:
+            colour = Color.parse(match.group(1))
+            out[name] = surface.blend(colour, float(match.group(2)) / 100).hex
+    return out
 
 
 def resolve_references(variables: dict[str, str]) -> dict[str, str]:

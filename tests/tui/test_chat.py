@@ -88,6 +88,8 @@ async def test_a_new_chat_in_a_used_session_starts_a_new_session(make_app, loom,
     async with app.run_test(size=TERMINAL) as pilot:
         await app.run_action("new_chat")
         await pilot.pause()
+        await pilot.press("y")  # yes, in a new session
+        await pilot.pause()
         app.screen.query_one("#name").value = "fresh"
         app.screen.query_one("#user").text = "Hi"
         await pilot.press("ctrl+s")

@@ -201,7 +201,7 @@ async def test_export_dialog_writes_every_format(make_app, loom, exports, fmt):
         await pilot.pause()
         path_input = screen.query_one("#path")
         assert path_input.value.endswith(f"story.{fmt}")
-        await pilot.press("enter")
+        await pilot.press("ctrl+s")
         await settle(pilot)
         target = exports / f"story.{fmt}"
         assert target.is_file()
@@ -220,7 +220,7 @@ async def test_export_dialog_writes_every_format(make_app, loom, exports, fmt):
         assert any("Exported" in n.message for n in app._notifications)  # noqa: SLF001
 
 
-async def test_help_lists_every_key(make_app):
+async def test_help_lists_every_key_beside_its_action_id(make_app):
     from loomterm.tui.keymap import ACTIONS
 
     app = make_app()
@@ -228,12 +228,34 @@ async def test_help_lists_every_key(make_app):
         await pilot.press("f1")
         await pilot.pause()
         table = app.screen.query_one("DataTable")
-        titles = {table.get_row_at(i)[2] for i in range(table.row_count)}
-        assert {action.title for action in ACTIONS} <= titles
-        assert "^g" in screen_text(app)
+        rows = [[str(cell) for cell in table.get_row_at(i)] for i in range(table.row_count)]
+        by_id = {row[1]: row for row in rows}
+        for action in ACTIONS:
+            keys, _, what = by_id[action.id]
+            assert what.startswith(action.title)
+            assert keys == (action.key or "(palette)")
+        assert by_id["cursor_left"][0] == "left"  # the document's own keys too
+        text = screen_text(app)
+        assert "ctrl+g" in text and "generate" in text
         await pilot.press("escape")
         await pilot.pause()
         assert app.screen is app.screen_stack[0]
+
+
+async def test_help_shows_remapped_keys_and_fits_narrow_terminals(make_app):
+    from loomterm.locations import config_dir
+
+    config_dir().mkdir(parents=True, exist_ok=True)
+    (config_dir() / "keymap.toml").write_text('generate = "f9"\n')
+    app = make_app()
+    async with app.run_test(size=(40, 12)) as pilot:
+        await pilot.press("f1")
+        await pilot.pause()
+        table = app.screen.query_one("DataTable")
+        cells = [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
+        assert "f9\ngenerate" in cells  # narrow: the id under the keys
+        text = screen_text(app)
+        assert "f9" in text and "What it does" in text  # the description is in view
 
 
 async def test_command_palette_runs_any_action(make_app, loom):
@@ -261,3 +283,62 @@ async def test_command_palette_offers_every_action(make_app):
         titles = {title for title, _, _ in provider.commands()}
         assert {action.title for action in ACTIONS} <= titles
         assert "Theme: loom-light" in titles
+
+
+async def test_the_archive_question_wraps_instead_of_being_cut(make_app, loom):
+    stem = loom.append(loom.root, "Once upon a time")
+    loom.cursor = loom.append(stem, " there was a very long branch " * 4)
+    loom.append(stem, " another")
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        from loomterm.tui.widgets.dialogs import ConfirmScreen
+
+        await pilot.press("alt+h")
+        await settle(pilot)
+        assert isinstance(app.screen, ConfirmScreen)
+        text = screen_text(app)
+        assert "Archive the branch" in text and "everything below it?" in text
+        await pilot.press("n")
+
+
+async def test_the_export_dialog_opens_on_the_format_list(make_app, loom):
+    from textual.widgets import Select
+
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await pilot.press("ctrl+e")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen.focused, Select) and screen.focused.id == "format"
+        path = screen.query_one("#path").value
+        await pilot.press("space")  # opens the list; the path is left alone
+        await pilot.pause()
+        await pilot.press("escape")
+        await pilot.pause()
+        assert screen.query_one("#path").value == path
+        assert app.screen is screen  # nothing was exported
+
+
+async def test_the_new_chat_dialog_focuses_its_first_field(make_app, loom):
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await app.run_action("new_chat")
+        await pilot.pause()
+        assert app.screen.focused is app.screen.query_one("#name")
+        await pilot.press(*"mychat")
+        assert app.screen.query_one("#name").value == "mychat"
+        assert app.screen.query_one("#user").text == ""
+
+
+async def test_the_alternatives_title_gives_the_current_tokens_probability_and_rank(make_app, loom):
+    import math
+
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await write_and_generate(pilot)
+        prompt = await _open_alternatives_on_first_generated_token(pilot, app, loom)
+        node = loom.cursor
+        assert node.parent is prompt
+        p = math.exp(node.logprobs[0])
+        title = app.screen.query_one(".dialog--title").render()
+        assert f"{p:.2%}, rank 1 of 10" in str(title)  # greedy: the likeliest

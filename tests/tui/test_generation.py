@@ -83,8 +83,25 @@ async def test_generate_n_makes_n_siblings_at_once(make_app, loom):
         assert loom.cursor is parent.children[0]
 
 
-async def test_escape_stops_and_keeps_what_came(make_app, loom):
+def paced(monkeypatch, seconds: float = 0.002) -> None:
+    """Each streamed token takes ``seconds`` more: on a fast machine the tiny model
+    writes 1,500 tokens before a key press arrives."""
+    import time
+
+    from loomterm.tui.actions.generation import Streamer
+
+    on_token = Streamer.on_token
+
+    def slow(streamer, node, token_id, piece):
+        time.sleep(seconds)
+        on_token(streamer, node, token_id, piece)
+
+    monkeypatch.setattr(Streamer, "on_token", slow)
+
+
+async def test_escape_stops_and_keeps_what_came(make_app, loom, monkeypatch):
     loom.update_settings(max_new_tokens=1500)
+    paced(monkeypatch)
     app = make_app()
     async with app.run_test(size=TERMINAL) as pilot:
         await paste(pilot, "Once upon a time")
@@ -102,8 +119,9 @@ async def test_escape_stops_and_keeps_what_came(make_app, loom):
         assert not app.generating
 
 
-async def test_typing_over_a_generation_stops_it_and_keeps_the_typing(make_app, loom):
+async def test_typing_over_a_generation_stops_it_and_keeps_the_typing(make_app, loom, monkeypatch):
     loom.update_settings(max_new_tokens=1500)
+    paced(monkeypatch)
     app = make_app()
     async with app.run_test(size=TERMINAL) as pilot:
         await paste(pilot, "Once upon a time")
@@ -144,3 +162,35 @@ async def test_status_bar_shows_kv_as_the_total(make_app, loom, monkeypatch):
         app._refresh_status()  # noqa: SLF001
         await pilot.pause()
         assert "KV 3.0 KiB " in screen_text(app)
+
+
+async def test_the_saved_cursor_follows_a_generation_as_it_is_written(
+    make_app, loom, tmp_path, monkeypatch
+):
+    """A crash mid-generation (kill -9) reopens at the text being written: the cursor
+    moves to the new child at its first token, in the session file too."""
+    from loomterm import store
+    from loomterm.session import close_session, save_loom
+
+    path = tmp_path / "crash.loom"
+    save_loom(loom, path)
+    loom.update_settings(max_new_tokens=100_000)
+    paced(monkeypatch, 0.02)  # still writing when looked at
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await paste(pilot, "Once upon a time")
+        await settle(pilot)
+        start = loom.cursor
+        await pilot.press("ctrl+g")
+        for _ in range(200):
+            await pilot.pause(0.02)
+            if len(app.doc.text) > len("Once upon a time") + 3:
+                break
+        assert app.generating
+        child = loom.cursor
+        assert child.parent is start and child.origin is Origin.MODEL
+        assert store.load(path).cursor == child.id  # already in the file
+        await pilot.press("escape")
+        await settle(pilot)
+        assert loom.cursor is child
+    close_session(loom)

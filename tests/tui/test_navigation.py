@@ -189,3 +189,71 @@ async def test_hiding_a_branch_asks_first_and_can_be_undone(make_app, loom, bran
         await app.run_action("unhide_branch")
         await settle(pilot)
         assert not branched["dog"].meta.get("hidden")
+
+
+def status_line(app) -> str:
+    return screen_text(app).splitlines()[-2]
+
+
+async def test_the_status_bar_says_which_sibling_and_how_deep_the_caret_is(
+    make_app, loom, branched
+):
+    app = make_app()
+    async with app.run_test(size=(140, 30)) as pilot:
+        await settle(pilot)
+        assert "sibling 1 of 3 \u00b7 depth 1" in status_line(app)  # the cat
+        await pilot.press("alt+right")
+        await settle(pilot)
+        assert "sibling 2 of 3 \u00b7 depth 1" in status_line(app)  # the dog
+        await pilot.press("alt+right")
+        await settle(pilot)
+        assert "sibling 3 of 3 \u00b7 depth 1" in status_line(app)  # the caret after the king
+        await pilot.press("ctrl+end")
+        await settle(pilot)
+        assert "sibling 2 of 2 \u00b7 depth 2" in status_line(app)  # the king, who wept
+        await pilot.press("ctrl+home", "right")
+        await settle(pilot)
+        assert "sibling 1 of 1 \u00b7 depth 0" in status_line(app)  # the stem
+
+
+def tree_rows(app) -> list[str]:
+    """The branch pane's rows as drawn (left of its border)."""
+    return [line.partition("\u2595")[0].strip() for line in screen_text(app).splitlines()]
+
+
+async def test_branch_pane_labels_follow_the_text_as_it_streams(make_app, loom, monkeypatch):
+    """ctrl+n: the siblings not shown are labelled by their text, not by the first token
+    they had when the pane was rebuilt for them."""
+    import threading
+
+    from loomterm.tui.actions.generation import Streamer
+    from loomterm.tui.sanitize import safe_line
+
+    gate = threading.Event()
+    on_token = Streamer.on_token
+
+    def held(streamer, node, token_id, piece):
+        on_token(streamer, node, token_id, piece)
+        if streamer.total == 3:  # each of the 3 rows has its first token
+            gate.wait(10)
+
+    monkeypatch.setattr(Streamer, "on_token", held)
+    loom.update_settings(temperature=1.0, max_new_tokens=24)
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await paste(pilot, "Once upon a time")
+        await settle(pilot)
+        await pilot.press("ctrl+n")
+        for _ in range(100):  # the pane is rebuilt with the three new rows
+            await pilot.pause(0.05)
+            if len(app.branches.rows) == 5:
+                break
+        await pilot.pause(0.3)
+        gate.set()
+        await settle(pilot)
+        kids = loom.cursor.parent.children
+        assert len(kids) == 3
+        rows = tree_rows(app)
+        for kid in kids:
+            label = safe_line(loom.decode(list(kid.tokens)).strip())[:20]
+            assert any(label in row for row in rows), (label, rows)

@@ -117,3 +117,25 @@ async def test_a_bad_key_map_is_reported_not_fatal(make_app):
     app = make_app()
     async with app.run_test(size=TERMINAL):
         assert any("key map" in n.message for n in app._notifications)  # noqa: SLF001
+
+
+async def test_one_theme_command_and_only_loomterms_themes_bundled_first(make_app):
+    from loomterm.tui.commands import LoomCommands, ThemeCommands
+
+    folder = config_dir() / "themes"
+    folder.mkdir(parents=True)
+    (folder / "aaa-mine.tcss").write_text("$primary: #8b5a2b;\n")
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        names = app.theme_names()
+        assert names == ["loom-dark", "loom-high-contrast", "loom-light", "aaa-mine"]
+        assert "textual-dark" not in app.available_themes and "nord" not in app.available_themes
+        ours = [title for title, _, _ in LoomCommands(app.screen).commands()]
+        system = [c.title for c in app.get_system_commands(app.screen)]
+        assert (ours + system).count("Theme") == 1
+        assert [t for t in ours if t.startswith("Theme: ")][0] == "Theme: loom-dark"
+        # The Theme command lists them in that order.
+        await app.run_action("change_theme")
+        await pilot.pause(0.5)
+        hits = [hit.text async for hit in ThemeCommands(app.screen).discover()]
+        assert hits == names

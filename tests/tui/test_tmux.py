@@ -81,6 +81,14 @@ class Tmux:
             time.sleep(0.2)
         raise AssertionError(f"the command did not exit; the screen was:\n{self.screen()}")
 
+    def paste(self, data: bytes) -> None:
+        """Paste ``data`` as a terminal does: bracketed (``-p``), line feeds sent as CR
+        (tmux's default separator), every other byte as it is."""
+        buffer = self.cwd / f"{self.socket}.paste"
+        buffer.write_bytes(data)
+        self.tmux("load-buffer", "-b", "p", str(buffer))
+        self.tmux("paste-buffer", "-p", "-d", "-b", "p", "-t", "t")
+
     def kill(self) -> None:
         socket = self.tmux("display-message", "-p", "#{socket_path}").strip()
         self.tmux("kill-server")
@@ -170,8 +178,8 @@ def test_the_installed_command_in_a_real_terminal(tmux_run, tiny_llama_dir, tmp_
 
     # Export as Markdown into the working folder, then quit.
     term.keys("C-e")
-    term.wait_for(lambda s: "Export" in s and "story.md" in s, what="the export dialog")
-    term.keys("Enter")
+    term.wait_for(lambda s: "Export" in s and "Format" in s, what="the export dialog")
+    term.keys("C-s")  # the dialog opens on the format list: ctrl+s exports
     exported = tmp_path / "story.md"
     deadline = time.monotonic() + 30
     while not exported.exists() and time.monotonic() < deadline:
@@ -180,7 +188,8 @@ def test_the_installed_command_in_a_real_terminal(tmux_run, tiny_llama_dir, tmp_
     term.keys("C-q")
     assert term.exit_status() == "0"
     body = exported.read_text(encoding="utf-8")
-    assert "Once upon a time" in body and "# story" in body
+    # The bookmarked node is a block of its own: "Once upon" and " a time" apart.
+    assert "> Once upon" in body and " a time" in body and "# story" in body
 
     # Reopen: bare loomterm resumes the most recent session where it was.
     again = tmux_run(["--model", str(tiny_llama_dir), "--device", "cpu"])
@@ -190,3 +199,120 @@ def test_the_installed_command_in_a_real_terminal(tmux_run, tiny_llama_dir, tmp_
     assert "\u2605" in screen  # and the bookmark
     again.keys("C-q")
     assert again.exit_status() == "0"
+
+
+def test_pastes_arrive_whole_in_order_and_never_as_keys(tmux_run, tiny_llama_dir):
+    """Real bytes through a real terminal: a line break (sent as CR), an escape
+    sequence, and BEL (ctrl+g), TAB, \\x01 and an OSC sequence, which must neither
+    reorder the text nor run a binding."""
+    from loomterm.session import load_session, session_path
+    from loomterm.tree import Origin
+
+    args = ["--model", str(tiny_llama_dir), "--device", "cpu", "-s", "pasted"]
+    term = tmux_run(args)
+    term.wait_for(lambda s: "^g" in s and "0 tok" in s, what="the editor to start")
+
+    term.paste(b"First line.\nSecond line.\n")
+    term.wait_for(lambda s: idle(s) and "Second line." in s, what="the two-line paste")
+    term.paste(b" CCC\x1b[31mDDD\x1b[0m EEE\n")
+    term.wait_for(lambda s: idle(s) and "EEE" in s, what="the paste with colour codes")
+    term.paste(b"bel\x07 tab\t soh\x01 osc\x1b]0;title\x07 end")
+    screen = term.wait_for(lambda s: idle(s) and " end" in s, what="the paste with controls")
+    lines = document_lines(screen)
+    assert lines[:4] == [
+        "First line.",
+        "Second line.",
+        "CCC\u241b[31mDDD\u241b[0m EEE",
+        "bel\u2407 tab     soh\u2401 osc\u241b]0;title\u2407 end",
+    ], screen
+    term.keys("C-q")
+    assert term.exit_status() == "0"
+    data = load_session(session_path("pasted"))
+    assert all(node.origin is not Origin.MODEL for node in data.tree.nodes.values())  # no ^g
+    text = data.path_text()
+    assert text == (
+        "First line.\nSecond line.\n CCC\x1b[31mDDD\x1b[0m EEE\n"
+        "bel\x07 tab\t soh\x01 osc\x1b]0;title\x07 end"
+    )
+
+
+def test_after_kill_dash_nine_mid_generation_it_reopens_at_the_written_text(
+    tmux_run, tiny_llama_dir, tiny_loaded
+):
+    """The cursor is saved as generation starts writing, so a reopened session shows
+    the text that reached the file, not the place before it."""
+    import signal
+
+    from loomterm.engine import Loom
+    from loomterm.session import close_session, load_session, save_loom, session_path
+
+    loom = Loom.from_loaded(tiny_loaded)
+    loom.update_settings(max_new_tokens=100_000, temperature=0.0)
+    path = session_path("crash")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_loom(loom, path)
+    close_session(loom)
+
+    args = ["--model", str(tiny_llama_dir), "--device", "cpu", "-s", "crash"]
+    term = tmux_run(args)
+    term.wait_for(lambda s: "^g" in s and "0 tok" in s, what="the editor to start")
+    term.paste(b"Once upon a time")
+    term.wait_for(lambda s: idle(s) and "Once upon a time" in s, what="the prompt")
+    term.keys("C-g")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # the screen changes all along: no wait_for
+        screen = term.screen()
+        if "generating" in screen and len(" ".join(document_lines(screen))) > 200:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"no generation to kill; the screen was:\n{screen}")
+    time.sleep(1.0)  # past the half-second flush
+    shell = int(term.tmux("display-message", "-p", "-t", "t", "#{pane_pid}").strip())
+    children = Path(f"/proc/{shell}/task/{shell}/children").read_text().split()
+    os.kill(int(children[0]), signal.SIGKILL)
+    term.exit_status()
+
+    saved = load_session(path)
+    written = saved.path_text()
+    assert saved.cursor_node.origin.name == "MODEL"
+    assert written.startswith("Once upon a time") and len(written) > 100
+
+    again = tmux_run(args)
+    screen = again.wait_for(lambda s: idle(s) and "tok" in s, what="reopening")
+    from loomterm.tui.sanitize import safe
+
+    def squeezed(text: str) -> str:
+        return "".join(text.split())
+
+    tail = squeezed(safe(written.replace("\n", " ")))[-16:]  # shown as the screen shows it
+    assert tail in squeezed("".join(document_lines(screen))), screen
+    again.keys("C-q")
+    assert again.exit_status() == "0"
+
+
+def test_a_bare_start_quit_at_once_leaves_no_session_and_ctrl_o_lists_them(
+    tmux_run, tiny_llama_dir
+):
+    from loomterm.locations import sessions_dir
+
+    model = ["--model", str(tiny_llama_dir), "--device", "cpu"]
+    term = tmux_run(model)
+    screen = term.wait_for(lambda s: "^g" in s and "0 tok" in s, what="the editor to start")
+    assert "Type, then press ctrl+g" in screen  # how to start, on the first screen
+    term.keys("C-q")
+    assert term.exit_status() == "0"
+    assert not list(sessions_dir().glob("*.loom"))  # nothing written: nothing kept
+
+    term = tmux_run([*model, "-s", "kept"])
+    term.wait_for(lambda s: "^g" in s and "0 tok" in s, what="the named session")
+    term.paste(b"Some text")
+    term.wait_for(lambda s: idle(s) and "Some text" in s, what="the text to sync")
+    term.keys("C-o")
+    screen = term.wait_for(lambda s: "Sessions" in s and "Last change" in s, what="the picker")
+    row = next(line for line in screen.splitlines() if " kept " in line)
+    assert "\u25cf" in row and "tiny-llama" in row and "KiB" in row
+    term.keys("Escape")
+    term.keys("C-q")
+    assert term.exit_status() == "0"
+    assert [p.name for p in sessions_dir().glob("*.loom")] == ["kept.loom"]

@@ -6,8 +6,9 @@
 - ``generation.py``: generate, generate N, regenerate, streaming, stop, recompute;
 - ``alternatives.py``: a token's top alternatives and picking one;
 - ``bookmarks.py``: bookmarks, and archiving (hiding) branches;
-- ``chat.py``: new chats and turns through the chat template, switching sessions;
+- ``chat.py``: new chats and turns through the chat template;
 - ``presets.py``: sampler presets from the palette, and which one is in use;
+- ``sessions.py``: the session picker, and switching sessions in place;
 - ``view.py``: the branch pane, focus, view toggles, and the settings, export and
   help dialogs.
 
@@ -25,6 +26,7 @@ from loomterm.tui.actions.chat import ChatActions
 from loomterm.tui.actions.generation import GenerationActions, Streamer
 from loomterm.tui.actions.navigation import NavigationActions
 from loomterm.tui.actions.presets import PresetActions
+from loomterm.tui.actions.sessions import SessionActions
 from loomterm.tui.actions.view import ViewActions
 
 __all__ = [
@@ -34,6 +36,7 @@ __all__ = [
     "GenerationActions",
     "NavigationActions",
     "PresetActions",
+    "SessionActions",
     "Streamer",
     "ViewActions",
 ]

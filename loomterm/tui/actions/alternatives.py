@@ -6,7 +6,13 @@ picking one, which makes a branch there (optionally generating on) as a worker j
 from __future__ import annotations
 
 from loomterm.tui.messages import Moved
-from loomterm.tui.widgets.alternatives import Alternative, AlternativesScreen, Pick, shown_piece
+from loomterm.tui.widgets.alternatives import (
+    Alternative,
+    AlternativesScreen,
+    Pick,
+    chosen_summary,
+    shown_piece,
+)
 from loomterm.tui.widgets.document_view import DocumentView
 
 
@@ -35,7 +41,11 @@ class AlternativeActions:
         chosen = node.tokens[index]
         loom = self.loom
         rows = [Alternative(t, self.token_text(t), lp, chosen=t == chosen) for t, lp in top]
-        title = f"Alternatives at token {position} (now {shown_piece(self.token_text(chosen))})"
+        logprob = node.logprobs[index] if index < len(node.logprobs) else None
+        title = (
+            f"Alternatives at token {position} (now {shown_piece(self.token_text(chosen))}, "
+            f"{chosen_summary(rows, logprob)})"
+        )
         base = doc.node or node
 
         def picked(pick: Pick | None) -> None:

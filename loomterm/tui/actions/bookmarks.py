@@ -10,6 +10,7 @@ from typing import Any
 
 from loomterm.tree import Node
 from loomterm.tui import ops
+from loomterm.tui.actions.navigation import branch_of
 from loomterm.tui.sanitize import safe_line
 from loomterm.tui.widgets.branch_tree import is_hidden
 from loomterm.tui.widgets.dialogs import ConfirmScreen
@@ -53,22 +54,12 @@ class BookmarkActions:
         target = after[0] if after else marks[ids.index(min(ids))]
         self.when_idle(lambda: self._enter(target), stop=True)
 
-    def _branch_root(self, node: Node) -> Node:
-        """The first node of the branch holding ``node``: below the nearest branch point."""
-        while (
-            node.parent is not None
-            and node.parent.parent is not None
-            and len(node.parent.children) == 1
-        ):
-            node = node.parent
-        return node
-
     def action_hide_branch(self) -> None:
         node = self._caret_node() or self.doc.node
         if node is None or node.parent is None:
             self.bell()
             return
-        branch = self._branch_root(node)
+        branch = branch_of(node, show_hidden=True)
         preview = safe_line(self.node_text(branch).strip())[:40]
 
         def confirmed(yes: bool | None) -> None:

@@ -1,15 +1,20 @@
 """Chat actions: start a chat (system and user turns through the model's chat
-template, in this session if it is empty, else in a new session on the same model),
-add a user turn, and put a new session in place of the old one. The template work
-itself is in ``loomterm.tui.chat``.
+template, in this session if it is empty, else, once the user agrees, in a new session
+on the same model, see ``sessions.py``), and add a user turn. The template work itself
+is in ``loomterm.tui.chat``.
 """
 
 from __future__ import annotations
 
 from loomterm.tui import chat, ops
-from loomterm.tui.history import History
 from loomterm.tui.messages import Moved, SessionSwitched
-from loomterm.tui.widgets.dialogs import ChatRequest, ChatScreen, TurnRequest, TurnScreen
+from loomterm.tui.widgets.dialogs import (
+    ChatRequest,
+    ChatScreen,
+    ConfirmScreen,
+    TurnRequest,
+    TurnScreen,
+)
 
 
 class ChatActions:
@@ -24,7 +29,24 @@ class ChatActions:
             if request is not None:
                 self.when_idle(lambda: self._start_chat(request), stop=True)
 
-        self.push_screen(ChatScreen(), chosen)
+        if not self.loom.root.children:
+            self.push_screen(ChatScreen(), chosen)
+            return
+
+        def go_on(yes: bool | None) -> None:
+            if yes:
+                self.push_screen(ChatScreen(), chosen)
+
+        name = self.session_name or "this session"
+        self.push_screen(
+            ConfirmScreen(
+                f"{name!r} has text, so the chat starts in a new session. {name!r} is "
+                "kept: 'Back to previous session' (palette) or the session list "
+                f"({self._key_for('sessions')}) brings you back.",
+                yes="New session",
+            ),
+            go_on,
+        )
 
     def _start_chat(self, request: ChatRequest) -> None:
         """Turns through the chat template, in this session if it is empty, else in a
@@ -45,24 +67,6 @@ class ChatActions:
                 self.post_message(SessionSwitched(loom, name, node, request.generate))
 
         self.submit("chat", job, lock=True)
-
-    def on_session_switched(self, message: SessionSwitched) -> None:
-        """Put the new session in place of the old one (which is saved and closed)."""
-        from loomterm.session import close_session
-
-        old, new = self.loom, message.loom
-        old.unsubscribe(self._on_loom_event)
-        close_session(old)
-        self.loom = new  # type: ignore[assignment]
-        self.session_name = message.name or self.session_name
-        new.subscribe(self._on_loom_event)  # type: ignore[attr-defined]
-        self.doc = self._new_document(new)  # type: ignore[arg-type]
-        self.view.doc = self.doc
-        self.history = History()
-        self._last_seen.clear()
-        self._text_cache.clear()
-        self._rebuild_tree()
-        self.on_moved(Moved(message.node, then_generate=message.then_generate))
 
     def action_add_turn(self) -> None:
         if not chat.has_template(self.loom.runner.tokenizer):

@@ -14,18 +14,20 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from loomterm.errors import LoomError
+from loomterm.errors import LoomError, PrefillCancelled
 from loomterm.tree import Node, Origin
 from loomterm.tui import ops
 from loomterm.tui.messages import (
     GenerationDone,
     GenerationStarted,
     Moved,
+    Synced,
     TokensStreamed,
     TokensTakenBack,
 )
 
 if TYPE_CHECKING:
+    from loomterm.engine import Loom
     from loomterm.tui.app import LoomApp
 
 STREAM_INTERVAL = 0.03  # streamed tokens are posted at most this often
@@ -33,10 +35,15 @@ STREAM_INTERVAL = 0.03  # streamed tokens are posted at most this often
 
 class Streamer:
     """Collects streamed tokens in the worker and posts them in small batches, so a fast
-    model does not flood the UI with one message per token."""
+    model does not flood the UI with one message per token.
 
-    def __init__(self, app: LoomApp) -> None:
+    With ``loom``, the loom's cursor moves to the first new child at its first token
+    (from the worker, which holds the engine): the session file then points at the text
+    being written, so a crash mid-generation reopens there, not before it."""
+
+    def __init__(self, app: LoomApp, loom: Loom | None = None) -> None:
         self.app = app
+        self.loom = loom
         self.first: Node | None = None
         self.start = 0
         self.shown = 0
@@ -44,11 +51,14 @@ class Streamer:
         self.total = 0
         self.began = time.monotonic()
         self.last_post = self.began
+        self.posted_total = 0
 
     def on_token(self, node: Node, token_id: int, piece: str) -> None:
         self.total += 1
         if self.first is None:
             self.first = node
+            if self.loom is not None:
+                self.loom.cursor = node
         if node is self.first:
             self.pieces.append(piece)
         now = time.monotonic()
@@ -67,12 +77,15 @@ class Streamer:
 
     def flush(self, now: float | None = None) -> None:
         now = time.monotonic() if now is None else now
-        if self.first is not None and self.pieces:
+        # Posted too when only the other rows grew (the first one ended): the branch
+        # pane's labels follow every row.
+        if self.first is not None and (self.pieces or self.total > self.posted_total):
             self.app.post_message(
                 TokensStreamed(self.first, self.shown, self.pieces, self.total, now - self.began)
             )
             self.shown += len(self.pieces)
             self.pieces = []
+            self.posted_total = self.total
         self.last_post = now
 
     @property
@@ -142,9 +155,15 @@ class GenerationActions:
             node = start if start is not None else base
             kids: list[Node] = []
             streamer: Streamer | None = None  # made when generating starts: it times it
+            synced: Node | None = None  # the typed text's node, once in the tree
+            started = False
             try:
                 if text is not None:
-                    node = ops.sync_text(loom, base, text, keep)
+                    try:
+                        node = synced = ops.sync_text(loom, base, text, keep)
+                    except PrefillCancelled as stopped:
+                        synced = stopped.node
+                        raise
                 elif start is None and keep < base.end:
                     node = loom.truncate(base, keep)
                 if caret is not None:
@@ -154,8 +173,10 @@ class GenerationActions:
                     raise LoomError("nothing to continue from: type something first")
                 if cancel.is_set():
                     return
+                loom.cursor = node  # here, not on the UI thread: the engine is busy next
                 self.post_message(GenerationStarted(node, "", n))
-                streamer = Streamer(self)
+                started = True
+                streamer = Streamer(self, loom)
                 kids = loom.generate(
                     node,
                     max_new,
@@ -166,6 +187,12 @@ class GenerationActions:
                     **sampling,
                 )
                 streamer.flush()
+            except PrefillCancelled:
+                # Escape while the model read the text: no generation, the edit is kept.
+                if not started and synced is not None and text is not None:
+                    node = synced
+                    self.post_message(Synced(synced, text))
+                raise
             finally:
                 total = streamer.total if streamer is not None else 0
                 seconds = streamer.seconds if streamer is not None else 0.0
@@ -185,7 +212,7 @@ class GenerationActions:
         self.view.follow = True
         self._release_generation_lock()
         self.view.document_changed()
-        self._arrive(message.start, record=False)
+        self._arrive(message.start, record=False, engine=False)
 
     def on_tokens_streamed(self, message: TokensStreamed) -> None:
         if self.show_speed and message.seconds > 0:
@@ -195,6 +222,8 @@ class GenerationActions:
             if follow:
                 self.doc.move_to(self.doc.length)
             self.view.document_changed(scroll=follow)
+        if not self.branches.has_class("-hidden"):
+            self.branches.text_grew()  # the rows of every sibling being written
         self._refresh_status_soon()
 
     def on_tokens_taken_back(self, message: TokensTakenBack) -> None:
@@ -211,6 +240,8 @@ class GenerationActions:
     def on_generation_done(self, message: GenerationDone) -> None:
         self.generating = False
         self._release_generation_lock()
+        if not self.branches.has_class("-hidden"):
+            self.branches.text_grew()
         if self.show_speed and message.seconds > 0 and message.total:
             self._tokens_per_second = message.total / message.seconds
         doc = self.doc
@@ -231,10 +262,13 @@ class GenerationActions:
         self._drain()
 
     def action_stop(self) -> None:
-        """Esc: stop generating (keeping what came); else leave the branch pane."""
+        """Esc: stop reading a long text (keeping the edit) or generating (keeping what
+        came); else leave the branch pane."""
+        if self._prefill is not None:
+            self._interrupt.set()
         if self.generating:
             self._cancel.set()
-        elif self.focused is self.branches:
+        elif self._prefill is None and self.focused is self.branches:
             self.view.focus()
 
     def action_refresh_exact(self) -> None:

@@ -14,14 +14,50 @@ from loomterm.tree import Node
 from loomterm.tui.history import Place
 from loomterm.tui.messages import Moved
 from loomterm.tui.widgets.branch_tree import BranchTree, is_hidden, visible_children
+from loomterm.tui.widgets.document_view import DocumentView
+
+
+def branch_of(node: Node, show_hidden: bool = False) -> Node:
+    """The first node of the branch holding ``node``: up through single children to
+    just below the nearest branch point (or the root)."""
+    while (
+        node.parent is not None
+        and node.parent.parent is not None
+        and len(visible_children(node.parent, show_hidden)) <= 1
+    ):
+        node = node.parent
+    return node
+
+
+def siblings_of(node: Node, show_hidden: bool = False) -> list[Node]:
+    """``node`` and its visible siblings, in order (``node`` even when archived)."""
+    if node.parent is None:
+        return [node]
+    return [s for s in node.parent.children if show_hidden or not is_hidden(s) or s is node]
+
+
+def place_of(node: Node, show_hidden: bool = False) -> tuple[int, int, int]:
+    """Where ``node``'s branch stands: ``(its number among its siblings, from 1; how
+    many siblings; depth, the branch points above it)``."""
+    branch = branch_of(node, show_hidden)
+    siblings = siblings_of(branch, show_hidden)
+    depth = 0
+    item: Node | None = branch
+    while item is not None and item.parent is not None:
+        if len(siblings_of(item, show_hidden)) > 1:
+            depth += 1
+        item = item.parent
+    return siblings.index(branch) + 1, len(siblings), depth
 
 
 class NavigationActions:
     """Mixed into :class:`~loomterm.tui.app.LoomApp`: moving around the tree."""
 
-    def _arrive(self, node: Node, record: bool = True) -> None:
-        """The document now stands on ``node``: tell the engine, history, the pane."""
-        if self.loom.cursor is not node:
+    def _arrive(self, node: Node, record: bool = True, engine: bool = True) -> None:
+        """The document now stands on ``node``: tell the engine, history, the pane.
+        ``engine`` False leaves the loom's cursor to the worker (a generation sets it,
+        and setting it here would wait for the engine)."""
+        if engine and self.loom.cursor is not node:
             self.loom.cursor = node
         if record:
             self.history.push(Place(node, self.doc.caret))
@@ -72,7 +108,8 @@ class NavigationActions:
             self.bell()
             return
         show_hidden = self.branches.show_hidden
-        siblings = [s for s in node.parent.children if show_hidden or not is_hidden(s) or s is node]
+        node = branch_of(node, show_hidden)
+        siblings = siblings_of(node, show_hidden)
         if len(siblings) < 2:
             self.notify("No other branch here", timeout=2)
             return
@@ -133,6 +170,17 @@ class NavigationActions:
             self.notify("Nothing to redo", timeout=2)
             return
         self.show_node(place.node, place.caret, record=False)
+
+    def on_document_view_caret_moved(self, event: DocumentView.CaretMoved) -> None:
+        self._refresh_status_soon()  # the sibling and depth of the caret's branch
+
+    def caret_place(self) -> str:
+        """``sibling 2 of 4 · depth 1`` for the branch at the caret ("" at the start)."""
+        node = self._caret_node()
+        if node is None or node.parent is None:
+            return ""
+        index, count, depth = place_of(node, self.branches.show_hidden)
+        return f"sibling {index} of {count} \u00b7 depth {depth}"
 
     def on_branch_tree_selected(self, event: BranchTree.Selected) -> None:
         self.go_to_node(event.chain.last)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from loomterm.tui import ops
+from loomterm.tui import defaults, ops
 from loomterm.tui.keymap import keymap_path
 from loomterm.tui.messages import Exported
 from loomterm.tui.prefs import save_prefs
@@ -16,9 +16,37 @@ from loomterm.tui.widgets.export_dialog import ExportRequest, ExportScreen
 from loomterm.tui.widgets.help import HelpScreen
 from loomterm.tui.widgets.settings import SettingsScreen
 
+TREE_STEP = 0.05  # alt+shift+left/right narrow or widen the branch pane by this share
+TREE_SHARES = (0.1, 0.7)
+
+
+def tree_width(terminal: int, share: float) -> int:
+    """The branch pane's width in cells for a terminal ``terminal`` cells wide: its share,
+    but never so wide that the text gets less than half of a narrow terminal (or less
+    than 24 cells), nor narrower than a few words."""
+    low = max(8, min(20, terminal // 4))
+    high = max(low, terminal - max(24, terminal // 2))
+    return max(low, min(high, round(terminal * share)))
+
 
 class ViewActions:
     """Mixed into :class:`~loomterm.tui.app.LoomApp`: panes, view toggles, dialogs."""
+
+    def fit_tree(self, terminal: int | None = None) -> None:
+        """Size the branch pane for the terminal's width (and the user's share)."""
+        terminal = terminal if terminal is not None else self.size.width
+        if terminal > 0:
+            self.branches.styles.width = tree_width(terminal, self.prefs.tree_share)
+
+    def action_tree_width(self, step: int) -> None:
+        """Narrow (-1) or widen (+1) the branch pane; remembered."""
+        if self.branches.has_class("-hidden"):
+            self.action_toggle_tree()
+        low, high = TREE_SHARES
+        share = round(self.prefs.tree_share + step * TREE_STEP, 2)
+        self.prefs.tree_share = max(low, min(high, share))
+        save_prefs(self.prefs)
+        self.fit_tree()
 
     def action_toggle_tree(self) -> None:
         tree = self.branches
@@ -71,7 +99,9 @@ class ViewActions:
                 self._refresh_status()
                 self.notify("Settings saved with the session", timeout=2)
 
-        self.push_screen(SettingsScreen(self.loom.settings.as_dict()), saved)
+        self.push_screen(
+            SettingsScreen(self.loom.settings.as_dict(), defaults.sources(self.loom)), saved
+        )
 
     def action_export(self) -> None:
         from loomterm.export import FORMATS
@@ -97,6 +127,4 @@ class ViewActions:
 
     def action_help(self) -> None:
         where = keymap_path()
-        self.push_screen(
-            HelpScreen(self.help_rows(), str(where or "keymap.toml in the config folder"))
-        )
+        self.push_screen(HelpScreen(self.help_rows(), str(where) if where else ""))

@@ -48,6 +48,23 @@ def shown_piece(piece: str) -> str:
     return "\u2039" + safe_line(piece).replace(" ", "\u00b7") + "\u203a"
 
 
+def chosen_summary(rows: list[Alternative], logprob: float | None) -> str:
+    """The chosen token's probability and its rank among the alternatives:
+    ``12.30%, rank 2 of 10`` (``rank >10`` when it was not among them)."""
+    if logprob is None:
+        chosen = next((row for row in rows if row.chosen), None)
+        logprob = chosen.logprob if chosen is not None else None
+    if logprob is None:
+        return "probability not recorded"
+    probability = math.exp(logprob) if logprob > -1e30 else 0.0
+    if any(row.chosen for row in rows):
+        rank = 1 + sum(1 for row in rows if not row.chosen and row.logprob > logprob)
+        where = f"rank {rank} of {len(rows)}"
+    else:
+        where = f"rank >{len(rows)}"
+    return f"{probability:.2%}, {where}"
+
+
 class AlternativesScreen(ModalScreen["Pick | None"]):
     """Pick an alternative token. Enter picks; ctrl+g picks and generates."""
 

@@ -64,6 +64,7 @@ class Row:
     collapsed: bool = False
     preview: str = field(default="", compare=False)
     preview_len: int = field(default=-1, compare=False)
+    preview_full: bool = field(default=False, compare=False)  # more text cannot change it
 
 
 def is_hidden(node: Node) -> bool:
@@ -135,10 +136,10 @@ class BranchTree(ScrollView, can_focus=True):
         & > .branch-tree--cursor { background: $block-cursor-blurred-background; }
         &:focus > .branch-tree--cursor { background: $block-cursor-background; color: $block-cursor-foreground; }
         & > .branch-tree--model { color: $loom-model; }
-        & > .branch-tree--guide { color: $text-disabled; }
-        & > .branch-tree--count { color: $text-muted; }
+        & > .branch-tree--guide { color: $loom-guide; }
+        & > .branch-tree--count { color: $loom-muted; }
         & > .branch-tree--bookmark { color: $loom-bookmark; }
-        & > .branch-tree--hidden { color: $text-disabled; text-style: italic; }
+        & > .branch-tree--hidden { color: $loom-muted; text-style: italic; }
     }
     """
 
@@ -200,6 +201,12 @@ class BranchTree(ScrollView, can_focus=True):
         self._cache.clear()
         self.virtual_size = Size(self.scrollable_content_region.width, len(rows))
         self.refresh()
+
+    def text_grew(self) -> None:
+        """Nodes in the pane got tokens (a generation streams): draw the visible rows
+        again, so every label follows its text (unchanged rows come from the cache)."""
+        if self.display:
+            self.refresh()
 
     def set_path(self, path: list[Node], current: Node) -> None:
         """Highlight ``path`` and put the cursor on ``current``'s row. Only rows whose
@@ -292,10 +299,12 @@ class BranchTree(ScrollView, can_focus=True):
     def _preview(self, row: Row) -> str:
         """The row's text, short and safe (kept on the row: rows are rebuilt when the
         tree changes, and a growing node's row is refreshed by its token count)."""
-        if row.preview and row.preview_len == len(row.chain.last.tokens):
+        if row.preview and (row.preview_full or row.preview_len == len(row.chain.last.tokens)):
             return row.preview
         row.preview = self._make_preview(row)
         row.preview_len = len(row.chain.last.tokens)
+        # Tokens are only ever appended, so a preview cut at its length is final.
+        row.preview_full = row.preview.endswith("\u2026")
         return row.preview
 
     def _make_preview(self, row: Row) -> str:

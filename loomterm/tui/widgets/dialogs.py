@@ -17,15 +17,16 @@ DIALOG_CSS = """
     align: center middle;
     & > Vertical {
         width: 72;
-        max-width: 95%;
+        max-width: 100%;
         height: auto;
-        max-height: 90%;
+        max-height: 100%;
+        overflow-y: auto;  /* a terminal smaller than the dialog scrolls it */
         border: thick $primary 60%;
         background: $surface;
         padding: 1 2;
     }
-    & .dialog--title { text-style: bold; color: $primary; margin-bottom: 1; }
-    & .dialog--hint { color: $text-muted; margin-top: 1; }
+    & .dialog--title { width: 100%; text-style: bold; color: $primary; margin-bottom: 1; }
+    & .dialog--hint { width: 100%; color: $text-muted; margin-top: 1; }
     & .dialog--buttons { height: auto; align-horizontal: right; margin-top: 1; }
     & .dialog--buttons Button { margin-left: 1; }
 """
@@ -80,8 +81,8 @@ class ChatScreen(ModalScreen["ChatRequest | None"]):
         "ChatScreen {"
         + DIALOG_CSS
         + """
-        & TextArea { height: 5; margin-bottom: 1; }
-        & #user { height: 7; }
+        & TextArea { height: 4; }  /* the dialog fits 80x24 */
+        & #user { height: 5; }
     }"""
     )
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -108,7 +109,7 @@ class ChatScreen(ModalScreen["ChatRequest | None"]):
             yield Label("ctrl+s starts · escape cancels", classes="dialog--hint")
 
     def on_mount(self) -> None:
-        self.query_one("#user", TextArea).focus()
+        self.query_one("#name", Input).focus()  # the first field: typing goes where it shows
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "start":
@@ -175,6 +176,107 @@ class TurnScreen(ModalScreen["TurnRequest | None"]):
             self.notify("Write the turn first", severity="warning")
             return
         self.dismiss(TurnRequest(text, generate))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class SaveAsScreen(ModalScreen["str | None"]):
+    """Quitting a read-only session that was changed: save the changes as a new
+    session, or quit without them. Dismisses with the new session's name, ``""`` to
+    quit without saving, or None to stay."""
+
+    DEFAULT_CSS = "SaveAsScreen {" + DIALOG_CSS + "& Input { margin-bottom: 1; } }"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "stay", "Stay", id="save_as_stay"),
+    ]
+
+    def __init__(self, session: str, name: str) -> None:
+        super().__init__()
+        self.session = session
+        self.name_value = name
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(
+                f"{self.session!r} is open read-only: your changes are not saved.",
+                classes="dialog--title",
+                markup=False,
+            )
+            yield Label("Save them as a new session named")
+            yield Input(self.name_value, id="name", compact=True)
+            with Horizontal(classes="dialog--buttons"):
+                yield Button("Stay", id="stay", compact=True)
+                yield Button("Quit without saving", id="discard", variant="error", compact=True)
+                yield Button("Save and quit", id="save", variant="primary", compact=True)
+            yield Label("enter saves · escape stays in the editor", classes="dialog--hint")
+
+    def on_mount(self) -> None:
+        self.query_one("#name", Input).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self._save()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "save":
+            self._save()
+        elif event.button.id == "discard":
+            self.dismiss("")
+        else:
+            self.dismiss(None)
+
+    def _save(self) -> None:
+        name = self.query_one("#name", Input).value.strip()
+        if not name:
+            self.notify("Name the new session", severity="warning")
+            return
+        self.dismiss(name)
+
+    def action_stay(self) -> None:
+        self.dismiss(None)
+
+
+class NameScreen(ModalScreen["str | None"]):
+    """Ask for a name (a new session, a rename); dismisses with it, or None."""
+
+    DEFAULT_CSS = "NameScreen {" + DIALOG_CSS + "}"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel", id="name_cancel"),
+    ]
+
+    def __init__(self, title: str, value: str = "", action: str = "OK") -> None:
+        super().__init__()
+        self.title_text = title
+        self.value = value
+        self.action = action
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(self.title_text, classes="dialog--title", markup=False)
+            yield Input(self.value, id="name", compact=True)
+            with Horizontal(classes="dialog--buttons"):
+                yield Button("Cancel", id="cancel", compact=True)
+                yield Button(self.action, id="ok", variant="primary", compact=True)
+            yield Label("enter confirms · escape cancels", classes="dialog--hint")
+
+    def on_mount(self) -> None:
+        self.query_one("#name", Input).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self._ok()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "ok":
+            self._ok()
+        else:
+            self.dismiss(None)
+
+    def _ok(self) -> None:
+        name = self.query_one("#name", Input).value.strip()
+        if not name:
+            self.notify("Write a name first", severity="warning")
+            return
+        self.dismiss(name)
 
     def action_cancel(self) -> None:
         self.dismiss(None)

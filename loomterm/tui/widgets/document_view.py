@@ -27,6 +27,7 @@ from textual.strip import Strip
 
 from loomterm.tui.blocks import PENDING, Block
 from loomterm.tui.document import DocumentModel
+from loomterm.tui.paste import paste_text
 from loomterm.tui.sanitize import display
 
 GUTTER = 11  # "assistant" and a bar
@@ -110,6 +111,7 @@ class DocumentView(ScrollView, can_focus=True):
         "document--cursor",
         "document--gutter",
         "document--role",
+        "document--placeholder",
     }
     """
     | Class | Description |
@@ -125,6 +127,7 @@ class DocumentView(ScrollView, can_focus=True):
     | `document--prob-1..5` | Probability colouring, likely to unlikely. |
     | `document--cursor` | The caret. |
     | `document--gutter`, `document--role` | The chat role gutter and its labels. |
+    | `document--placeholder` | How to start, shown while the document is empty. |
     """
 
     DEFAULT_CSS = """
@@ -150,8 +153,9 @@ class DocumentView(ScrollView, can_focus=True):
         & > .document--prob-4 { background: $loom-prob-4; }
         & > .document--prob-5 { background: $loom-prob-5; }
         & > .document--cursor { text-style: reverse; }
-        & > .document--gutter { color: $text-muted; }
+        & > .document--gutter { color: $loom-muted; }
         & > .document--role { color: $loom-role; text-style: bold; }
+        & > .document--placeholder { color: $loom-muted; text-style: italic; }
     }
     """
 
@@ -219,6 +223,7 @@ class DocumentView(ScrollView, can_focus=True):
         self._base: Style | None = None
         self._caret_line = 0
         self.follow = True  # keep the caret at the end while text streams in
+        self.placeholder = ""  # one line on how to start, while the document is empty
 
     # -- styles --------------------------------------------------------------------
     def notify_style_update(self) -> None:
@@ -368,6 +373,8 @@ class DocumentView(ScrollView, can_focus=True):
         base = self.base_style
         if index >= doc.line_count:
             return Strip.blank(width, base)
+        if index == 0 and not doc.length and self.placeholder:
+            return self._placeholder_line(width)
         caret_line = doc.line_of(doc.caret)
         self._caret_line = caret_line
         caret = doc.caret if index == caret_line else -1
@@ -378,6 +385,16 @@ class DocumentView(ScrollView, can_focus=True):
         strip = Strip(self._line_segments(index, caret)).adjust_cell_length(width, base)
         self._line_cache[index] = (key, strip)
         return strip
+
+    def _placeholder_line(self, width: int) -> Strip:
+        """The empty document: the caret, then how to start."""
+        base = self.base_style
+        segments = [
+            Segment(" ", base),
+            Segment(" ", self._cursor_style(base)),
+            Segment(" " + self.placeholder, base + self._component("placeholder")),
+        ]
+        return Strip(segments).crop_extend(0, width, base)
 
     def _gutter_segment(self, start: int, end: int) -> Segment:
         marks = self.doc.role_marks
@@ -513,7 +530,7 @@ class DocumentView(ScrollView, can_focus=True):
     def _on_paste(self, event: events.Paste) -> None:
         event.stop()
         if event.text and self._can_edit():
-            self.doc.insert(event.text.replace("\r\n", "\n"))
+            self.doc.insert(paste_text(event.text))
             self._edit()
 
     def action_backspace(self) -> None:

@@ -76,14 +76,21 @@ class ExportScreen(ModalScreen["ExportRequest | None"]):
                 )
             with Horizontal(classes="export--row"):
                 yield Label("File")
-                yield Input(self._default_path(self.fmt), id="path", compact=True)
+                yield Input(
+                    self._default_path(self.fmt), id="path", compact=True, select_on_focus=False
+                )
             with Horizontal(classes="dialog--buttons"):
                 yield Button("Cancel", id="cancel", compact=True)
                 yield Button("Export", id="export", variant="primary", compact=True)
-            yield Label("enter or ctrl+s exports · escape cancels", classes="dialog--hint")
+            yield Label(
+                "ctrl+s exports (or enter in the file name) · tab moves · escape cancels",
+                classes="dialog--hint",
+            )
 
     def on_mount(self) -> None:
-        self.query_one("#path", Input).focus()
+        # The format first: the path is edited deliberately (tab), never replaced by a
+        # stray key, and enter on the list opens it rather than exporting at once.
+        self.query_one("#format", Select).focus()
 
     def on_select_changed(self, event: Select.Changed) -> None:
         if event.select.id != "format" or not isinstance(event.value, str):

@@ -1,9 +1,11 @@
-"""The help screen: every key and what it does, as the user's key map has it."""
+"""The help screen: every key and what it does, as the user's key map has it, with each
+action's id beside its keys (the id is what ``keymap.toml`` remaps)."""
 
 from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
@@ -12,18 +14,23 @@ from textual.widgets import DataTable, Label
 
 from loomterm.tui.widgets.dialogs import DIALOG_CSS
 
-HelpRow = tuple[str, str, str, str]  # (group, keys, title, help)
+HelpRow = tuple[str, str, str, str, str]  # (group, keys, action id, title, help)
+KEY_WIDTH = 15  # "alt+shift+right"
+ID_WIDTH = 17  # "toggle_boundaries"
 
 
 class HelpScreen(ModalScreen[None]):
-    """A table of keys. Rows come from the app (so remapped keys show as remapped)."""
+    """A table of keys, a heading per group. Rows come from the app (so remapped keys
+    show as remapped)."""
 
     DEFAULT_CSS = (
         "HelpScreen {"
         + DIALOG_CSS
         + """
-        & > Vertical { width: 96%; max-width: 120; height: 94%; padding: 0 1; }
-        & DataTable { height: 1fr; }
+        & > Vertical { width: 96%; max-width: 120; height: 100%; max-height: 40; padding: 0 1; }
+        & .dialog--title { margin-bottom: 0; }
+        & .dialog--hint { margin-top: 0; }
+        & DataTable { height: 1fr; min-height: 3; }
     }"""
     )
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -39,25 +46,36 @@ class HelpScreen(ModalScreen[None]):
         with Vertical():
             yield Label("loomterm keys", classes="dialog--title")
             yield DataTable(zebra_stripes=True, cursor_type="row")
-            hint = "escape closes · ctrl+p finds any action by name"
-            if self.where:
-                hint += f" · remap keys in {self.where}"
+            where = self.where or "keymap.toml in the config folder"
+            hint = f"escape closes \u00b7 remap by action id: {where}"
             yield Label(hint, classes="dialog--hint", markup=False)
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        # Fixed widths so the description wraps (rows grow to fit) instead of running off.
+        # Fixed widths, so the description wraps (rows grow to fit) instead of running off.
         dialog = min(int(self.app.size.width * 0.96), 120)
         inner = dialog - 4  # thick border and padding
-        text_width = max(24, inner - 2 - 4 * 2 - (8 + 12 + 22))  # scrollbar, cell padding
-        table.add_column("", width=8)
-        table.add_column("Key", width=12)
-        table.add_column("Action", width=22)
-        table.add_column("What it does", width=text_width)
+        text_width = inner - 2 - 3 * 2 - KEY_WIDTH - ID_WIDTH  # scrollbar, cell padding
+        narrow = text_width < 24  # then the id goes under the keys, in one column
+        if narrow:
+            text_width = max(12, inner - 2 - 2 * 2 - ID_WIDTH)
+            table.add_column("Key / id", width=ID_WIDTH, key="keys")
+        else:
+            table.add_column("Key", width=KEY_WIDTH, key="keys")
+            table.add_column("Action id", width=ID_WIDTH, key="id")
+        table.add_column("What it does", width=text_width, key="what")
         previous = ""
-        for group, keys, title, text in self.rows:
-            table.add_row(group if group != previous else "", keys, title, text, height=None)
-            previous = group
+        for group, keys, action_id, title, text in self.rows:
+            if group != previous:
+                blanks = [""] * (len(table.columns) - 1)
+                table.add_row(Text(group, style="bold"), *blanks, height=1)
+                previous = group
+            what = Text.assemble((title, "bold"), " \u2014 ", text)
+            ident = Text(action_id, style="italic")
+            if narrow:
+                table.add_row(Text.assemble(keys, "\n", ident), what, height=None)
+            else:
+                table.add_row(keys, ident, what, height=None)
         table.focus()
 
     def action_close(self) -> None:

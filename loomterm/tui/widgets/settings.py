@@ -63,11 +63,12 @@ class SettingsScreen(ModalScreen["dict[str, Any] | None"]):
         "SettingsScreen {"
         + DIALOG_CSS
         + """
-        & > Vertical { width: 64; }
+        & > Vertical { width: 92; }
         & #settings-rows { height: 1fr; scrollbar-size-vertical: 1; }
         & .settings--row { height: 1; margin-bottom: 1; }
         & .settings--row Label { width: 26; }
         & .settings--row Input, & .settings--row Select { width: 1fr; }
+        & .settings--row .settings--source { width: 30; padding-left: 1; color: $loom-muted; }
         & #problems { color: $error; height: auto; }
     }"""
     )
@@ -76,8 +77,14 @@ class SettingsScreen(ModalScreen["dict[str, Any] | None"]):
         Binding("ctrl+s", "save", "Save", id="settings_save"),
     ]
 
-    def __init__(self, settings: Settings | Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        settings: Settings | Mapping[str, Any],
+        sources: Mapping[str, str] | None = None,
+    ) -> None:
         super().__init__()
+        # Where each sampler's value came from (loomterm.tui.defaults), shown beside it.
+        self.sources = dict(sources or {})
         # A Settings; an engine that still keeps a dict is read through from_stored.
         self.settings: Settings = Settings.from_stored(settings)[0]
 
@@ -117,6 +124,8 @@ class SettingsScreen(ModalScreen["dict[str, Any] | None"]):
                     )
                 widget.tooltip = spec.help
                 yield widget
+                if self.sources:
+                    yield Label(self.sources.get(spec.name, ""), classes="settings--source")
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "save":

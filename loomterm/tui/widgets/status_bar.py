@@ -52,6 +52,9 @@ class StatusInfo:
     settings: Settings = field(default_factory=Settings)
     preset: str = ""  # "creative", "creative (changed)"; "" when none was chosen
     state: str = ""
+    read_only: bool = False
+    unsaved: bool = False  # a read-only session holds changes that are not saved
+    place: str = ""  # where the caret's branch stands: "sibling 2 of 4 · depth 1"
 
 
 class StatusBar(Widget):
@@ -80,11 +83,15 @@ class StatusBar(Widget):
             else "\u2014 tok/s"
         )
         parts = []
+        if info.read_only:  # always first: nothing typed here is saved
+            label = "READ-ONLY \u00b7 changes not saved" if info.unsaved else "READ-ONLY"
+            parts += [Content.styled(label, "bold $error"), Content(" \u2502 ")]
         if info.state:  # first, so a narrow terminal never cuts it off
             parts += [Content.styled(info.state, "bold $warning"), Content(" \u2502 ")]
         parts += [
             Content.styled(info.model, "bold"),
             Content(f" {info.device} \u2502 "),
+            *([Content.styled(info.place, "$accent"), Content(" \u2502 ")] if info.place else []),
             Content(
                 f"{info.path_tokens} tok \u00b7 {info.nodes} nodes \u00b7 "
                 f"KV {human_bytes(info.kv_bytes)} \u2502 {speed} \u2502 "

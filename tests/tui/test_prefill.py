@@ -1,0 +1,108 @@
+"""A long read (an edit near the top of a long document): the status bar shows how far
+the model has read and how fast, escape stops it and keeps the edit, and typing goes on
+meanwhile."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from loomterm.engine.path_cache import PREFILL_CHUNK
+from tests.tui.conftest import settle, type_text
+from tests.tui.screen_text import screen_text
+
+WORDS = "the loom wove a long and patient story of threads and colours "
+
+
+@pytest.fixture
+def long_loom(tiny_loaded):
+    from loomterm.engine import Loom
+
+    loom = Loom.from_loaded(tiny_loaded, n_ctx=2048)
+    loom.update_settings(temperature=0.0, max_new_tokens=8, splice_mode="exact")
+    text = WORDS
+    while len(loom.encode(text)) < 3 * PREFILL_CHUNK + 100:
+        text += WORDS
+    loom.cursor = loom.append(loom.root, text)
+    return loom
+
+
+def slow_forward(loom, monkeypatch, seconds: float = 0.6) -> None:
+    """Each 512-token chunk of a read takes ``seconds`` (the tiny model is too quick to
+    watch)."""
+    runner = loom.runner
+    forward = runner.forward
+
+    def slow(ids, *args, **kwargs):
+        if ids.shape[-1] > 1:
+            time.sleep(seconds)
+        return forward(ids, *args, **kwargs)
+
+    monkeypatch.setattr(runner, "forward", slow)
+
+
+async def wait_for_status(pilot, text: str, timeout: float = 20.0) -> str:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        await pilot.pause(0.05)
+        status = screen_text(pilot.app).splitlines()[-2]
+        if text in status:
+            return status
+    raise AssertionError(f"{text!r} never showed; the status was {status!r}")
+
+
+async def test_a_long_read_shows_progress_and_escape_keeps_the_edit(
+    make_app, long_loom, monkeypatch
+):
+    original = long_loom.cursor
+    app = make_app(target_loom=long_loom)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(pilot)
+        slow_forward(long_loom, monkeypatch)
+        await pilot.press("ctrl+home")
+        await type_text(pilot, "Once, ")
+        edited = app.doc.text
+        status = await wait_for_status(pilot, "reading ")
+        assert "tokens" in status and "esc stops" in status
+        done, total = status.split("reading ")[1].split(" tokens")[0].split("/")
+        assert int(done.replace(",", "")) < int(total.replace(",", ""))
+        status = await wait_for_status(pilot, "tok/s")  # a rate once two chunks are read
+
+        await type_text(pilot, "X")  # typing stays immediate while the model reads
+        assert app.doc.text == "Once, X" + edited[len("Once, ") :]
+        await pilot.press("backspace")
+
+        await pilot.press("escape")
+        await settle(pilot, timeout=30)
+        assert any("Stopped reading" in n.message for n in app._notifications)  # noqa: SLF001
+        assert app.doc.text == edited and not app.doc.dirty  # the edit is kept
+        assert long_loom.text(long_loom.cursor) == edited  # in the tree
+        assert long_loom.text(original) == edited[len("Once, ") :]  # the old text too
+        assert "reading" not in screen_text(app).splitlines()[-2]
+
+        # Generating later reads the rest and goes on from the edit.
+        monkeypatch.undo()
+        await pilot.press("ctrl+end", "ctrl+g")
+        await settle(pilot, timeout=30)
+        assert long_loom.text(long_loom.cursor).startswith(edited)
+        assert len(long_loom.cursor.tokens) == 8
+
+
+async def test_escape_during_a_generations_read_stops_it_and_keeps_the_typing(
+    make_app, long_loom, monkeypatch
+):
+    app = make_app(target_loom=long_loom, sync_delay=30.0)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(pilot)
+        slow_forward(long_loom, monkeypatch)
+        await pilot.press("ctrl+home")
+        await type_text(pilot, "Twice, ")
+        edited = app.doc.text
+        await pilot.press("ctrl+end", "ctrl+g")  # syncs the edit first: a long read
+        await wait_for_status(pilot, "reading ")
+        await pilot.press("escape")
+        await settle(pilot, timeout=30)
+        assert app.doc.text == edited and not app.doc.dirty
+        assert long_loom.text(long_loom.cursor) == edited
+        assert not long_loom.cursor.children  # nothing was generated
