@@ -217,3 +217,12 @@ def test_locate_skips_empty_nodes():
 def test_origins_are_their_strings():
     assert [o.value for o in Origin] == ["root", "user", "model", "edit", "import"]
     assert Origin("model") is Origin.MODEL and Origin.USER == "user"
+
+
+def test_a_root_never_splits():
+    """Even a root holding tokens (a file written by something else) is not split: the
+    head would have no parent to take its place under."""
+    root = Node(id=0, tokens=[1, 2], origin=Origin.ROOT)
+    tree = Tree.from_nodes(root, {0: root})
+    with pytest.raises(AssertionError, match="^the root holds no tokens$"):
+        tree.split(root, 1)

@@ -134,9 +134,10 @@ def test_candidates_from_rotary_dim_without_inv_freq():
     and ``rope_theta`` (10000 when unset)."""
     specs = candidate_specs(FakeModel(config(rotary_dim=8)))
     assert [s.convention for s in specs] == ["half", "interleaved"]
-    torch.testing.assert_close(specs[0].inv_freq, INV_FREQ)
+    torch.testing.assert_close(specs[0].inv_freq, INV_FREQ, rtol=1e-6, atol=0)
     theta = candidate_specs(FakeModel(config(rotary_dim=8, rope_theta=500.0)))[1]
-    torch.testing.assert_close(theta.inv_freq, 1.0 / (500.0 ** (torch.arange(0, 8, 2) / 8)))
+    want = 1.0 / (500.0 ** (torch.arange(0, 8, 2) / 8))
+    torch.testing.assert_close(theta.inv_freq, want, rtol=1e-6, atol=0)
     assert theta.inv_freq.dtype == torch.float32 and theta.rotary_dim == 8
 
 
@@ -292,3 +293,27 @@ def test_the_tolerance_follows_the_dtype(dtype, noise, found):
     assert (result is not None) == found
     if found:
         assert result.convention == "half"
+
+
+def test_an_error_at_the_tolerance_fails():
+    """The rule is strict: relative error below 2e-3 (float32) passes, 2e-3 itself does
+    not. No rotation at all (zero frequencies) makes re-rotating exact, so the error is
+    exactly the offset the test puts in, on keys whose scale is exactly 1."""
+    model = FakeModel(config(), torch.zeros(4))
+    tol = torch.tensor(2e-3)  # as float32
+    below = float(torch.nextafter(tol, torch.tensor(0.0)))
+
+    def kv_with(key_error: float, value_error: float):
+        def compute_kv(tokens, offset):
+            kv = torch.zeros(1, 2, 1, len(tokens), 8)  # (L, 2, H, T, D)
+            kv[0, 0, 0, 0, 0] = 1.0  # the keys' scale
+            if offset:
+                kv[0, 0, 0, 1, 0] = key_error
+                kv[0, 1, 0, 1, 0] = value_error
+            return kv
+
+        return compute_kv
+
+    assert probe_rope(model, kv_with(below, below), 50) is not None
+    assert probe_rope(model, kv_with(float(tol), 0.0), 50) is None
+    assert probe_rope(model, kv_with(0.0, float(tol)), 50) is None
