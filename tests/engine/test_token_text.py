@@ -66,7 +66,11 @@ def fake(pieces, decoder=None, **kwargs) -> TokenText:
 def test_the_byte_table_is_gpt2s():
     from transformers.convert_slow_tokenizer import bytes_to_unicode
 
-    assert BYTE_DECODER == {char: byte for byte, char in bytes_to_unicode().items()}
+    from loomterm.engine.text import _byte_decoder
+
+    reference = {char: byte for byte, char in bytes_to_unicode().items()}
+    assert BYTE_DECODER == reference
+    assert _byte_decoder() == reference  # the builder itself (the table is built at import)
     assert len(BYTE_DECODER) == 256 and sorted(BYTE_DECODER.values()) == list(range(256))
     assert BYTE_DECODER["\u0120"] == 32 and BYTE_DECODER["\u010a"] == 10  # "Ġ", "Ċ"
     assert BYTE_DECODER["!"] == 33 and BYTE_DECODER["\u00ff"] == 255
@@ -93,6 +97,9 @@ def test_the_mode_follows_the_backend_decoder(decoder, mode):
 
 def test_a_tokenizer_without_a_backend_decodes():
     assert fake(["a"], backend=False).mode == "decode"
+    odd = FakeTokenizer(["a"])
+    odd.backend_tokenizer = object()  # a backend with no decoder attribute at all
+    assert TokenText(odd).mode == "decode"
 
 
 def test_the_real_byte_level_tokenizer(tiny_tokenizer):
@@ -188,6 +195,8 @@ def test_pieces_show_a_character_cut_at_the_end():
     assert text.pieces([0, 2, 3]) == ["a", "", "\ufffd"]
     assert text.pieces([1]) == ["\ufffd"]
     assert text.pieces([0]) == ["a"]
+    text = fake(["b" + E1], BYTES)  # one token: a whole character, then a partial one
+    assert text.pieces([0]) == ["b\ufffd"]
 
 
 def test_complete_after_marks_the_boundaries_between_whole_characters():
@@ -195,6 +204,8 @@ def test_complete_after_marks_the_boundaries_between_whole_characters():
     assert text.complete_after([]) == [True]
     assert text.complete_after([0, 1, 2]) == [True, True, False, True]
     assert text.complete_after([3, 4, 5, 6, 0]) == [True, False, False, False, True, True]
+    # Invalid bytes (a stray continuation byte) are replaced, not raised.
+    assert text.complete_after([2, 0, 1]) == [True, True, True, False]
 
 
 def test_stream_decoder_holds_back_partial_characters():
@@ -240,6 +251,7 @@ def test_common_prefix(a, b, n):
         ([1, 2, 3], [1, 2, 3], 0, 0),
         ([1, 2, 3], [1, 2, 4], 5, 0),
         ([5, 1, 2], [1, 2], 1, 1),
+        ([2, 2], [2, 2, 2], 5, 2),  # no further than the shorter one
     ],
 )
 def test_common_suffix(a, b, limit, n):
