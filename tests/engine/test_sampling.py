@@ -137,6 +137,22 @@ def test_sampling_probs_applies_the_penalty_from_history():
     )
 
 
+def test_sampled_draws_apply_the_repetition_penalty():
+    """Not only greedy: a sampled token sees the penalty too."""
+    logits = torch.tensor([[5.0, 0.0]])  # p(1) = 0.0067; penalised, 5.0 -> 0.05: p(1) = 0.49
+    rows = 400
+    params = SamplingParams(temperature=1.0, repetition_penalty=100.0)
+    history = torch.zeros(rows, 1, dtype=torch.long)  # token 0 was seen in every row
+    picks = sample(logits.expand(rows, -1), params, make_generators(3, rows), history)
+    stat, dof = chi_square(
+        torch.bincount(picks, minlength=2), sampling_probs(logits, params, history[:1])[0]
+    )
+    assert stat < bound(dof)
+    assert 150 < int((picks == 1).sum()) < 250
+    plain = sample(logits.expand(rows, -1), params, make_generators(3, rows))
+    assert int((plain == 1).sum()) < 15
+
+
 # -- temperature and greedy ------------------------------------------------------------
 @pytest.mark.parametrize("temperature", [0.25, 0.5, 1.0, 2.0, 7.0])
 def test_temperature_divides_the_logits(temperature):
@@ -163,6 +179,12 @@ def test_greedy_is_the_argmax_and_ignores_the_filters_and_the_seed():
     assert sample(logits, params, make_generators(5, 2)).tolist() == [1, 0]
     assert sampling_probs(logits, params).tolist() == [[0, 1, 0, 0], [1, 0, 0, 0]]
     assert sampling_probs(logits, params).dtype == torch.float32
+
+
+def test_greedy_probabilities_are_float32_whatever_the_logits_dtype():
+    logits = torch.tensor([[0.5, 2.0, 1.0]], dtype=torch.bfloat16)
+    probs = sampling_probs(logits, SamplingParams(temperature=0))
+    assert probs.dtype == torch.float32 and probs.tolist() == [[0.0, 1.0, 0.0]]
 
 
 def test_greedy_applies_the_repetition_penalty():
@@ -280,7 +302,8 @@ def test_min_p_keeps_a_token_exactly_at_the_floor():
 
 
 def test_min_p_floor_is_per_row():
-    logits = torch.log(torch.tensor([[0.5, 0.3, 0.2], [0.2, 0.2, 0.6]]))
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.2], [0.1, 0.1, 0.8]]))
+    # Each row's own best sets its floor (0.25 and 0.4), not the batch's best (0.8).
     assert kept(probs_for(logits, min_p=0.5)) == [{0, 1}, {2}]
 
 
