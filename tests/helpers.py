@@ -159,3 +159,22 @@ def tree_record(tree) -> list[tuple]:
         )
         for node in sorted(tree.nodes.values(), key=lambda n: n.id)
     ]
+
+
+# -- tests that need something from the machine ------------------------------------------
+# CI sets this so that a test which cannot run there fails instead of skipping quietly.
+REQUIRE_ALL = "LOOMTERM_REQUIRE_ALL_TESTS"
+
+
+def require_or_skip(condition: object, reason: str) -> None:
+    """Skip the calling test unless ``condition`` holds; with ``LOOMTERM_REQUIRE_ALL_TESTS``
+    set (to anything but ``""`` or ``0``), fail it instead."""
+    import os
+
+    import pytest
+
+    if condition:
+        return
+    if os.environ.get(REQUIRE_ALL, "") not in ("", "0"):
+        pytest.fail(f"{reason} (and {REQUIRE_ALL} is set: this test must run)", pytrace=False)
+    pytest.skip(reason)

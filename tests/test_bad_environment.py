@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from loomterm import store
+from tests.helpers import require_or_skip
 
 
 def loomterm(*args: str, env: dict | None = None, timeout: int = 300):
@@ -34,7 +35,8 @@ def one_clear_line(result) -> str:
 
 @pytest.fixture
 def tmpfs(tmp_path):
-    """Mount small tmpfs folders (root only: skipped where mounting is not allowed)."""
+    """Mount small tmpfs folders (root only, with ``mount``: skipped where mounting is not
+    allowed, failed there under ``LOOMTERM_REQUIRE_ALL_TESTS=1``)."""
     mounted: list[Path] = []
 
     def mount(name: str, options: str) -> Path:
@@ -43,8 +45,9 @@ def tmpfs(tmp_path):
         done = subprocess.run(
             ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)], capture_output=True
         )
-        if done.returncode != 0:
-            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+        require_or_skip(
+            done.returncode == 0, f"cannot mount a tmpfs here: {done.stderr.decode().strip()}"
+        )
         mounted.append(where)
         return where
 

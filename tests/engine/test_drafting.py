@@ -245,14 +245,66 @@ def test_setting_off_uses_the_plain_loop(loom):
     assert loom.last_result.drafting is None  # the result says no drafting ran
 
 
-def test_small_context_falls_back_and_stays_exact(tiny_llama_dir):
+def test_small_context_falls_back_and_stays_exact(family, tiny_llama_dir, tiny_gpt2_dir):
+    """A generation that would not fit the window with its block of drafts decodes
+    plainly (drafting never runs), through context shifts, exactly as plain decoding."""
     from tests.helpers import make_loom
 
-    loom = make_loom(tiny_llama_dir, n_ctx=40)
+    folder = tiny_llama_dir if family == "llama" else tiny_gpt2_dir
+    loom = make_loom(folder, n_ctx=40)
     node = loom.append(loom.root, "The quick brown fox jumps")
     loom.update_settings(drafting="tree")
-    (kid,) = loom.generate(node, 30, temperature=0)  # crosses n_ctx: plain loop with shifts
-    assert len(kid.tokens) >= 1
+
+    # Drafting is on and applies where the block fits: 3 tokens do, 4 do not.
+    def config(max_new_tokens):
+        request = GenerateRequest(node, max_new_tokens, 1, SamplingParams(), drafting="tree")
+        return drafting_config(loom.runner, request)
+
+    block = config(3)
+    assert block is not None and node.end + 3 + block.tree_budget + 1 == loom.n_ctx
+    assert config(4) is None
+    loom.generate(node, 3, temperature=0)
+    assert loom.last_result.drafting is not None  # the observable works: that one drafted
+
+    (kid,) = loom.generate(node, 60, temperature=0)
+    assert loom.last_result.drafting is None  # the long one took the plain loop
+    assert len(kid.tokens) == 60 and node.end + 60 > loom.n_ctx  # it crossed the window
+
+    # Plain decoding on the same window gives the same tokens and records.
+    plain_loom = make_loom(folder, n_ctx=40)
+    plain_loom.update_settings(drafting="off")
+    (plain,) = plain_loom.generate(
+        plain_loom.append(plain_loom.root, loom.text(node)), 60, temperature=0
+    )
+    assert kid.tokens == plain.tokens
+    assert kid.logprobs == pytest.approx(plain.logprobs, abs=1e-4)
+
+    # Against recomputes: every token before the first shift is the argmax of a plain
+    # forward over its prefix; models without RoPE rebuild the window at each shift, so
+    # theirs stay exact all the way (RoPE models re-rotate: approximate, and flagged).
+    path = loom.tokens(node)
+    fit = loom.n_ctx - node.end
+    exact = len(kid.tokens) if loom.runner.rope is None else fit
+    for i in range(exact):
+        want = reference_logits(loom, path + kid.tokens[:i]).argmax().item()
+        assert kid.tokens[i] == want, f"token {i} is not the recompute's argmax"
+    assert kid.approx == (loom.runner.rope is not None)
+
+
+def test_kv_stored_from_before_a_window_shift_is_exact(family, tiny_llama_dir, tiny_gpt2_dir):
+    """A child's KV is handed over before a window shift moves its columns (the bug
+    this test was written against, found by two reviews, is fixed)."""
+    from tests.helpers import make_loom
+
+    loom = make_loom(tiny_llama_dir if family == "llama" else tiny_gpt2_dir, n_ctx=40)
+    node = loom.append(loom.root, "The quick brown fox jumps")
+    (kid,) = loom.generate(node, 60, temperature=0)
+    assert kid.kv is not None
+    stored = kid.kv.shape[3]
+    fresh = loom.runner.fresh_kv(loom.tokens(kid)[: node.end + stored], 0)  # (L, 2, H, T, D)
+    torch.testing.assert_close(kid.kv, fresh[:, :, :, node.end :], rtol=1e-4, atol=1e-4)
+    head = loom.truncate(kid, loom.n_ctx)  # a branch point before any shift
+    assert_matches_recompute(loom, head)
 
 
 # -- the machinery, without a model ----------------------------------------------------------
