@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import torch
 
-from loomterm.bench import corpus_text, decoding, edits, prefill, remote
+from loomterm.bench import corpus_text, decoding, edits, precision, prefill, remote
 from loomterm.bench.common import loom_options
 from loomterm.bench.report import Row
 
@@ -37,8 +37,11 @@ class BenchPlan:
     sampled_seeds: int = 3
     prefill_tokens: int = 1024
     prefill_reps: int = 3
+    precision_tokens: int = 128
+    precision_doc: int = 512
+    precision_reps: int = 3
     sections: tuple[str, ...] = (
-        "latency", "decode", "siblings", "memory", "prefill", "rerope", "drafted"
+        "latency", "decode", "precision", "siblings", "memory", "prefill", "rerope", "drafted"
     )  # fmt: skip
 
     @classmethod
@@ -65,6 +68,9 @@ class BenchPlan:
             sampled_seeds=0,
             prefill_tokens=512,
             prefill_reps=2,
+            precision_tokens=48,
+            precision_doc=256,
+            precision_reps=2,
         )
 
     def scaled(self, **changes) -> BenchPlan:
@@ -74,6 +80,7 @@ class BenchPlan:
 NOTES = {
     edits.LATENCY: edits.LATENCY_NOTE,
     decoding.DECODE: decoding.DECODE_NOTE,
+    precision.PRECISION: precision.PRECISION_NOTE,
     decoding.SIBLINGS: decoding.SIBLINGS_NOTE,
     decoding.MEMORY: decoding.MEMORY_NOTE,
     prefill.PREFILL: prefill.PREFILL_NOTE,
@@ -134,6 +141,15 @@ def _run(loaded, plan: BenchPlan, quick: bool, log: Callable[[str], None]) -> Be
         )
     if "decode" in want:
         rows += decoding.plain_decode(loaded, prompt, plan.decode_tokens, plan.decode_reps, log)
+    if "precision" in want:
+        rows += precision.precision_table(
+            loaded,
+            prompt,
+            corpus[: plan.precision_doc],
+            plan.precision_tokens,
+            plan.precision_reps,
+            log,
+        )
     if "siblings" in want:
         rows += decoding.siblings(
             loaded, prompt, plan.sibling_tokens, list(plan.sibling_counts), log

@@ -1,0 +1,140 @@
+"""The precision table: what each precision mode costs and gives, against float32.
+
+Each mode (float32, bfloat16, int8 weights) is loaded from the same source and measured
+in the same run on the same work:
+
+- decode: a fresh copy of the prompt, then plain greedy decoding (drafting off); the
+  prompt's prefill is included, as in the plain decode section;
+- prefill: a fresh path of ``doc`` corpus tokens until its next-token logits;
+- fidelity: one forward pass over those corpus tokens with every position's logits;
+  per position, KL(float32 || mode) of the next-token distributions (mean and p90)
+  and whether the most likely token is the same (top-1 agreement).
+
+A last row sets int8's decode against transformers' own ``generate`` in float32 on
+the same prompt: the issue's int8 target.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from loomterm.bench.common import make_loom
+from loomterm.bench.decoding import _hf_generate
+from loomterm.bench.report import Row, ratio
+from loomterm.bench.timing import median, percentile, timed
+
+PRECISION = "Precision"
+PRECISION_NOTE = "each mode against float32, same run; decode: greedy, drafting off"
+
+
+@dataclass(frozen=True)
+class Mode:
+    label: str
+    dtype: str
+    quant: str
+
+
+MODES = (
+    Mode("float32", "float32", "none"),
+    Mode("bfloat16", "bfloat16", "none"),
+    Mode("int8", "auto", "int8"),  # activations: float32 on a CPU, bfloat16 on a GPU
+)
+
+
+def precision_table(
+    loaded, prompt: list[int], doc: list[int], new_tokens: int, reps: int, log
+) -> list[Row]:
+    from loomterm.engine.models import load_model
+
+    log(
+        f"precision: {', '.join(m.label for m in MODES)}; {new_tokens} tokens, {len(doc)}-token doc"
+    )
+    models = {}
+    for mode in MODES:
+        if _is(loaded, mode):
+            models[mode.label] = loaded
+        else:
+            models[mode.label] = load_model(
+                loaded.source, device=loaded.device, dtype=mode.dtype, quant=mode.quant
+            )
+    looms = {label: make_loom(m, drafting="off") for label, m in models.items()}
+    for loom in looms.values():  # warm-up
+        loom.generate(loom.append_tokens(loom.root, prompt), 2, temperature=0)
+    reference = models["float32"]
+    ids = torch.tensor([prompt], device=reference.device)
+    _hf_generate(reference.model, ids, 2)
+    decode: dict[str, list[float]] = {label: [] for label in looms}
+    prefill: dict[str, list[float]] = {label: [] for label in looms}
+    hf: list[float] = []
+    for _ in range(reps):  # modes interleaved, so a busy moment hits them alike
+        for label, loom in looms.items():
+
+            def ours(loom=loom):
+                node = loom.append_tokens(loom.root, prompt)
+                return loom.generate(node, new_tokens, temperature=0)[0]
+
+            seconds, kid = timed(loom.runner.device, ours)
+            decode[label].append(len(kid.tokens) / seconds)
+            seconds, _ = timed(
+                loom.runner.device,
+                lambda loom=loom: loom.next_logits(loom.append_tokens(loom.root, doc)),
+            )
+            prefill[label].append(len(doc) / seconds)
+        seconds, out = timed(
+            reference.device, lambda: _hf_generate(reference.model, ids, new_tokens)
+        )
+        hf.append((out.shape[1] - len(prompt)) / seconds)
+    want = _logprobs(reference, doc)
+    rows: list[Row] = []
+    base_decode, base_prefill = median(decode["float32"]), median(prefill["float32"])
+    for mode in MODES[1:]:
+        label = mode.label
+        name = models[label].precision
+        got = _logprobs(models[label], doc)
+        kl = (want.exp() * (want - got)).sum(-1).tolist()  # (T,)
+        agree = 100 * float((got.argmax(-1) == want.argmax(-1)).float().mean())
+        rate, fill = median(decode[label]), median(prefill[label])
+        mean_kl = sum(kl) / len(kl)
+        target = "<=0.005" if mode.quant == "int8" else ""
+        rows += [
+            Row(PRECISION, f"{name}: decode", base_decode, rate, "tok/s", ratio(rate, base_decode),
+                extra={"tok_s": decode[label], "float32_tok_s": decode["float32"]}),
+            Row(PRECISION, f"{name}: prefill @{len(doc)}", base_prefill, fill, "tok/s",
+                ratio(fill, base_prefill)),
+            Row(PRECISION, f"{name}: KL to float32, mean", 0.0, mean_kl, "nats", float("nan"),
+                target, absolute=True, extra={"kl": kl}),
+            Row(PRECISION, f"{name}: KL to float32, p90", 0.0, percentile(kl, 0.9), "nats",
+                float("nan"), absolute=True),
+            Row(PRECISION, f"{name}: top-1 agreement with float32", 100.0, agree, "%",
+                agree / 100),
+        ]  # fmt: skip
+    hf_rate, rate = median(hf), median(decode["int8"])
+    rows.append(
+        Row(
+            PRECISION,
+            "int8 decode vs transformers generate (float32)",
+            hf_rate,
+            rate,
+            "tok/s",
+            ratio(rate, hf_rate),
+            ">=2.0",
+            note="prompt prefill included on both sides",
+            extra={"hf_tok_s": hf, "int8_tok_s": decode["int8"]},
+        )
+    )
+    return rows
+
+
+def _is(loaded, mode: Mode) -> bool:
+    from loomterm.engine.models import resolve_dtype
+
+    return loaded.quant == mode.quant and loaded.dtype == resolve_dtype(mode.dtype, loaded.device)
+
+
+@torch.inference_mode()
+def _logprobs(loaded, tokens: list[int]) -> torch.Tensor:
+    """(T, V) float32 next-token log-probabilities at every position of ``tokens``."""
+    ids = torch.tensor([tokens], device=loaded.device)
+    return loaded.model(input_ids=ids).logits[0].float().log_softmax(-1)
