@@ -210,6 +210,10 @@ def load_model(
         loaded = _load_hub(value, torch_device, load_dtype, report)
     if quant != "none":
         _quantize(loaded, quant, torch_dtype, report)
+    if torch_device.type == "cpu":
+        from loomterm.engine.quant import decode_layout
+
+        decode_layout(loaded.model)
     return loaded
 
 

@@ -35,6 +35,10 @@ import torch
 from torch import nn
 
 QUANT_MODES = ("none", "int8")
+# From this many rows on (a prefill), converting the int8 weight to the kernel dtype
+# and running an ordinary matrix product is faster than the int8 kernel (on this CPU:
+# 2x at 64 rows, even at about 20).
+PREFILL_ROWS = 24
 # Layers left unquantized, by name: the value projections. On SmolLM2-135M they are
 # 2.5% of the weights but a fifth of int8's error (KL to float32 0.0049 -> 0.0040
 # nats over the bench corpus when kept), for 1.5% of the decode speed.
@@ -96,7 +100,7 @@ class Int8Linear(nn.Module):
         flat = x.reshape(-1, self.in_features)
         if flat.dtype != self.scales.dtype:
             flat = flat.to(self.scales.dtype)
-        if self.packed:
+        if self.packed and flat.shape[0] < PREFILL_ROWS:
             y = torch.ops.aten._weight_int8pack_mm(flat.contiguous(), self.weight, self.scales)
         else:
             # int8 values are exact in bfloat16; scaling after the product rounds once.
@@ -186,3 +190,32 @@ def precision_label(dtype: torch.dtype, quant: str) -> str:
     ``int8 (bfloat16)``."""
     name = str(dtype).removeprefix("torch.")
     return name if quant == "none" else f"{quant} ({name})"
+
+
+def decode_layout(model: nn.Module) -> int:
+    """Store each float32 ``nn.Linear`` weight (out, in) as the transpose of a
+    contiguous (in, out) matrix, in place; returns how many were changed.
+
+    ``F.linear`` then multiplies one row by a contiguous (in, out) matrix, which on a
+    CPU streams the weight about 1.5x faster than the (out, in) layout (measured for
+    SmolLM2's layers: 30 x 1536x576 in 4.0 ms instead of 6.4 ms, the 49152x576 output
+    layer in 3.9 instead of 6.7), and no slower for batches of 8 rows or prefill. The
+    values are the same; the product sums in another order (float32 noise). A tied
+    output layer shares the Parameter with the embedding, which then gathers its rows
+    from strided columns (14 ms for 2,000 tokens). Only float32: for bfloat16 the
+    (out, in) layout is the faster one.
+    """
+    changed = 0
+    seen: set[int] = set()
+    for module in model.modules():
+        if not isinstance(module, nn.Linear):
+            continue
+        weight = module.weight
+        if id(weight) in seen or weight.dtype != torch.float32 or weight.device.type != "cpu":
+            continue
+        seen.add(id(weight))
+        if weight.dim() == 2 and weight.stride() == (1, weight.shape[0]):
+            continue  # already laid out so
+        weight.data = weight.data.t().contiguous().t()
+        changed += 1
+    return changed

@@ -17,7 +17,7 @@ import torch
 
 from loomterm.engine import Loom
 from loomterm.engine.models import load_model
-from loomterm.engine.quant import Int8Linear, normalise_quant, quantize_int8
+from loomterm.engine.quant import PREFILL_ROWS, Int8Linear, normalise_quant, quantize_int8
 from loomterm.errors import ModelLoadError
 from loomterm.settings import EngineOptions
 from tests.helpers import assert_matches_recompute, reference_logits
@@ -62,6 +62,9 @@ def test_int8_linear_is_the_dequantized_product(dtype):
     assert y.shape == (3, 5, 40) and y.dtype is dtype
     want = x.float().to(torch.bfloat16).float() @ deq.T + bias.to(torch.bfloat16).float()
     assert torch.allclose(y.float(), want, rtol=2e-2, atol=2e-2)
+    long = torch.randn(2, PREFILL_ROWS, 64, dtype=dtype)  # a prefill: no int8 kernel
+    want = long.float().to(torch.bfloat16).float() @ deq.T + bias.to(torch.bfloat16).float()
+    assert torch.allclose(layer(long).float(), want, rtol=2e-2, atol=5e-2)
     layer.packed = False  # the per-call fallback gives the same numbers
     assert torch.allclose(layer(x).float(), y.float(), rtol=2e-2, atol=5e-2)
 
@@ -226,3 +229,30 @@ def test_default_model_int8_kl_to_float32():
     kl = (want.exp() * (want - got)).sum(-1)
     assert float(kl.mean()) <= 0.005
     assert (got.argmax(-1) == want.argmax(-1)).float().mean() >= 0.9
+
+
+# -- the float32 weight layout for decoding ------------------------------------------------------
+def test_float32_weights_are_laid_out_for_one_row_products(tiny_llama_dir):
+    from transformers import AutoModelForCausalLM
+
+    from loomterm.bench.common import stock_layout
+
+    loaded = load_model(str(tiny_llama_dir), device="cpu", dtype="float32")
+    stock = AutoModelForCausalLM.from_pretrained(str(tiny_llama_dir), dtype=torch.float32)
+    linears = [m for m in loaded.model.modules() if isinstance(m, torch.nn.Linear)]
+    assert linears and all(m.weight.t().is_contiguous() for m in linears)
+    for (name, mine), (_, theirs) in zip(
+        loaded.model.named_parameters(), stock.named_parameters(), strict=True
+    ):
+        assert torch.equal(mine, theirs), name  # the same values, another layout
+    ids = torch.tensor([loaded.tokenizer(TEXT)["input_ids"]])
+    with torch.inference_mode():
+        want = stock(ids).logits
+        assert torch.allclose(loaded.model(ids).logits, want, rtol=1e-5, atol=1e-5)
+        with stock_layout(loaded.model):  # the bench's baseline: as from_pretrained leaves it
+            assert all(m.weight.is_contiguous() for m in linears)
+        assert all(m.weight.t().is_contiguous() for m in linears)
+    bf16 = load_model(str(tiny_llama_dir), device="cpu", dtype="bfloat16")
+    assert all(
+        m.weight.is_contiguous() for m in bf16.model.modules() if isinstance(m, torch.nn.Linear)
+    )
