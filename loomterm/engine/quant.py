@@ -103,10 +103,12 @@ class Int8Linear(nn.Module):
         if self.packed and flat.shape[0] < PREFILL_ROWS:
             y = torch.ops.aten._weight_int8pack_mm(flat.contiguous(), self.weight, self.scales)
         else:
-            # int8 values are exact in bfloat16; scaling after the product rounds once.
-            y = torch.nn.functional.linear(flat, self.weight.to(flat.dtype)) * self.scales
+            # int8 values are exact in the kernel dtype; the product is rounded once to
+            # it, then scaled in the activations' dtype (float32: no second rounding).
+            y = torch.nn.functional.linear(flat, self.weight.to(flat.dtype))
+            y = y.to(dtype) * self.scales.to(dtype)
         if self.bias is not None:
-            y = y + self.bias
+            y = y + self.bias.to(y.dtype)
         y = y.view(*x.shape[:-1], self.out_features)
         return y if y.dtype == dtype else y.to(dtype)
 
