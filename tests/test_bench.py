@@ -52,6 +52,9 @@ def test_every_row_has_finite_figures(tiny_result):
     sections = {row.section for row in tiny_result.rows}
     assert sections == set(NOTES)
     for row in tiny_result.rows:
+        if "unavailable" in row.extra:  # a peer that is not installed (or no GGUF file)
+            assert math.isnan(row.loomterm) and row.note, row
+            continue
         assert math.isfinite(row.baseline) and math.isfinite(row.loomterm), row
         if row.absolute:  # a KL to float32: the figure is the result, there is no ratio
             assert math.isnan(row.ratio) and row.loomterm >= 0, row
@@ -146,3 +149,19 @@ def test_cli_bench_runs_end_to_end(tiny_llama_dir, tmp_path, monkeypatch, capsys
     printed = capsys.readouterr().out
     assert "truncate @64" in printed and "N=8" in printed
     assert json.loads(out.read_text())["meta"]["quick"] is True
+
+
+def test_peer_llama_cpp_on_a_tiny_gguf(tiny_llama_dir, tmp_path):
+    """llama.cpp decodes the same GGUF file when a llama-server (or llama-cpp-python) is
+    here; without one the reason is one line."""
+    from loomterm.bench import peer
+    from tests.tiny_gguf import write_llama_gguf
+
+    gguf = write_llama_gguf(tiny_llama_dir, tmp_path / "tiny.gguf")
+    runs = peer.measure(gguf, [5, 6, 7, 8], 6, 1, 1)
+    if peer.find_llama_server() is None:
+        assert isinstance(runs, str) and "not found" in runs
+        return
+    assert not isinstance(runs, str), runs
+    (run,) = runs
+    assert run.tokens == 6 and run.rate > 0 and run.decode_rate >= run.rate

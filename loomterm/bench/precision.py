@@ -11,7 +11,8 @@ in the same run on the same work:
   and whether the most likely token is the same (top-1 agreement).
 
 A last row sets int8's decode against transformers' own ``generate`` in float32 on
-the same prompt: the issue's int8 target.
+the same prompt: the issue's int8 target. Then the peer rows: llama.cpp on the GGUF
+file the model came from (``peer``), against loomterm's float32 and int8.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
+from loomterm.bench import peer
 from loomterm.bench.common import make_loom
 from loomterm.bench.decoding import _hf_generate
 from loomterm.bench.report import Row, ratio
@@ -27,6 +29,8 @@ from loomterm.bench.timing import median, percentile, timed
 
 PRECISION = "Precision"
 PRECISION_NOTE = "each mode against float32, same run; decode: greedy, drafting off"
+PEER = "Peer"
+PEER_NOTE = "llama.cpp's greedy decode of the same GGUF file, same threads; baseline: llama.cpp"
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,7 @@ def precision_table(
     _hf_generate(reference.model, ids, 2)
     decode: dict[str, list[float]] = {label: [] for label in looms}
     prefill: dict[str, list[float]] = {label: [] for label in looms}
+    only: dict[str, list[float]] = {label: [] for label in looms}  # decode without prefill
     hf: list[float] = []
     for _ in range(reps):  # modes interleaved, so a busy moment hits them alike
         for label, loom in looms.items():
@@ -77,6 +82,7 @@ def precision_table(
 
             seconds, kid = timed(loom.runner.device, ours)
             decode[label].append(len(kid.tokens) / seconds)
+            only[label].append(len(kid.tokens) / max(loom.last_result.decode_seconds, 1e-9))
             seconds, _ = timed(
                 loom.runner.device,
                 lambda loom=loom: loom.next_logits(loom.append_tokens(loom.root, doc)),
@@ -124,6 +130,38 @@ def precision_table(
             extra={"hf_tok_s": hf, "int8_tok_s": decode["int8"]},
         )
     )
+    log("peer: llama.cpp on the same GGUF file")
+    rows += _peer_rows(loaded, prompt, new_tokens, reps, decode, only)
+    return rows
+
+
+def _peer_rows(loaded, prompt, new_tokens, reps, decode, only) -> list[Row]:
+    """llama.cpp's greedy decode of the model's GGUF file against loomterm's float32
+    and int8, with and without the prompt's evaluation (``peer``)."""
+    gguf = peer.gguf_of(loaded)
+    threads = torch.get_num_threads()
+    runs = "no GGUF file for this model" if gguf is None else None
+    if runs is None and loaded.device.type != "cpu":
+        runs = f"llama.cpp is measured on the CPU, this run is on {loaded.device.type}"
+    if runs is None:
+        runs = peer.measure(gguf, prompt, new_tokens, threads, max(1, reps))
+    if isinstance(runs, str):
+        nan = float("nan")
+        return [Row(PEER, "llama.cpp decode", nan, nan, "tok/s", nan, note=runs,
+                    extra={"unavailable": runs})]  # fmt: skip
+    label = f"{gguf.name}, {threads} thread{'s' if threads > 1 else ''}"
+    rows = []
+    for mode, target in (("float32", ""), ("int8", ">=1.0")):
+        for what, ours, theirs in (
+            ("prompt prefill included", decode[mode], [r.rate for r in runs]),
+            ("decode only", only[mode], [r.decode_rate for r in runs]),
+        ):
+            rate, base = median(ours), median(theirs)
+            rows.append(
+                Row(PEER, f"loomterm {mode} vs llama.cpp, {what}", base, rate, "tok/s",
+                    ratio(rate, base), target if what == "decode only" else "",
+                    note=label, extra={"llama_cpp_tok_s": theirs, "loomterm_tok_s": ours})
+            )  # fmt: skip
     return rows
 
 

@@ -81,6 +81,7 @@ NOTES = {
     edits.LATENCY: edits.LATENCY_NOTE,
     decoding.DECODE: decoding.DECODE_NOTE,
     precision.PRECISION: precision.PRECISION_NOTE,
+    precision.PEER: precision.PEER_NOTE,
     decoding.SIBLINGS: decoding.SIBLINGS_NOTE,
     decoding.MEMORY: decoding.MEMORY_NOTE,
     prefill.PREFILL: prefill.PREFILL_NOTE,
