@@ -68,9 +68,9 @@ class BenchPlan:
             sampled_seeds=0,
             prefill_tokens=512,
             prefill_reps=2,
-            precision_tokens=48,
+            precision_tokens=32,
             precision_doc=256,
-            precision_reps=2,
+            precision_reps=3,
         )
 
     def scaled(self, **changes) -> BenchPlan:
