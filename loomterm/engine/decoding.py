@@ -104,7 +104,7 @@ def plain_decode(
             for kid in kids:
                 if runner.rope is not None:
                     writer.mark_approx(kid)
-        out = runner.forward(fed[:, None])  # (n, 1, V)
+        out = runner.decode_step(fed)  # (n, 1, V)
         work.commit(1, kids[0] if live[0] else None, len(kids[0].tokens) - 1)
         logits = out[:, -1]  # (n, V)
         if live[0] and finished[0]:
