@@ -34,7 +34,8 @@ class BenchPlan:
     draft_prompt: int = 160
     draft_tokens: int = 128
     draft_regens: int = 3
-    sampled_seeds: int = 3
+    sampled_seeds: int = 4
+    sampled_tokens: int = 48
     prefill_tokens: int = 1024
     prefill_reps: int = 3
     precision_tokens: int = 128
@@ -65,7 +66,8 @@ class BenchPlan:
             draft_prompt=128,
             draft_tokens=48,
             draft_regens=2,
-            sampled_seeds=0,
+            sampled_seeds=3,
+            sampled_tokens=32,
             prefill_tokens=512,
             prefill_reps=2,
             precision_tokens=32,
@@ -165,7 +167,13 @@ def _run(loaded, plan: BenchPlan, quick: bool, log: Callable[[str], None]) -> Be
         rows += edits.rerope_quality(loaded, corpus, plan.rerope_doc, plan.rerope_edits, log)
     if "drafted" in want:
         rows += decoding.drafted(
-            loaded, draft_prompt, plan.draft_tokens, plan.draft_regens, plan.sampled_seeds, log
+            loaded,
+            draft_prompt,
+            plan.draft_tokens,
+            plan.draft_regens,
+            plan.sampled_seeds,
+            log,
+            sampled_tokens=plan.sampled_tokens,
         )
     meta = {
         "model": loaded.name,

@@ -97,6 +97,9 @@ class LocalRunner(Runner):
         self.evictions = 0
         self.keep_records = True  # typed tokens get log-probabilities from their prefill
         self._breakers: dict[tuple[str, ...], DryBreakers] = {}
+        # What drafted decoding learned about whether drafting pays, per regime
+        # (``speculative.Ledger``), kept across generations.
+        self.draft_ledgers: dict[tuple, Any] = {}
         self._pieces: list[str] | None = None  # every token's text, for DRY's breakers
         why_not = () if self.rope else (("rerope", _no_rope_reason(config)),)
         self.capabilities = Capabilities(
