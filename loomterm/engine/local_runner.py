@@ -65,7 +65,14 @@ class LocalRunner(Runner):
         self.device = loaded.device
         self.dtype = loaded.dtype
         self.name = loaded.name
-        self.where = str(loaded.device)
+        # The precision (``float32``, ``int8 (float32)``...) joins the device on the
+        # status bar whenever it is not the device's default.
+        self.precision = getattr(loaded, "precision", str(loaded.dtype).removeprefix("torch."))
+        usual = (
+            (torch.float32,) if loaded.device.type != "cuda" else (torch.bfloat16, torch.float16)
+        )
+        plain = getattr(loaded, "quant", "none") == "none" and loaded.dtype in usual
+        self.where = str(loaded.device) if plain else f"{loaded.device} · {self.precision}"
         self.codec = TokenText(self.tokenizer)
         config = self.model.config.get_text_config(decoder=True)
         self.vocab_size = int(self.model.get_output_embeddings().weight.shape[0])

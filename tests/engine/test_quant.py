@@ -125,6 +125,8 @@ def test_engine_option_and_loom_load(tiny_llama_dir):
     assert options.model_kwargs()["quant"] == "int8"
     loom = Loom.load(**options.load_kwargs())
     assert loom.runner.loaded.quant == "int8"
+    assert loom.runner.where == "cpu · int8 (float32)"  # what the status bar shows
+    assert loom.runner.precision == "int8 (float32)"
     assert loom.runner.identity()["quant"] == "int8"
     with pytest.raises(Exception, match="quant"):
         EngineOptions(quant="int4")
