@@ -85,7 +85,7 @@ class Ledger:
     draft (``auto`` decodes plainly) until one of them is accepted often enough to lift
     the ratio again."""
 
-    def __init__(self, decay: float = 0.7, warmup: float = 3.0) -> None:
+    def __init__(self, decay: float = 0.5, warmup: float = 3.0) -> None:
         self.decay, self.warmup = decay, warmup
         self.tokens = 0.0
         self.cost = 0.0
