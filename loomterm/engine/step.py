@@ -14,7 +14,7 @@ the working buffer and replayed every step: the step's inputs (token, position,
 column) are copied into static tensors, and attention covers the buffer's whole
 capacity with a mask computed inside the graph from the column, so one graph serves
 every length until the buffer is reallocated (a new graph is captured then). The
-buffer's columns past ``length`` are zeroed when a graph is bound, so masked columns
+buffer's columns past ``length`` are zeroed once per buffer tensor, so masked columns
 are never uninitialised memory (0 x NaN would poison the sum).
 
 THE CUDA GRAPH PATH HAS NOT RUN: it was written on a machine without a GPU. Its tests
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import sys
+import weakref
 from typing import TYPE_CHECKING
 
 import torch
@@ -174,8 +175,8 @@ class _Graph:
         device = step.device
         work = step.work
         capacity = work.capacity
-        # Masked columns must hold numbers, not whatever memory the buffer got.
-        work.buf[:, :, :batch, :, work.length :].zero_()
+        self.batch = batch
+        self.buffer: weakref.ref | None = None  # the buffer tensor whose tail was zeroed
         self.ids = torch.zeros((batch, 1), dtype=torch.long, device=device)
         self.positions = torch.full((batch, 1), work.length, dtype=torch.long, device=device)
         self.column = torch.tensor([work.length], dtype=torch.long, device=device)
@@ -196,7 +197,17 @@ class _Graph:
         self.positions.fill_(length)
         self.column.fill_(length)
 
+    def _clear_tail(self, length: int) -> None:
+        """Masked columns must hold numbers, not whatever memory a new buffer got: zero
+        them once per buffer tensor (a reallocated buffer can come back at the same
+        address and shape, and so to this graph)."""
+        buf = self.step.work.buf
+        if self.buffer is None or self.buffer() is not buf:
+            buf[:, :, : self.batch, :, length:].zero_()
+            self.buffer = weakref.ref(buf)
+
     def replay(self, fed: torch.Tensor, length: int) -> torch.Tensor:
+        self._clear_tail(length)
         self._load(fed, length)
         if not self.captured:
             # Warm up on a side stream (as torch.cuda.graphs requires), then capture;
