@@ -91,6 +91,12 @@ class Ledger:
         self.cost = 0.0
         self.probe_gap = 0  # steps between probes when nothing pays (0: not yet set)
 
+    def begin(self) -> None:
+        """A new generation: keep what was learned against drafting, but cap the credit
+        for it (a replay's run of hits says little about a regeneration from elsewhere),
+        so one losing drafted step turns drafting off."""
+        self.tokens = min(self.tokens, 1.1 * self.cost)
+
     def record(self, tokens: int, cost: float) -> None:
         self.tokens = self.tokens * self.decay + tokens
         self.cost = self.cost * self.decay + cost
@@ -215,6 +221,7 @@ def drafted_decode(
     regime = "greedy" if params.greedy else "sampled"
     if config.adaptive:
         ledger = runner.draft_ledgers.setdefault((regime, config.lookahead), Ledger())
+        ledger.begin()
     else:  # "tree" and "lookahead" draft whatever the acceptance model says pays
         ledger = Ledger(warmup=float("inf"))
     probe_gap = ledger.probe_gap or config.probe_every
