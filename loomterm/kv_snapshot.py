@@ -70,6 +70,7 @@ def save_kv_snapshot(loom: Loom, session: str | os.PathLike) -> Path:
         "version": SNAPSHOT_VERSION,
         "fingerprint": json.dumps(identity["fingerprint"], sort_keys=True),
         "dtype": identity["dtype"],
+        "quant": identity.get("quant", "none"),
         "cursor": str(node.id),
         "nodes": json.dumps(entries),
     }
@@ -101,6 +102,11 @@ def load_kv_snapshot(loom: Loom, snapshot: str | os.PathLike) -> bool:
                 return _ignore(snapshot, "made with another model")
             if meta.get("dtype") != identity["dtype"]:
                 return _ignore(snapshot, f"made in {meta.get('dtype')}, not {identity['dtype']}")
+            quant = identity.get("quant", "none")
+            if meta.get("quant", "none") != quant:
+                return _ignore(
+                    snapshot, f"made with quant {meta.get('quant', 'none')}, not {quant}"
+                )
             plan = []
             for node_id, length, digest in json.loads(meta.get("nodes", "[]")):
                 node = loom.tree.nodes.get(int(node_id))

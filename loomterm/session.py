@@ -208,6 +208,7 @@ class Session:
         server_kind: str | None = None,
         server_model: str | None = None,
         loaded: LoadedModel | None = None,
+        quant: str | None = "none",
     ) -> Session:
         """Open a saved session on a live Loom.
 
@@ -257,7 +258,9 @@ class Session:
                 overrides = {"kind": server_kind, "model_arg": server_model}
                 loaded = _connect_server(data, source, read_only, overrides)
             else:
-                loaded = load_model(source, device=device, dtype=dtype, progress=progress)
+                loaded = load_model(
+                    source, device=device, dtype=dtype, progress=progress, quant=quant
+                )
             matches = same_model(data.model.get("fingerprint"), loaded.fingerprint)
             if not matches and not (retokenize or read_only):
                 raise mismatch_error(data.name, data.model, loaded)
@@ -421,6 +424,7 @@ def import_session(
     model: str | None = None,
     device: str = "auto",
     dtype: str = "auto",
+    quant: str | None = "none",
 ) -> SessionData:
     """Write an imported tree (from :func:`loomterm.export.read_import`) as a new session.
 
@@ -444,7 +448,7 @@ def import_session(
             loaded = connect(wanted)
             pieces = PieceMaker(loaded.codec)
         else:
-            loaded = load_model(wanted, device=device, dtype=dtype)
+            loaded = load_model(wanted, device=device, dtype=dtype, quant=quant)
             pieces = PieceMaker.for_tokenizer(loaded.tokenizer)
         if isinstance(source, SessionData) and same_model(
             source.model.get("fingerprint"), loaded.fingerprint

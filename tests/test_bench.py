@@ -30,6 +30,9 @@ TINY_PLAN = BenchPlan(
     sampled_seeds=2,
     prefill_tokens=96,
     prefill_reps=1,
+    precision_tokens=8,
+    precision_doc=64,
+    precision_reps=1,
 )
 
 
@@ -49,7 +52,13 @@ def test_every_row_has_finite_figures(tiny_result):
     sections = {row.section for row in tiny_result.rows}
     assert sections == set(NOTES)
     for row in tiny_result.rows:
+        if "unavailable" in row.extra:  # a peer that is not installed (or no GGUF file)
+            assert math.isnan(row.loomterm) and row.note, row
+            continue
         assert math.isfinite(row.baseline) and math.isfinite(row.loomterm), row
+        if row.absolute:  # a KL to float32: the figure is the result, there is no ratio
+            assert math.isnan(row.ratio) and row.loomterm >= 0, row
+            continue
         assert math.isfinite(row.ratio) and row.ratio >= 0, row
     names = [row.name for row in tiny_result.rows]
     for op in ("truncate", "branch switch", "alternative pick", "fast splice", "exact splice"):
@@ -102,8 +111,21 @@ def test_table_and_json(tiny_result, tmp_path):
     assert {"baseline", "loomterm", "ratio", "target", "met"} <= set(data["rows"][0])
 
 
+def test_precision_table(tiny_result):
+    rows = [row for row in tiny_result.rows if row.section == "Precision"]
+    names = [row.name for row in rows]
+    for mode in ("bfloat16", "int8 (float32)"):
+        for what in ("decode", "prefill @64", "KL to float32, mean", "KL to float32, p90"):
+            assert f"{mode}: {what}" in names
+    kl = next(row for row in rows if row.name == "int8 (float32): KL to float32, mean")
+    assert kl.target == "<=0.005" and kl.met is True  # the tiny model is easy to quantize
+    assert names[-1] == "int8 decode vs transformers generate (float32)"
+
+
 def test_row_targets():
     assert Row("s", "r", 100.0, 1.0, "ms", 100.0, ">=40").met is True
+    assert Row("s", "r", 0.0, 0.004, "nats", float("nan"), "<=0.005", absolute=True).met is True
+    assert Row("s", "r", 0.0, 0.006, "nats", float("nan"), "<=0.005", absolute=True).met is False
     assert Row("s", "r", 1.0, 1.2, "MiB", 1.2, "<=1.1").met is False
     assert Row("s", "r", 1.0, 1.0, "x", 1.0).met is None
 
@@ -127,3 +149,19 @@ def test_cli_bench_runs_end_to_end(tiny_llama_dir, tmp_path, monkeypatch, capsys
     printed = capsys.readouterr().out
     assert "truncate @64" in printed and "N=8" in printed
     assert json.loads(out.read_text())["meta"]["quick"] is True
+
+
+def test_peer_llama_cpp_on_a_tiny_gguf(tiny_llama_dir, tmp_path):
+    """llama.cpp decodes the same GGUF file when a llama-server (or llama-cpp-python) is
+    here; without one the reason is one line."""
+    from loomterm.bench import peer
+    from tests.tiny_gguf import write_llama_gguf
+
+    gguf = write_llama_gguf(tiny_llama_dir, tmp_path / "tiny.gguf")
+    runs = peer.measure(gguf, [5, 6, 7, 8], 6, 1, 1)
+    if peer.find_llama_server() is None:
+        assert isinstance(runs, str) and "not found" in runs
+        return
+    assert not isinstance(runs, str), runs
+    (run,) = runs
+    assert run.tokens == 6 and run.rate > 0 and run.decode_rate >= run.rate

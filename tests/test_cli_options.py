@@ -1,7 +1,7 @@
 """The engine options reach the Loom each command builds, wherever they are given.
 
 Every command that loads a model takes ``--model``, ``--device``, ``--dtype``,
-``--n-ctx`` and ``--kv-budget`` before or after its name, and the values reach the
+``--quant``, ``--n-ctx`` and ``--kv-budget`` before or after its name, and the values reach the
 engine: seen on the real ``Loom`` objects built (a spy on ``Loom.__init__`` records
 them; the real constructor runs) and in the real ``load_model``'s arguments. Commands
 that load no model refuse them.
@@ -25,11 +25,12 @@ N_CTX, BUDGET = 64, 3 << 20
 
 
 def engine_args(model: Path) -> list[list[str]]:
-    """The five options, as (flag, value) pairs."""
+    """The six options, as (flag, value) pairs."""
     return [
         ["--model", str(model)],
         ["--device", "cpu"],
         ["--dtype", "float32"],
+        ["--quant", "int8"],
         ["--n-ctx", str(N_CTX)],
         ["--kv-budget", "3M"],
     ]
@@ -58,9 +59,9 @@ def spy_engine(monkeypatch) -> SimpleNamespace:
         real_init(self, *args, **kwargs)
         looms.append(self)
 
-    def load_model(model=None, device="auto", dtype="auto", progress=None):
-        loads.append({"model": model, "device": device, "dtype": dtype})
-        return real_load(model, device=device, dtype=dtype, progress=progress)
+    def load_model(model=None, device="auto", dtype="auto", progress=None, quant="none"):
+        loads.append({"model": model, "device": device, "dtype": dtype, "quant": quant})
+        return real_load(model, device=device, dtype=dtype, progress=progress, quant=quant)
 
     monkeypatch.setattr(Loom, "__init__", init)
     monkeypatch.setattr(models, "load_model", load_model)
@@ -76,13 +77,14 @@ def assert_reached(built, model: Path, looms: int = 1) -> None:
     """Every model loaded and every Loom built got the options given."""
     assert built.loads, "no model was loaded"
     for call in built.loads:
-        assert call == {"model": str(model), "device": "cpu", "dtype": "float32"}
+        assert call == {"model": str(model), "device": "cpu", "dtype": "float32", "quant": "int8"}
     assert len(built.looms) >= looms, "no Loom was built"
     for loom in built.looms:
         assert loom.n_ctx == N_CTX
         runner = loom.runner
         assert runner.kv_budget == BUDGET
         assert runner.device == torch.device("cpu") and runner.dtype == torch.float32
+        assert runner.loaded.quant == "int8"
         assert Path(runner.loaded.source) == model.resolve()
 
 
@@ -192,7 +194,8 @@ def test_import(tiny_llama_dir, built, tmp_path, where):
     before, after = placed(tiny_llama_dir, where)
     with pytest.warns(UserWarning, match="--n-ctx, --kv-budget has no effect"):
         assert run([*before, "import", source, "--name", "imp", *after]) == 0
-    assert built.loads == [{"model": str(tiny_llama_dir), "device": "cpu", "dtype": "float32"}]
+    load = {"model": str(tiny_llama_dir), "device": "cpu", "dtype": "float32", "quant": "int8"}
+    assert built.loads == [load]
     assert built.looms == []
     assert (sessions_dir() / "imp.loom").exists()
 

@@ -418,13 +418,19 @@ def test_engine_options_defaults_and_kwargs():
         "model": None,
         "device": "auto",
         "dtype": "auto",
+        "quant": "none",
         "n_ctx": None,
         "kv_budget": None,
         "server_kind": None,
         "server_model": None,
     }
     options = options.replace(model="m", device="cpu", n_ctx=64, kv_budget="3M")
-    assert options.model_kwargs() == {"model": "m", "device": "cpu", "dtype": "auto"}
+    assert options.model_kwargs() == {
+        "model": "m",
+        "device": "cpu",
+        "dtype": "auto",
+        "quant": "none",
+    }
     assert options.loom_kwargs() == {"n_ctx": 64, "kv_budget": "3M"}
     assert options.server_kwargs() == {}
     server = {"server_kind": None, "server_model": None}

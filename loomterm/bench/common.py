@@ -63,6 +63,24 @@ def stock_attention(model):
             model.set_attn_implementation(current)
 
 
+@contextlib.contextmanager
+def stock_layout(model):
+    """Give every linear weight that loomterm stored transposed (``quant.decode_layout``)
+    a contiguous (out, in) copy for the block, as ``from_pretrained`` leaves it, then
+    put loomterm's layout back. Baselines that stand for plain transformers run so."""
+    swapped = []
+    for module in model.modules():
+        weight = getattr(module, "weight", None)
+        if isinstance(module, torch.nn.Linear) and not weight.is_contiguous():
+            swapped.append((weight, weight.data))
+            weight.data = weight.data.contiguous()
+    try:
+        yield
+    finally:
+        for weight, data in swapped:
+            weight.data = data
+
+
 @torch.inference_mode()
 def full_recompute(loaded: LoadedModel, tokens: list[int]) -> torch.Tensor:
     """Next-token logits of ``tokens`` from scratch: one forward pass, no cache. (V,)"""

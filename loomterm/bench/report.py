@@ -14,7 +14,9 @@ class Row:
 
     ``ratio`` is oriented so that the ``target`` reads naturally: a speed-up (baseline
     time over loomterm time, or loomterm rate over baseline rate) against ``>= x``, or
-    a cost (loomterm over the ideal) against ``<= x``.
+    a cost (loomterm over the ideal) against ``<= x``. An ``absolute`` row (a KL
+    divergence to a reference, whose baseline is zero) has no ratio (NaN); its target
+    is on the ``loomterm`` figure itself.
     """
 
     section: str
@@ -26,16 +28,19 @@ class Row:
     target: str = ""  # e.g. ">=40" or "<=1.1"; empty when the row only informs
     note: str = ""
     extra: dict = field(default_factory=dict)
+    absolute: bool = False
 
     @property
     def met(self) -> bool | None:
-        """Whether the ratio meets the target (None without a target)."""
-        if not self.target or not math.isfinite(self.ratio):
+        """Whether the ratio (the figure, for an ``absolute`` row) meets the target
+        (None without a target)."""
+        value = self.loomterm if self.absolute else self.ratio
+        if not self.target or not math.isfinite(value):
             return None
         if self.target.startswith(">="):
-            return self.ratio >= float(self.target[2:])
+            return value >= float(self.target[2:])
         if self.target.startswith("<="):
-            return self.ratio <= float(self.target[2:])
+            return value <= float(self.target[2:])
         raise ValueError(f"bad target {self.target!r}")
 
 
@@ -92,7 +97,7 @@ def format_table(rows: list[Row], title: str = "", notes: dict[str, str] | None 
                 heading += f" -- {notes[section]}"
             cells.append(heading)
         met = {True: "yes", False: "NO", None: ""}[row.met]
-        target = f"{row.target}x" if row.target else ""
+        target = f"{row.target}{'' if row.absolute else 'x'}" if row.target else ""
         name = f"  {row.name}" + (f"  [{row.note}]" if row.note else "")
         cells.append(
             (

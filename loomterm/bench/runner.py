@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import torch
 
-from loomterm.bench import corpus_text, decoding, edits, prefill, remote
+from loomterm.bench import corpus_text, decoding, edits, precision, prefill, remote
 from loomterm.bench.common import loom_options
 from loomterm.bench.report import Row
 
@@ -34,11 +34,15 @@ class BenchPlan:
     draft_prompt: int = 160
     draft_tokens: int = 128
     draft_regens: int = 3
-    sampled_seeds: int = 3
+    sampled_seeds: int = 4
+    sampled_tokens: int = 48
     prefill_tokens: int = 1024
     prefill_reps: int = 3
+    precision_tokens: int = 128
+    precision_doc: int = 512
+    precision_reps: int = 3
     sections: tuple[str, ...] = (
-        "latency", "decode", "siblings", "memory", "prefill", "rerope", "drafted"
+        "latency", "decode", "precision", "siblings", "memory", "prefill", "rerope", "drafted"
     )  # fmt: skip
 
     @classmethod
@@ -62,9 +66,13 @@ class BenchPlan:
             draft_prompt=128,
             draft_tokens=48,
             draft_regens=2,
-            sampled_seeds=0,
+            sampled_seeds=3,
+            sampled_tokens=32,
             prefill_tokens=512,
             prefill_reps=2,
+            precision_tokens=32,
+            precision_doc=256,
+            precision_reps=3,
         )
 
     def scaled(self, **changes) -> BenchPlan:
@@ -74,6 +82,8 @@ class BenchPlan:
 NOTES = {
     edits.LATENCY: edits.LATENCY_NOTE,
     decoding.DECODE: decoding.DECODE_NOTE,
+    precision.PRECISION: precision.PRECISION_NOTE,
+    precision.PEER: precision.PEER_NOTE,
     decoding.SIBLINGS: decoding.SIBLINGS_NOTE,
     decoding.MEMORY: decoding.MEMORY_NOTE,
     prefill.PREFILL: prefill.PREFILL_NOTE,
@@ -134,6 +144,15 @@ def _run(loaded, plan: BenchPlan, quick: bool, log: Callable[[str], None]) -> Be
         )
     if "decode" in want:
         rows += decoding.plain_decode(loaded, prompt, plan.decode_tokens, plan.decode_reps, log)
+    if "precision" in want:
+        rows += precision.precision_table(
+            loaded,
+            prompt,
+            corpus[: plan.precision_doc],
+            plan.precision_tokens,
+            plan.precision_reps,
+            log,
+        )
     if "siblings" in want:
         rows += decoding.siblings(
             loaded, prompt, plan.sibling_tokens, list(plan.sibling_counts), log
@@ -148,7 +167,13 @@ def _run(loaded, plan: BenchPlan, quick: bool, log: Callable[[str], None]) -> Be
         rows += edits.rerope_quality(loaded, corpus, plan.rerope_doc, plan.rerope_edits, log)
     if "drafted" in want:
         rows += decoding.drafted(
-            loaded, draft_prompt, plan.draft_tokens, plan.draft_regens, plan.sampled_seeds, log
+            loaded,
+            draft_prompt,
+            plan.draft_tokens,
+            plan.draft_regens,
+            plan.sampled_seeds,
+            log,
+            sampled_tokens=plan.sampled_tokens,
         )
     meta = {
         "model": loaded.name,

@@ -5,6 +5,13 @@ complete and its next-token logits known. Rows that hit an end-of-sequence token
 growing; they keep being fed (their columns are ignored) so the batch stays
 rectangular. Children are created when their first token arrives, so a generation
 cancelled at once leaves no empty nodes.
+
+One step costs one forward pass and one host transfer: the chosen tokens, their
+log-probabilities and the top alternatives travel together
+(``sampling.token_record_tensor``); the tokens fed back stay on the device. Nothing a
+step does grows with the path: the history the penalties read is a preallocated
+buffer written in place. (Sampled, not greedy, steps also bring the distribution to
+the host for the per-row CPU generators' draw: ``sampling.draw``.)
 """
 
 from __future__ import annotations
@@ -14,7 +21,13 @@ from typing import TYPE_CHECKING
 import torch
 
 from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter
-from loomterm.engine.sampling import SamplerState, make_generators, sample_step, token_records
+from loomterm.engine.sampling import (
+    SamplerState,
+    make_generators,
+    sample_step,
+    token_record_tensor,
+    unpack_token_records,
+)
 from loomterm.engine.text import StreamDecoder
 
 if TYPE_CHECKING:
@@ -38,25 +51,34 @@ def plain_decode(
     generators = make_generators(request.seed, n)
     streams = [StreamDecoder(runner.codec) for _ in range(n)]
     state = SamplerState.start(params, n, device, dry_breakers=runner.dry_breakers(params))
-    history = None  # (n, T): the path so far, typed text included, for penalties and DRY
+    # (n, T + new): the path so far, typed text included, for penalties and DRY; a
+    # buffer written in place, read through a view of its first ``length`` columns.
+    history = history_buf = None
+    length = parent.end
     if params.uses_history:
         prefix = torch.tensor(parent.path_tokens(), device=device, dtype=torch.long)
-        history = prefix[None].expand(n, -1).clone()
+        history_buf = torch.empty(
+            (n, length + request.max_new_tokens), dtype=torch.long, device=device
+        )
+        history_buf[:, :length] = prefix
+        history = history_buf[:, :length]
     kids: list = []
     finished = [False] * n
     stored = [0] * n
     fed = torch.zeros(n, dtype=torch.long, device=device)  # (n,)
+    stopped: torch.Tensor | None = None  # (n,) bool on the device, once a row has stopped
     row0_cols = -1  # columns of row 0 once it stopped; -2: rebuilt by a window shift
     for _ in range(request.max_new_tokens):
         if request.cancelled:
             break
         chosen, state = sample_step(logits, params, generators, history, state)  # (n,)
-        logprobs, alternatives = token_records(logits, chosen)
-        picks = chosen.tolist()
+        records = token_record_tensor(logits, chosen)  # (n, 22), on the device
+        picks, logprobs, alternatives = unpack_token_records(records.tolist())  # the transfer
         if not kids:
             sampling = params.as_dict()
             kids = [writer.new_child(parent, sampling, request.seed) for _ in range(n)]
         live = [not done for done in finished]
+        newly_stopped = False
         for row, kid in enumerate(kids):
             if finished[row]:
                 continue
@@ -66,7 +88,11 @@ def plain_decode(
                 request.on_token(kid, token, streams[row].push(token))
             if token in runner.eos_ids:
                 finished[row] = True
-        fed = torch.where(torch.tensor(live, device=device), chosen, fed)
+                newly_stopped = True
+        # A stopped row keeps being fed its last token (its columns are ignored).
+        fed = chosen if stopped is None else torch.where(stopped, fed, chosen)
+        if newly_stopped:
+            stopped = torch.tensor(finished, device=device)
         if work.length >= runner.n_ctx:
             if plain:  # hand the children their KV before the shift moves the columns
                 cache.store_generated(kids, base, stored)
@@ -78,7 +104,7 @@ def plain_decode(
             for kid in kids:
                 if runner.rope is not None:
                     writer.mark_approx(kid)
-        out = runner.forward(fed[:, None])  # (n, 1, V)
+        out = runner.decode_step(fed)  # (n, 1, V)
         work.commit(1, kids[0] if live[0] else None, len(kids[0].tokens) - 1)
         logits = out[:, -1]  # (n, V)
         if live[0] and finished[0]:
@@ -87,8 +113,10 @@ def plain_decode(
             for row, kid in enumerate(kids):
                 if live[row]:
                     stored[row] = len(kid.tokens)
-        if history is not None:
-            history = torch.cat([history, chosen[:, None]], dim=1)
+        if history_buf is not None:
+            history_buf[:, length] = chosen
+            length += 1
+            history = history_buf[:, :length]
         if all(finished):
             break
     if not kids:  # nothing was generated: the cache still holds the parent

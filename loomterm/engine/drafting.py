@@ -51,16 +51,23 @@ class Cost:
 
     On a CPU one token runs as matrix-vector products, and any second token turns them
     into matrix-matrix products: measured on SmolLM2-135M (float32, one thread), two
-    tokens cost 1.6x one, sixteen 2.2x, thirty-two 3x. On a GPU a small block is
-    nearly free.
+    tokens cost 1.55x one, sixteen 2.35x, thirty-two 3.3x. With int8 weights a few
+    tokens cost little more than one (the int8 kernel reads each weight once for all
+    rows): two 1.08x, eight 1.6x, sixteen 2.35x. On a GPU a small block is nearly free.
     """
 
     jump: float
     slope: float
 
+    def of(self, drafts: int) -> float:
+        """A pass of the pending token and ``drafts`` drafted ones, in single steps."""
+        return 1.0 + self.jump + self.slope * drafts if drafts else 1.0
+
     @classmethod
-    def for_device(cls, kind: str) -> Cost:
-        return cls(0.6, 0.045) if kind == "cpu" else cls(0.05, 0.01)
+    def for_device(cls, kind: str, quantized: bool = False) -> Cost:
+        if kind != "cpu":
+            return cls(0.05, 0.01)
+        return cls(0.0, 0.09) if quantized else cls(0.55, 0.05)
 
 
 @dataclass(frozen=True)
@@ -82,6 +89,9 @@ class DraftConfig:
             drafting pays; see ``Acceptance``).
         probe_every: When no source pays, still draft one token every this many steps,
             so a source that starts to repeat is noticed.
+        adaptive: Stop drafting (but for probes, further and further apart) while the
+            drafts do not pay for their passes, judged across generations
+            (``speculative.Ledger``): the ``auto`` mode.
     """
 
     max_ngram: int = 4
@@ -98,6 +108,7 @@ class DraftConfig:
     guesses: int = 4
     cost: Cost = Cost(0.6, 0.045)
     probe_every: int = 8
+    adaptive: bool = False
 
 
 # Draft sources: a tree match of k tokens is source k (1..max_ngram); these are the others.

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
+import os
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,7 @@ from loomterm.engine.path_cache import PathCache
 from loomterm.engine.rope import RopeSpec, probe_rope, rerotate_kv
 from loomterm.engine.runner import Capabilities, Runner
 from loomterm.engine.sampling import DryBreakers, SamplingParams, resolve_dry_breakers
+from loomterm.engine.step import make_decode_step
 from loomterm.engine.text import TokenText
 from loomterm.engine.window import MIN_CTX, Window
 from loomterm.errors import ContextError, InputError, LoomError
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
     from loomterm.engine.models import LoadedModel
 
 log = logging.getLogger("loomterm")
+DECODE_STEP = os.environ.get("LOOMTERM_DECODE_STEP", "1") not in ("0", "off", "false")
 
 
 class LocalRunner(Runner):
@@ -62,7 +65,14 @@ class LocalRunner(Runner):
         self.device = loaded.device
         self.dtype = loaded.dtype
         self.name = loaded.name
-        self.where = str(loaded.device)
+        # The precision (``float32``, ``int8 (float32)``...) joins the device on the
+        # status bar whenever it is not the device's default.
+        self.precision = getattr(loaded, "precision", str(loaded.dtype).removeprefix("torch."))
+        usual = (
+            (torch.float32,) if loaded.device.type != "cuda" else (torch.bfloat16, torch.float16)
+        )
+        plain = getattr(loaded, "quant", "none") == "none" and loaded.dtype in usual
+        self.where = str(loaded.device) if plain else f"{loaded.device} · {self.precision}"
         self.codec = TokenText(self.tokenizer)
         config = self.model.config.get_text_config(decoder=True)
         self.vocab_size = int(self.model.get_output_embeddings().weight.shape[0])
@@ -86,11 +96,17 @@ class LocalRunner(Runner):
         self.window = Window.for_context(self.n_ctx)
         self.work = WorkingCache(n_layers, n_heads, head_dim, self.dtype, self.device, self.n_ctx)
         self.cache = PathCache(self)
+        # The single-token decode step without the generic model stack (``engine.step``;
+        # a CUDA graph on GPUs), for the models it knows; None: ``forward`` does it.
+        self.step = make_decode_step(self.model, self.work) if DECODE_STEP else None
         self.kv_budget = budget.parse_size(kv_budget) or budget.default_budget(self.device)
         self.lru = budget.LruClock()
         self.evictions = 0
         self.keep_records = True  # typed tokens get log-probabilities from their prefill
         self._breakers: dict[tuple[str, ...], DryBreakers] = {}
+        # What drafted decoding learned about whether drafting pays, per regime
+        # (``speculative.Ledger``), kept across generations.
+        self.draft_ledgers: dict[tuple, Any] = {}
         self._pieces: list[str] | None = None  # every token's text, for DRY's breakers
         why_not = () if self.rope else (("rerope", _no_rope_reason(config)),)
         self.capabilities = Capabilities(
@@ -211,6 +227,18 @@ class LocalRunner(Runner):
                     f"out of memory on {self.device.type} even after freeing cached branches: "
                     "generate fewer siblings, or lower --n-ctx or --kv-budget"
                 ) from None
+
+    def decode_step(self, fed: torch.Tensor) -> torch.Tensor:
+        """``forward(fed[:, None])`` for one token per row at the working cache's end:
+        (B, 1, V) logits, the new column pending. Runs ``engine.step`` (a CUDA graph on
+        a GPU) when the model has one, else the generic forward."""
+        if self.step is None:
+            return self.forward(fed[:, None])
+        try:
+            return self.step(fed)
+        except torch.OutOfMemoryError:
+            self._free_for_oom()
+            return self.forward(fed[:, None])
 
     def _free_for_oom(self) -> None:
         active = {seg.node.id for seg in self.work.segments}

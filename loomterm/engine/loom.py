@@ -76,15 +76,17 @@ class Loom:
         n_ctx: int | None = None,
         progress: Progress | None = None,
         kv_budget: int | str | None = None,
+        quant: str | None = "none",
         **server: Any,
     ) -> Loom:
         """Load a model (None: the default model) and start an empty loom on it.
-        ``kv_budget`` caps resident KV ("2G", bytes; default: half the free memory).
+        ``kv_budget`` caps resident KV ("2G", bytes; default: half the free memory);
+        ``quant="int8"`` quantizes the weights (``engine.quant``).
 
         A ``model`` that is a URL (``http://host:port``) connects to that server
         instead (``remote.connect``; ``server`` takes its options: ``server_kind``,
-        ``server_model``, ``tokenizer``, timeouts); ``device``, ``dtype``, ``n_ctx``
-        and ``kv_budget`` are the server's business then."""
+        ``server_model``, ``tokenizer``, timeouts); ``device``, ``dtype``, ``quant``,
+        ``n_ctx`` and ``kv_budget`` are the server's business then."""
         from loomterm.engine.remote import connect, is_server_url
 
         server = {name: value for name, value in server.items() if value is not None}
@@ -94,7 +96,7 @@ class Loom:
             raise InputError(f"{', '.join(sorted(server))}: only for a server URL as the model")
         from loomterm.engine.models import load_model
 
-        loaded = load_model(model, device=device, dtype=dtype, progress=progress)
+        loaded = load_model(model, device=device, dtype=dtype, progress=progress, quant=quant)
         return cls.from_loaded(loaded, n_ctx, kv_budget=kv_budget)
 
     @classmethod

@@ -72,21 +72,38 @@ class LoadedModel:
         str  # what to pass to load_model to get it again: a path, a hub id, or the default's name
     )
     device: torch.device
-    dtype: torch.dtype
+    dtype: torch.dtype  # of the activations and the KV (and of the weights, unquantized)
     fingerprint: dict  # {"name", "config", "weights", "tokenizer"}: SHA-256 hex digests
+    quant: str = "none"  # "none" or "int8" (``engine.quant``)
 
     def identity(self) -> dict:
         """What a session file records: name, source (absolute when a path), the
-        fingerprint and the dtype."""
+        fingerprint, the dtype and, when the weights are quantized, ``quant``.
+
+        The precision (dtype, quant) is recorded but is not part of what makes a model
+        "the same" (``model_identity.same_model`` compares config, weights and
+        tokenizer): token ids do not depend on it, so a session made in one precision
+        reopens in another. KV snapshots, which do depend on it, are refused across
+        precisions."""
         source = self.source
         if source and Path(str(source)).exists():
             source = str(Path(str(source)).resolve())
-        return {
+        record = {
             "name": self.name,
             "source": source,
             "fingerprint": dict(self.fingerprint),
             "dtype": str(self.dtype).removeprefix("torch."),
         }
+        if self.quant != "none":
+            record["quant"] = self.quant
+        return record
+
+    @property
+    def precision(self) -> str:
+        """``float32``, ``bfloat16``, ``int8 (bfloat16)``: for the status bar and bench."""
+        from loomterm.engine.quant import precision_label
+
+        return precision_label(self.dtype, self.quant)
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
@@ -156,28 +173,63 @@ def load_model(
     device: str | torch.device = "auto",
     dtype: str | torch.dtype = "auto",
     progress: ProgressCallback | None = None,
+    quant: str | None = "none",
 ) -> LoadedModel:
     """Load a causal LM and its tokenizer; see the module docstring for what ``model`` may be.
 
+    ``quant``: ``"none"`` (the weights in ``dtype``) or ``"int8"`` (weight-only int8
+    per output channel, see ``engine.quant``; ``dtype`` is then that of the
+    activations and the KV).
     ``progress(stage, done, total)`` hears about long work (see ``loomterm.progress``).
     Raises ``ModelLoadError`` (``NotCausalLMError`` for, e.g., a BERT folder).
     """
+    from loomterm.engine.quant import normalise_quant
+
     report = Progress(progress)
     torch_device = resolve_device(device)
+    try:
+        quant = normalise_quant(quant)
+    except ValueError as exc:
+        raise ModelLoadError(str(exc)) from None
     torch_dtype = resolve_dtype(dtype, torch_device)
+    # Quantized weights are made from float32 ones; the rest is cast afterwards.
+    load_dtype = torch.float32 if quant != "none" else torch_dtype
     _quiet_libraries()
     kind, value = _classify(model)
     if kind == "default":
         folder = default_model_dir(report)
-        return _load_folder(
-            folder, DEFAULT_MODEL_NAME, DEFAULT_MODEL_NAME, torch_device, torch_dtype, report
+        loaded = _load_folder(
+            folder, DEFAULT_MODEL_NAME, DEFAULT_MODEL_NAME, torch_device, load_dtype, report
         )
-    if kind == "folder":
-        return _load_folder(value, value.name, str(value), torch_device, torch_dtype, report)
-    if kind == "gguf":
+    elif kind == "folder":
+        loaded = _load_folder(value, value.name, str(value), torch_device, load_dtype, report)
+    elif kind == "gguf":
         folder = _gguf_folder(value, report)
-        return _load_folder(folder, value.stem, str(value), torch_device, torch_dtype, report)
-    return _load_hub(value, torch_device, torch_dtype, report)
+        loaded = _load_folder(folder, value.stem, str(value), torch_device, load_dtype, report)
+    else:
+        loaded = _load_hub(value, torch_device, load_dtype, report)
+    if quant != "none":
+        _quantize(loaded, quant, torch_dtype, report)
+    if torch_device.type == "cpu":
+        from loomterm.engine.quant import decode_layout
+
+        decode_layout(loaded.model)
+    return loaded
+
+
+def _quantize(loaded: LoadedModel, quant: str, dtype: torch.dtype, report: Progress) -> None:
+    """Quantize ``loaded``'s weights in place; its dtype becomes ``dtype``."""
+    from loomterm.engine.quant import quantize_int8
+
+    with report.timed("quantize"):
+        counts = quantize_int8(loaded.model, dtype)
+    if not counts["quantized"]:
+        raise ModelLoadError(
+            f"cannot quantize {loaded.name} to {quant}: no linear layer has an input width "
+            "that is a multiple of 16"
+        )
+    loaded.quant = quant
+    loaded.dtype = dtype
 
 
 def _classify(model: str | os.PathLike | None) -> tuple[str, Path | str | None]:

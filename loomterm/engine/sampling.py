@@ -451,17 +451,46 @@ def make_generators(seed: int | None, rows: int) -> list[torch.Generator] | None
     return [torch.Generator().manual_seed(seed * 1_000_003 + row) for row in range(rows)]
 
 
+def token_record_tensor(
+    logits: torch.Tensor, chosen: torch.Tensor, k: int = TOP_ALTERNATIVES
+) -> torch.Tensor:
+    """What ``token_records`` reads, packed on the logits' device so that one transfer
+    brings it to the host: (B, 2 + 2k) float32 rows of ``[chosen, logprob(chosen),
+    k top ids, k top logprobs]`` (token ids below 2^24 are exact in float32). The
+    log-probabilities are of the raw (untempered) distribution: ``logit - logsumexp``,
+    without materialising the (B, V) log-softmax."""
+    logits = logits.float()
+    lse = torch.logsumexp(logits, dim=-1, keepdim=True)  # (B, 1)
+    mine = logits.gather(1, chosen.view(-1, 1).to(logits.device)) - lse  # (B, 1)
+    top_logits, top_ids = logits.topk(min(k, logits.shape[-1]), dim=-1)  # (B, k)
+    return torch.cat(
+        [chosen.view(-1, 1).to(logits), mine, top_ids.to(logits), top_logits - lse], dim=1
+    )
+
+
+def unpack_token_records(
+    rows: list[list[float]],
+) -> tuple[list[int], list[float], list[list[tuple[int, float]]]]:
+    """``token_record_tensor(...).tolist()`` back into (chosen, logprobs, alternatives)."""
+    picks, logprobs, alternatives = [], [], []
+    for row in rows:
+        k = (len(row) - 2) // 2
+        picks.append(int(row[0]))
+        logprobs.append(row[1])
+        alternatives.append(list(zip(map(int, row[2 : 2 + k]), row[2 + k :])))
+    return picks, logprobs, alternatives
+
+
 def token_records(
     logits: torch.Tensor, chosen: torch.Tensor, k: int = TOP_ALTERNATIVES
 ) -> tuple[list[float], list[list[tuple[int, float]]]]:
     """Per row: the model's log-probability of ``chosen`` and its top-``k``
-    alternatives, from the raw (untempered) distribution. logits: (B, V); chosen: (B,)."""
-    logprobs = logits.float().log_softmax(-1)  # (B, V)
-    mine = logprobs.gather(1, chosen.view(-1, 1)).squeeze(1)  # (B,)
-    top_lp, top_ids = logprobs.topk(min(k, logprobs.shape[-1]), dim=-1)  # (B, k)
-    top_lp, top_ids = top_lp.cpu().tolist(), top_ids.cpu().tolist()
-    alts = [list(zip(ids, lps)) for ids, lps in zip(top_ids, top_lp)]
-    return mine.cpu().tolist(), alts
+    alternatives, from the raw (untempered) distribution. logits: (B, V); chosen: (B,).
+    One host transfer (``token_record_tensor``)."""
+    _, logprobs, alternatives = unpack_token_records(
+        token_record_tensor(logits, chosen, k).tolist()
+    )
+    return logprobs, alternatives
 
 
 # The chain's stages live in ``penalties`` (1-3) and ``truncation`` (5-10); they are
@@ -499,10 +528,12 @@ __all__ = [
     "sample_step",
     "sampling_probs",
     "token_counts",
+    "token_record_tensor",
     "token_records",
     "top_k_filter",
     "top_p_filter",
     "typical_filter",
+    "unpack_token_records",
     "xtc_coins",
     "xtc_filter",
 ]

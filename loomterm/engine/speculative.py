@@ -46,10 +46,15 @@ from loomterm.engine.text import StreamDecoder
 if TYPE_CHECKING:
     from loomterm.engine.local_runner import LocalRunner
 
-# The ``drafting`` setting: "auto" drafts from the tree -- lookahead's Jacobi window
+# The ``drafting`` setting: "auto" drafts from the tree while drafting pays and decodes
+# plainly (with rare probes) while it does not (``Ledger``) -- lookahead's Jacobi window
 # costs more than it wins on a CPU (see ``loomterm bench``) and is not measured on a GPU
-# yet; "tree" is the same; "lookahead" adds the Jacobi window; "off" never drafts.
+# yet; "tree" drafts from the tree whatever it earns; "lookahead" adds the Jacobi
+# window; "off" never drafts.
 MODES = ("auto", "tree", "lookahead", "off")
+# While no draft source pays, a one-token probe goes out every ``probe_every`` steps,
+# doubling (up to this) after each probe that is not accepted.
+MAX_PROBE_GAP = 64
 
 
 @dataclass
@@ -72,6 +77,35 @@ class DraftStats:
         return self.accepted / self.steps if self.steps else 0.0
 
 
+class Ledger:
+    """Whether drafting pays, from what it did: tokens emitted per unit of cost
+    (``Cost.of``) over the drafted steps, old steps fading. The runner keeps one per
+    regime (greedy or sampled) across generations. A plain step
+    yields one token per unit, so below one drafting loses time; then only the probes
+    draft (``auto`` decodes plainly) until one of them is accepted often enough to lift
+    the ratio again."""
+
+    def __init__(self, decay: float = 0.5, warmup: float = 3.0) -> None:
+        self.decay, self.warmup = decay, warmup
+        self.tokens = 0.0
+        self.cost = 0.0
+        self.probe_gap = 0  # steps between probes when nothing pays (0: not yet set)
+
+    def begin(self) -> None:
+        """A new generation: keep what was learned against drafting, but cap the credit
+        for it (a replay's run of hits says little about a regeneration from elsewhere),
+        so one losing drafted step turns drafting off."""
+        self.tokens = min(self.tokens, 1.1 * self.cost)
+
+    def record(self, tokens: int, cost: float) -> None:
+        self.tokens = self.tokens * self.decay + tokens
+        self.cost = self.cost * self.decay + cost
+
+    @property
+    def pays(self) -> bool:
+        return self.cost < self.warmup or self.tokens >= self.cost
+
+
 def drafting_config(runner: LocalRunner, request: GenerateRequest) -> DraftConfig | None:
     """The draft settings for this generation, or None to decode plainly.
 
@@ -84,7 +118,12 @@ def drafting_config(runner: LocalRunner, request: GenerateRequest) -> DraftConfi
     if mode == "off" or request.n != 1 or request.max_new_tokens < 1:
         return None
     lookahead = mode == "lookahead"
-    config = DraftConfig(lookahead=lookahead, cost=Cost.for_device(runner.device.type))
+    quantized = getattr(runner.loaded, "quant", "none") != "none"
+    config = DraftConfig(
+        lookahead=lookahead,
+        cost=Cost.for_device(runner.device.type, quantized=quantized),
+        adaptive=mode == "auto",
+    )
     block = config.tree_budget + 1
     if lookahead:
         block += config.guesses * (config.ngram - 1) + config.window * (config.ngram - 1)
@@ -177,16 +216,29 @@ def drafted_decode(
     emit(logits[:1], [first])
     fed = 0  # kid tokens whose KV is committed
     last_row = logits[0]
+    # What drafting earned in earlier generations of this regime carries over, so a
+    # run of sampled regenerations pays to learn that drafts are rarely accepted once.
+    regime = "greedy" if params.greedy else "sampled"
+    if config.adaptive:
+        ledger = runner.draft_ledgers.setdefault((regime, config.lookahead), Ledger())
+        ledger.begin()
+    else:  # "tree" and "lookahead" draft whatever the acceptance model says pays
+        ledger = Ledger(warmup=float("inf"))
+    probe_gap = ledger.probe_gap or config.probe_every
+    next_probe = 0 if ledger.pays else probe_gap
     while True:
         pending = kid.tokens[-1]
         stop_now = finished() or (cancel is not None and cancel.is_set())
         tree = DraftTree(pending, 1 if stop_now else capacity)
         if not stop_now:
             room = max_new_tokens - len(kid.tokens)
-            probe = stats.steps % config.probe_every == 0
+            probe = stats.steps >= next_probe
+            if probe:  # probes back off while they fail: 8, 16, 32, 64 steps apart
+                next_probe = stats.steps + probe_gap
 
             def depth_for(source: int, room: int = room, probe: bool = probe) -> int:
-                return min(acceptance.depth(source) or int(probe), room)
+                planned = acceptance.depth(source) if ledger.pays else 0
+                return min(planned or int(probe), room)
 
             tail = document[-config.max_ngram :]
             index.propose(tree, tail, config.min_ngram, depth_for, limit=1 + config.tree_budget)
@@ -214,7 +266,15 @@ def drafted_decode(
             return token
 
         walk = accept_walk(tree, choose_at, stop)
-        acceptance.update(walk_trials(tree, walk))
+        if len(block.ids) > 1 and look is None:  # lookahead's window always runs: opt-in
+            ledger.record(len(walk), config.cost.of(len(block.ids) - 1))
+        trials = walk_trials(tree, walk)
+        acceptance.update(trials)
+        if trials:
+            hit = any(ok for _, ok in trials)
+            if config.adaptive:
+                probe_gap = config.probe_every if hit else min(probe_gap * 2, MAX_PROBE_GAP)
+                ledger.probe_gap = probe_gap
         emitted = emit(tree_rows[[row for row, _, _ in walk]], [t for _, t, _ in walk])
         del document[len(document) - (len(walk) - emitted) :]  # chosen but cancelled
         walk = walk[:emitted]
@@ -243,9 +303,15 @@ def drafted_decode(
 
 
 def _verify_forward(runner: LocalRunner, block) -> torch.Tensor:
-    """Run one block after the working cache's columns: (keep, V) logits."""
+    """Run one block after the working cache's columns: (keep, V) logits. A block of
+    the pending token alone (nothing drafted) is a plain decode step, and runs as one
+    (``LocalRunner.decode_step``), so a step without drafts costs what plain decoding's
+    does."""
     device = runner.device
     length = runner.work.length
+    if len(block.ids) == 1 and block.mask is None and block.keep == 1:
+        token = torch.tensor(block.ids, device=device)  # (1,)
+        return runner.decode_step(token)[0]  # (1, V)
     ids = torch.tensor([block.ids], device=device)  # (1, q)
     if block.mask is None:  # a chain: the default causal layout is right
         return runner.forward(ids, keep=block.keep)[0]

@@ -1,0 +1,216 @@
+"""The precision table: what each precision mode costs and gives, against float32.
+
+Each mode (float32, bfloat16, int8 weights) is loaded from the same source and measured
+in the same run on the same work:
+
+- decode: a fresh copy of the prompt, then plain greedy decoding (drafting off); the
+  prompt's prefill is included, as in the plain decode section;
+- prefill: a fresh path of ``doc`` corpus tokens until its next-token logits;
+- fidelity: one forward pass over those corpus tokens with every position's logits;
+  per position, KL(float32 || mode) of the next-token distributions (mean and p90)
+  and whether the most likely token is the same (top-1 agreement).
+
+A last row sets int8's decode against transformers' own ``generate`` in float32 on
+the same prompt: the issue's int8 target. Then the peer rows: llama.cpp on the GGUF
+file the model came from (``peer``), against loomterm's float32 and int8.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+
+import torch
+
+from loomterm.bench import peer
+from loomterm.bench.common import make_loom
+from loomterm.bench.decoding import _hf_generate
+from loomterm.bench.report import Row, ratio
+from loomterm.bench.timing import percentile, timed
+
+PRECISION = "Precision"
+PRECISION_NOTE = (
+    "each mode against float32, same run, best of the repetitions; decode: greedy, drafting off"
+)
+PEER = "Peer"
+PEER_NOTE = "llama.cpp's greedy decode of the same GGUF file, same threads, best of the repetitions"
+
+
+@dataclass(frozen=True)
+class Mode:
+    label: str
+    dtype: str
+    quant: str
+
+
+MODES = (
+    Mode("float32", "float32", "none"),
+    Mode("bfloat16", "bfloat16", "none"),
+    Mode("int8", "auto", "int8"),  # activations: float32 on a CPU, bfloat16 on a GPU
+)
+
+
+def precision_table(
+    loaded, prompt: list[int], doc: list[int], new_tokens: int, reps: int, log
+) -> list[Row]:
+    from loomterm.engine.models import load_model
+
+    log(
+        f"precision: {', '.join(m.label for m in MODES)}; {new_tokens} tokens, {len(doc)}-token doc"
+    )
+    models = {}
+    for mode in MODES:
+        if _is(loaded, mode):
+            models[mode.label] = loaded
+        else:
+            models[mode.label] = load_model(
+                loaded.source, device=loaded.device, dtype=mode.dtype, quant=mode.quant
+            )
+    looms = {label: make_loom(m, drafting="off") for label, m in models.items()}
+    for loom in looms.values():  # warm-up
+        loom.generate(loom.append_tokens(loom.root, prompt), 2, temperature=0)
+    reference = models["float32"]
+    ids = torch.tensor([prompt], device=reference.device)
+    _hf_generate(reference.model, ids, 2)
+    decode: dict[str, list[float]] = {label: [] for label in looms}
+    prefill: dict[str, list[float]] = {label: [] for label in looms}
+    only: dict[str, list[float]] = {label: [] for label in looms}  # decode without prefill
+    hf: list[float] = []
+    for _ in range(reps):  # modes interleaved, so a busy moment hits them alike
+        for label, loom in looms.items():
+
+            def ours(loom=loom):
+                node = loom.append_tokens(loom.root, prompt)
+                return loom.generate(node, new_tokens, temperature=0)[0]
+
+            seconds, kid = timed(loom.runner.device, ours)
+            decode[label].append(len(kid.tokens) / seconds)
+            only[label].append(len(kid.tokens) / max(loom.last_result.decode_seconds, 1e-9))
+            seconds, _ = timed(
+                loom.runner.device,
+                lambda loom=loom: loom.next_logits(loom.append_tokens(loom.root, doc)),
+            )
+            prefill[label].append(len(doc) / seconds)
+        seconds, out = timed(
+            reference.device, lambda: _hf_generate(reference.model, ids, new_tokens)
+        )
+        hf.append((out.shape[1] - len(prompt)) / seconds)
+    want = _logprobs(reference, doc)
+    rows: list[Row] = []
+    base_decode, base_prefill = best(decode["float32"]), best(prefill["float32"])
+    for mode in MODES[1:]:
+        label = mode.label
+        name = models[label].precision
+        got = _logprobs(models[label], doc)
+        kl = (want.exp() * (want - got)).sum(-1).tolist()  # (T,)
+        agree = 100 * float((got.argmax(-1) == want.argmax(-1)).float().mean())
+        rate, fill = best(decode[label]), best(prefill[label])
+        mean_kl = sum(kl) / len(kl)
+        target = "<=0.005" if mode.quant == "int8" else ""
+        mode_rows = [
+            Row(PRECISION, f"{name}: decode", base_decode, rate, "tok/s", ratio(rate, base_decode),
+                extra={"tok_s": decode[label], "float32_tok_s": decode["float32"]}),
+            Row(PRECISION, f"{name}: prefill @{len(doc)}", base_prefill, fill, "tok/s",
+                ratio(fill, base_prefill)),
+            Row(PRECISION, f"{name}: KL to float32, mean", 0.0, mean_kl, "nats", float("nan"),
+                target, absolute=True, extra={"kl": kl}),
+            Row(PRECISION, f"{name}: KL to float32, p90", 0.0, percentile(kl, 0.9), "nats",
+                float("nan"), absolute=True),
+            Row(PRECISION, f"{name}: top-1 agreement with float32", 100.0, agree, "%",
+                agree / 100),
+        ]  # fmt: skip
+        if mode.quant != "none":  # what decoding sees: the int8 kernel, few rows a pass
+            short = _logprobs(models[label], doc, chunk=DECODE_CHUNK)
+            kl_short = (want.exp() * (want - short)).sum(-1).tolist()
+            passes = f"{name}: KL to float32, mean, {DECODE_CHUNK}-token passes"
+            mode_rows.insert(3, Row(PRECISION, passes, 0.0, sum(kl_short) / len(kl_short),
+                                    "nats", float("nan"), target, absolute=True,
+                                    note="the decode kernel"))  # fmt: skip
+        rows += mode_rows
+    hf_rate, rate = best(hf), best(decode["int8"])
+    rows.append(
+        Row(
+            PRECISION,
+            "int8 decode vs transformers generate (float32)",
+            hf_rate,
+            rate,
+            "tok/s",
+            ratio(rate, hf_rate),
+            ">=2.0",
+            note="prompt prefill included on both sides",
+            extra={"hf_tok_s": hf, "int8_tok_s": decode["int8"]},
+        )
+    )
+    log("peer: llama.cpp on the same GGUF file")
+    rows += _peer_rows(loaded, prompt, new_tokens, reps, decode, only)
+    return rows
+
+
+def _peer_rows(loaded, prompt, new_tokens, reps, decode, only) -> list[Row]:
+    """llama.cpp's greedy decode of the model's GGUF file against loomterm's float32
+    and int8, with and without the prompt's evaluation (``peer``)."""
+    gguf = peer.gguf_of(loaded)
+    threads = torch.get_num_threads()
+    runs = "no GGUF file for this model" if gguf is None else None
+    if runs is None and loaded.device.type != "cpu":
+        runs = f"llama.cpp is measured on the CPU, this run is on {loaded.device.type}"
+    if runs is None:
+        runs = peer.measure(gguf, prompt, new_tokens, threads, max(1, reps))
+    if isinstance(runs, str):
+        nan = float("nan")
+        return [Row(PEER, "llama.cpp decode", nan, nan, "tok/s", nan, note=runs,
+                    extra={"unavailable": runs})]  # fmt: skip
+    label = f"{gguf.name}, {threads} thread{'s' if threads > 1 else ''}"
+    rows = []
+    for mode, target in (("float32", ""), ("int8", ">=1.0")):
+        for what, ours, theirs in (
+            ("prompt prefill included", decode[mode], [r.rate for r in runs]),
+            ("decode only", only[mode], [r.decode_rate for r in runs]),
+        ):
+            rate, base = best(ours), best(theirs)
+            rows.append(
+                Row(PEER, f"loomterm {mode} vs llama.cpp, {what}", base, rate, "tok/s",
+                    ratio(rate, base), target if what == "decode only" else "",
+                    note=label, extra={"llama_cpp_tok_s": theirs, "loomterm_tok_s": ours})
+            )  # fmt: skip
+    return rows
+
+
+def best(rates: list[float]) -> float:
+    """The fastest of the repetitions. On a shared machine other work only ever slows a
+    run down, so the least disturbed one is the steadiest estimate (and each side of a
+    ratio gets the same treatment)."""
+    return max(rates) if rates else float("nan")
+
+
+def _is(loaded, mode: Mode) -> bool:
+    from loomterm.engine.models import resolve_dtype
+
+    return loaded.quant == mode.quant and loaded.dtype == resolve_dtype(mode.dtype, loaded.device)
+
+
+# Passes this short run every int8 product through the int8 kernel, as decoding does
+# (``quant.PREFILL_ROWS``: longer ones take the prefill path).
+DECODE_CHUNK = 16
+
+
+@torch.inference_mode()
+def _logprobs(loaded, tokens: list[int], chunk: int | None = None) -> torch.Tensor:
+    """(T, V) float32 next-token log-probabilities at every position of ``tokens``: one
+    forward pass, or passes of ``chunk`` tokens over a growing cache."""
+    from transformers import DynamicCache
+
+    if chunk is None:
+        ids = torch.tensor([tokens], device=loaded.device)
+        return loaded.model(input_ids=ids).logits[0].float().log_softmax(-1)
+    kw = (
+        "cache"
+        if "cache" in inspect.signature(loaded.model.forward).parameters
+        else "past_key_values"
+    )
+    cache, out = DynamicCache(), []
+    for start in range(0, len(tokens), chunk):
+        ids = torch.tensor([tokens[start : start + chunk]], device=loaded.device)
+        logits = loaded.model(input_ids=ids, use_cache=True, **{kw: cache}).logits[0]
+        out.append(logits.float().log_softmax(-1))
+    return torch.cat(out)

@@ -1,0 +1,223 @@
+"""Precision modes: weight-only int8 quantization of a loaded model.
+
+``quantize_int8(model, dtype)`` replaces the linear layers (``nn.Linear`` and
+transformers' GPT-2 style ``Conv1D``) whose input width is a multiple of 16 by an
+:class:`Int8Linear`: the weight is stored as int8, one symmetric scale per output
+channel (``scale = max |w_row| / 127``), and the product runs as
+``torch.ops.aten._weight_int8pack_mm``. Decoding one token reads every weight once, so
+on a CPU it is bound by memory bandwidth: int8 weights are a quarter of the bytes of
+float32.
+
+Around the layers the activations keep the model's ``dtype``. With float32 (the CPU's
+default) only the kernel's input is rounded to bfloat16 and its output cast back: the
+kernel is 40x slower with float32 inputs, while the residual stream, norms, attention
+and KV stay in float32, which is both closer to float32 (KL 0.0054 -> 0.0049 nats on
+SmolLM2) and faster on a CPU than running them in bfloat16.
+
+The output layer (``lm_head``) is quantized too, also when it is tied to the input
+embeddings: the embedding keeps its float weight for the lookup, and the output layer
+gets an int8 copy. For SmolLM2-135M the output layer is a fifth of all weights, so
+leaving it unquantized would cost a quarter of int8's speed. The value projections
+stay unquantized (``KEEP``).
+
+Where the aten kernel is missing on a device (it exists on CPU and MPS; CUDA builds may
+lack it) :class:`Int8Linear` falls back to dequantizing the weight per call, which is
+correct but not fast.
+
+Quantized models are not exact against float32: ``loomterm bench``'s precision table
+reports their fidelity (KL of next-token distributions to float32). Within one
+precision every loom operation still equals a recompute in that same precision.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+QUANT_MODES = ("none", "int8")
+# From this many rows on (a prefill), converting the int8 weight to the kernel dtype
+# and running an ordinary matrix product is faster than the int8 kernel (on this CPU:
+# 2x at 64 rows, even at about 20).
+PREFILL_ROWS = 24
+# Layers left unquantized, by name: the value projections. On SmolLM2-135M they are
+# 2.5% of the weights but a fifth of int8's error (KL to float32 0.0049 -> 0.0040
+# nats over the bench corpus when kept), for 1.5% of the decode speed.
+KEEP = ("v_proj",)
+# _weight_int8pack_mm reads the input width in blocks of 16 (other widths give wrong
+# numbers or crash), so narrower or odd layers stay in ``compute_dtype``.
+_K_MULTIPLE = 16
+
+
+def normalise_quant(quant: str | None) -> str:
+    """``None``, ``""``, ``"none"``, ``"off"`` -> ``"none"``; ``"int8"`` stays."""
+    text = (quant or "none").strip().lower()
+    if text in ("none", "off", "no", "false", "fp", "float"):
+        return "none"
+    if text not in QUANT_MODES:
+        raise ValueError(f"unknown quantization {quant!r} (use none or int8)")
+    return text
+
+
+class Int8Linear(nn.Module):
+    """``y = x @ (q * scale).T + bias`` with int8 ``q`` (out, in) and per-row ``scale``.
+
+    ``weight`` holds the int8 values (so ``weight.shape`` reads as a Linear's), and
+    ``scales`` the (out,) scales in the compute dtype. Inputs of another dtype are cast
+    to the compute dtype and the output is cast back.
+    """
+
+    def __init__(self, weight: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None):
+        super().__init__()
+        self.out_features, self.in_features = weight.shape
+        self.register_buffer("weight", weight, persistent=False)
+        self.register_buffer("scales", scales, persistent=False)
+        self.register_buffer("bias", bias, persistent=False)
+        self.packed = True  # False: the kernel is missing here, dequantize per call
+
+    @classmethod
+    def from_weight(
+        cls, weight: torch.Tensor, bias: torch.Tensor | None, compute_dtype: torch.dtype
+    ) -> Int8Linear:
+        """Quantize a float (out, in) weight, per output channel, symmetric."""
+        w = weight.detach().float()
+        scales = w.abs().amax(dim=1).clamp(min=1e-12) / 127.0  # (out,)
+        q = torch.round(w / scales[:, None]).clamp_(-127, 127).to(torch.int8)
+        bias = None if bias is None else bias.detach().to(compute_dtype).clone()
+        return cls(q.contiguous(), scales.to(compute_dtype), bias)
+
+    def _apply(self, fn, recurse=True):
+        # ``module.to(dtype)`` casts every float buffer; the scales (and bias) stay in
+        # the kernel's dtype whatever the activations around the layer are.
+        kernel = self.scales.dtype
+        super()._apply(fn, recurse)
+        self.scales = self.scales.to(kernel)
+        if self.bias is not None:
+            self.bias = self.bias.to(kernel)
+        return self
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dtype = x.dtype
+        flat = x.reshape(-1, self.in_features)
+        if flat.dtype != self.scales.dtype:
+            flat = flat.to(self.scales.dtype)
+        if self.packed and flat.shape[0] < PREFILL_ROWS:
+            y = torch.ops.aten._weight_int8pack_mm(flat.contiguous(), self.weight, self.scales)
+        else:
+            # int8 values are exact in the kernel dtype; the product is rounded once to
+            # it, then scaled in the activations' dtype (float32: no second rounding).
+            y = torch.nn.functional.linear(flat, self.weight.to(flat.dtype))
+            y = y.to(dtype) * self.scales.to(dtype)
+        if self.bias is not None:
+            y = y + self.bias.to(y.dtype)
+        y = y.view(*x.shape[:-1], self.out_features)
+        return y if y.dtype == dtype else y.to(dtype)
+
+    def extra_repr(self) -> str:
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, "
+            f"bias={self.bias is not None}, int8 per channel, {self.scales.dtype}"
+        )
+
+
+def _linear_weight(module: nn.Module) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+    """(weight (out, in), bias) of a linear layer, or None for anything else."""
+    if isinstance(module, nn.Linear):
+        return module.weight, module.bias
+    try:
+        from transformers.pytorch_utils import Conv1D
+    except ImportError:  # pragma: no cover - transformers always has it
+        return None
+    if isinstance(module, Conv1D):  # GPT-2's layers store the weight as (in, out)
+        return module.weight.t(), module.bias
+    return None
+
+
+def kernel_dtype_for(dtype: torch.dtype) -> torch.dtype:
+    """The dtype the int8 kernel runs in around activations of ``dtype``: the same for
+    bfloat16 and float16, bfloat16 for float32 (with float32 inputs the CPU kernel is
+    about 40x slower)."""
+    return dtype if dtype in (torch.bfloat16, torch.float16) else torch.bfloat16
+
+
+def quantize_int8(
+    model: nn.Module, dtype: torch.dtype, keep: tuple[str, ...] = KEEP
+) -> dict[str, int]:
+    """Replace ``model``'s linear layers by :class:`Int8Linear` in place (see the module
+    docstring), then cast what is left (norms, embeddings, kept layers) to ``dtype``,
+    the activations' dtype. Layers whose name ends with one of ``keep`` stay as they
+    are. Returns counts: layers quantized, layers kept."""
+    output = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    targets: list[tuple[nn.Module, str, nn.Module]] = []
+    counts = {"quantized": 0, "kept": 0}
+    for parent in model.modules():
+        for name, child in parent.named_children():
+            if _linear_weight(child) is None:
+                continue
+            if name.endswith(keep) or _linear_weight(child)[0].shape[1] % _K_MULTIPLE:
+                counts["kept"] += 1
+            else:
+                targets.append((parent, name, child))
+    device = next(model.parameters()).device
+    kernel = kernel_dtype_for(dtype)
+    packed = _kernel_available(device, kernel)
+    for parent, name, child in targets:
+        weight, bias = _linear_weight(child)  # type: ignore[misc]
+        layer = Int8Linear.from_weight(weight, bias, kernel).to(device)
+        layer.packed = packed
+        # A tied output layer shares its Parameter with the input embedding: replacing
+        # the module unties them, and the embedding keeps the float weight.
+        setattr(parent, name, layer)
+        counts["quantized"] += 1
+    if output is not None and getattr(model.config, "tie_word_embeddings", False):
+        # transformers must not re-tie the new module to the embedding (``tie_weights``).
+        model.config.tie_word_embeddings = False
+    model.to(dtype)  # floats only: int8 weights stay int8, scales keep the kernel's dtype
+    return counts
+
+
+def _kernel_available(device: torch.device, dtype: torch.dtype) -> bool:
+    """Whether ``_weight_int8pack_mm`` runs for ``dtype`` inputs on ``device``."""
+    try:
+        x = torch.ones(1, _K_MULTIPLE, dtype=dtype, device=device)
+        q = torch.ones(_K_MULTIPLE, _K_MULTIPLE, dtype=torch.int8, device=device)
+        s = torch.ones(_K_MULTIPLE, dtype=dtype, device=device)
+        out = torch.ops.aten._weight_int8pack_mm(x, q, s)
+        return bool(torch.allclose(out.float().cpu(), torch.full((1, _K_MULTIPLE), 16.0)))
+    except (RuntimeError, NotImplementedError):
+        return False
+
+
+def precision_label(dtype: torch.dtype, quant: str) -> str:
+    """How the status bar and the bench name a mode: ``float32``, ``bfloat16``,
+    ``int8 (bfloat16)``."""
+    name = str(dtype).removeprefix("torch.")
+    return name if quant == "none" else f"{quant} ({name})"
+
+
+def decode_layout(model: nn.Module) -> int:
+    """Store each float32 ``nn.Linear`` weight (out, in) as the transpose of a
+    contiguous (in, out) matrix, in place; returns how many were changed.
+
+    ``F.linear`` then multiplies one row by a contiguous (in, out) matrix, which on a
+    CPU streams the weight about 1.5x faster than the (out, in) layout (measured for
+    SmolLM2's layers: 30 x 1536x576 in 4.0 ms instead of 6.4 ms, the 49152x576 output
+    layer in 3.9 instead of 6.7), and no slower for batches of 8 rows or prefill. The
+    values are the same; the product sums in another order (float32 noise). A tied
+    output layer shares the Parameter with the embedding, which then gathers its rows
+    from strided columns (14 ms for 2,000 tokens). Only float32: for bfloat16 the
+    (out, in) layout is the faster one.
+    """
+    changed = 0
+    seen: set[int] = set()
+    for module in model.modules():
+        if not isinstance(module, nn.Linear):
+            continue
+        weight = module.weight
+        if id(weight) in seen or weight.dtype != torch.float32 or weight.device.type != "cpu":
+            continue
+        seen.add(id(weight))
+        if weight.dim() == 2 and weight.stride() == (1, weight.shape[0]):
+            continue  # already laid out so
+        weight.data = weight.data.t().contiguous().t()
+        changed += 1
+    return changed

@@ -1,0 +1,143 @@
+"""The written-out decode step (``engine.step``) against the model's own forward, and
+its CUDA graph (tests marked ``cuda``: they skip without a GPU, and have never run on
+the machine they were written on)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from loomterm.engine import Loom
+from loomterm.engine.models import load_model
+from loomterm.engine.step import GRAPH_BATCHES, DecodeStep, unsupported
+from tests.helpers import assert_matches_recompute, relative_error
+from tests.tiny_models import build_tiny_family
+
+PROMPT = "Once upon a time, in a land far away"
+LOW_TOL = 2e-2  # bfloat16 (see tests/engine/test_quant.py)
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+@pytest.fixture(scope="module")
+def qwen2_dir(tmp_path_factory):
+    return build_tiny_family(tmp_path_factory.mktemp("qwen2") / "qwen2", "qwen2")
+
+
+def _loom(folder, **kwargs) -> Loom:
+    device = kwargs.pop("device", "cpu")
+    return Loom.from_loaded(load_model(str(folder), device=device, **kwargs))
+
+
+def _both_ways(loom: Loom, fed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(step, generic forward) logits for ``fed`` at the working cache's end."""
+    runner = loom.runner
+    step = runner.step(fed)[:, -1].float()
+    runner.work.pending = 0
+    generic = runner.forward(fed[:, None])[:, -1].float()
+    runner.work.pending = 0
+    return step, generic
+
+
+@pytest.mark.parametrize("which", ["llama", "qwen2"])
+@pytest.mark.parametrize("quant", ["none", "int8"])
+def test_the_step_equals_the_generic_forward(which, quant, tiny_llama_dir, qwen2_dir):
+    folder = tiny_llama_dir if which == "llama" else qwen2_dir
+    loom = _loom(folder, dtype="float32", quant=quant)
+    assert isinstance(loom.runner.step, DecodeStep)
+    node = loom.append(loom.root, PROMPT)
+    loom.next_logits(node)
+    runner = loom.runner
+    for batch in (1, 3):
+        runner.work.fork(batch, columns=runner.work.length + 4)
+        fed = torch.tensor([5, 9, 11][:batch])
+        step, generic = _both_ways(loom, fed)
+        assert relative_error(step, generic) < 1e-5
+    runner.work.select_row(0, runner.work.segments)
+
+
+def test_generation_through_the_step_equals_a_recompute(tiny_llama_dir, qwen2_dir):
+    for folder in (tiny_llama_dir, qwen2_dir):
+        loom = _loom(folder, dtype="float32")
+        node = loom.append(loom.root, PROMPT)
+        for kid in loom.generate(node, 10, n=3, temperature=1.0, seed=4):
+            assert_matches_recompute(loom, kid)
+
+
+def test_the_graph_body_masked_over_the_whole_buffer(tiny_llama_dir):
+    """What the CUDA graph runs (attention over every column, a mask from the column
+    tensor, the tail zeroed), run eagerly on the CPU: the same logits."""
+    loom = _loom(tiny_llama_dir, dtype="float32")
+    node = loom.append(loom.root, PROMPT)
+    loom.next_logits(node)
+    runner = loom.runner
+    work = runner.work
+    work.fork(2, columns=work.length + 8)
+    step = runner.step
+    length, capacity = work.length, work.capacity
+    assert capacity > length + 1
+    work.buf[:, :, :2, :, length:] = float("nan")  # as uninitialised memory might be
+    work.buf[:, :, :2, :, length:].zero_()  # what binding a graph does
+    fed = torch.tensor([7, 8])
+    ids, positions = fed.view(2, 1), torch.full((2, 1), length)
+    column = torch.tensor([length])
+    mask = torch.where(torch.arange(capacity) > column, torch.finfo(torch.float32).min, 0.0)
+    masked = step.run(ids, positions, column, capacity, mask.float())[:, -1]
+    exact = step.run(ids, positions, column, length + 1, None)[:, -1]
+    assert torch.isfinite(masked).all()
+    assert relative_error(masked, exact) < 1e-5
+
+
+def test_models_it_does_not_know_take_the_generic_forward(tiny_gpt2_dir, tmp_path):
+    loom = _loom(tiny_gpt2_dir, dtype="float32")
+    assert loom.runner.step is None
+    assert "gpt2" in unsupported(loom.runner.model)
+    dynamic = build_tiny_family(tmp_path / "dyn", "llama-dynamic")
+    assert "dynamic" in unsupported(_loom(dynamic, dtype="float32").runner.model)
+    node = loom.append(loom.root, PROMPT)
+    (kid,) = loom.generate(node, 6, temperature=0)
+    assert_matches_recompute(loom, kid)
+
+
+# -- CUDA: never run where this was written ---------------------------------------------------
+@pytest.mark.cuda
+@cuda
+@pytest.mark.parametrize("batch", GRAPH_BATCHES)
+def test_cuda_graph_replay_equals_the_eager_step(tiny_llama_dir, batch):
+    loom = _loom(tiny_llama_dir, device="cuda", dtype="bfloat16")
+    runner = loom.runner
+    assert runner.step.graphs_on
+    node = loom.append(loom.root, PROMPT)
+    loom.next_logits(node)
+    runner.work.fork(batch, columns=runner.work.length + 8)
+    fed = torch.arange(5, 5 + batch, device="cuda")
+    for _ in range(3):  # capture on the first call, replay after; columns advance
+        graphed = runner.step(fed)[:, -1].float()
+        length = runner.work.length
+        runner.step.graphs_on = False
+        eager = runner.step(fed)[:, -1].float()
+        runner.step.graphs_on = True
+        assert relative_error(graphed, eager) < LOW_TOL
+        runner.work.commit(1)
+        assert runner.work.length == length + 1
+
+
+@pytest.mark.cuda
+@cuda
+def test_cuda_generation_equals_a_recompute_in_bfloat16(tiny_llama_dir):
+    loom = _loom(tiny_llama_dir, device="cuda", dtype="bfloat16")
+    node = loom.append(loom.root, PROMPT)
+    (kid,) = loom.generate(node, 12, temperature=0)
+    assert_matches_recompute(loom, kid, LOW_TOL)
+    for child in loom.generate(node, 8, n=4, temperature=1.0, seed=2):
+        assert_matches_recompute(loom, child, LOW_TOL)
+    cut = loom.truncate(kid, node.end + 3)
+    assert_matches_recompute(loom, cut, LOW_TOL)
+
+
+@pytest.mark.cuda
+@cuda
+def test_cuda_int8_generation_equals_a_recompute(tiny_llama_dir):
+    loom = _loom(tiny_llama_dir, device="cuda", quant="int8")
+    node = loom.append(loom.root, PROMPT)
+    (kid,) = loom.generate(node, 12, temperature=0)
+    assert_matches_recompute(loom, kid, LOW_TOL)
