@@ -32,7 +32,7 @@ def served(llama_server) -> Loom:
 async def test_the_editor_generates_and_branches_on_a_server(served, tmp_path):
     app = make_app(served, tmp_path)
     async with app.run_test(size=TERMINAL) as pilot:
-        await write_and_generate(pilot, "Once upon a time")
+        await write_and_generate(pilot, "Once upon a time", timeout=90)
         node = served.cursor
         assert node.origin is Origin.MODEL and len(node.tokens) == 8
         assert app.doc.text == served.text(node)
@@ -55,7 +55,7 @@ async def test_a_server_killed_mid_generation_is_one_line_and_the_tokens_stay(ow
     app = make_app(loom, tmp_path)
     async with app.run_test(size=TERMINAL) as pilot:
         loom.subscribe(kill_at_three)
-        await write_and_generate(pilot, "Once upon a time")
+        await write_and_generate(pilot, "Once upon a time", timeout=90)
         await settle(pilot, timeout=60)
         [message] = errors_of(app)
         assert message.startswith(f"the server at {server.url} cut the stream after ")

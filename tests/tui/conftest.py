@@ -84,8 +84,8 @@ async def paste(pilot, text: str) -> None:
     await pilot.pause()
 
 
-async def write_and_generate(pilot, text: str = "Once upon a time") -> None:
+async def write_and_generate(pilot, text: str = "Once upon a time", timeout: float = 20.0) -> None:
     """Paste a prompt and generate from its end."""
     await paste(pilot, text)
     await pilot.press("ctrl+g")
-    await settle(pilot)
+    await settle(pilot, timeout=timeout)
