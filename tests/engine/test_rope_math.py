@@ -317,3 +317,14 @@ def test_an_error_at_the_tolerance_fails():
     assert probe_rope(model, kv_with(below, below), 50) is not None
     assert probe_rope(model, kv_with(float(tol), 0.0), 50) is None
     assert probe_rope(model, kv_with(0.0, float(tol)), 50) is None
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_rerotate_takes_shifts_from_the_cpu():
+    spec = RopeSpec("half", INV_FREQ.cuda())
+    keys = random_keys(1, 2, 3, 8).cuda()
+    deltas = torch.tensor([1, -4, 9])  # built on the CPU
+    got = rerotate(keys, deltas, spec)
+    assert got.device == keys.device
+    want = reference_rotate(keys.cpu(), deltas, "half", INV_FREQ).float()
+    torch.testing.assert_close(got.cpu(), want)

@@ -471,3 +471,12 @@ def test_token_records_keep_at_most_the_vocabulary():
     assert len(mine) == 2 and [len(a) for a in alts] == [TOP_ALTERNATIVES] * 2
     _, small = token_records(logits[:, :4], torch.tensor([0, 1]), k=10)
     assert [len(a) for a in small] == [4, 4]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_draws_come_back_on_the_logits_device():
+    """Draws happen on the CPU (the same token on any device); the token goes back."""
+    probs = torch.tensor([[0.0, 1.0, 0.0]], device="cuda")
+    for generators in (None, make_generators(1, 1)):
+        got = draw(probs, generators)
+        assert got.device == probs.device and got.tolist() == [1]
