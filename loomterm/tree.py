@@ -244,4 +244,4 @@ class Tree:
 
 
 # Meta keys that a head keeps when a node is split (a chat role applies to both halves).
-INHERITED_META = frozenset({"role"})
+INHERITED_META = frozenset({"role", "model"})

@@ -15,6 +15,7 @@ import logging
 import os
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -146,7 +147,23 @@ class LocalRunner(Runner):
 
     def attach(self, tree, emit) -> None:
         super().attach(tree, emit)
-        self.work.owners = lambda: tree.nodes.values()
+        if self.capabilities.node_kv:
+            self.work.owners = lambda: tree.nodes.values()
+
+    def without_node_kv(self) -> None:
+        """Run beside another local runner that keeps the nodes' KV (``engine.registry``):
+        never read, write or evict ``node.kv``; keep only this runner's working cache,
+        reused by common prefix, and compute the rest. Splices are then exact, and typed
+        text's log-probabilities are left to the KV owner. Call before ``attach``."""
+        why = "another local model keeps this tree's node KV; this one uses its working cache"
+        reasons = dict(self.capabilities.why_not)
+        reasons.update(node_kv=why, rerope="without node KV there is nothing to move")
+        self.capabilities = replace(
+            self.capabilities, node_kv=False, rerope=False, why_not=tuple(reasons.items())
+        )
+        self.cache.store_kv = False
+        self.keep_records = False
+        self.work.owners = None
 
     # -- identity and text -------------------------------------------------------------
     def identity(self) -> dict[str, Any]:
@@ -241,6 +258,10 @@ class LocalRunner(Runner):
             return self.forward(fed[:, None])
 
     def _free_for_oom(self) -> None:
+        if not self.capabilities.node_kv:
+            if self.device.type == "cuda":
+                torch.cuda.empty_cache()
+            return
         active = {seg.node.id for seg in self.work.segments}
         for node in list(self.tree.nodes.values()):
             if node.kv is not None and node.id not in active:
@@ -300,6 +321,8 @@ class LocalRunner(Runner):
     def refresh(self, node: Node) -> None:
         path = node.path()
         first = next((i for i, n in enumerate(path) if n.approx), None)
+        if not self.capabilities.node_kv:
+            first = None  # the node KV and its flags are the KV owner's
         windowed = node.end > self.n_ctx
         if first is None and not windowed:
             return
@@ -319,7 +342,7 @@ class LocalRunner(Runner):
         self.cache.invalidate()
 
     def evict(self, node: Node) -> bool:
-        if node.kv is None:
+        if node.kv is None or not self.capabilities.node_kv:
             return False
         node.kv = None
         self.evictions += 1
@@ -333,7 +356,8 @@ class LocalRunner(Runner):
     def memory(self) -> KVMemory:
         """Node KV and the working buffer, each storage counted once. Safe from any
         thread: it reads a snapshot of the node table (``list`` of a dict is atomic)."""
-        return kv_memory(list(self.tree.nodes.values()), self.work)
+        nodes = list(self.tree.nodes.values()) if self.capabilities.node_kv else []
+        return kv_memory(nodes, self.work)
 
     def touch(self, nodes: list[Node]) -> None:
         """Mark ``nodes`` as just used (least recently used KV is evicted first)."""
@@ -342,6 +366,8 @@ class LocalRunner(Runner):
     def enforce_budget(self, protect: list[Node]) -> int:
         """Evict least recently used KV until node KV and the working buffer together
         fit ``kv_budget``; ``protect`` (the active path) is kept. Returns bytes resident."""
+        if not self.capabilities.node_kv:
+            return self.work.nbytes()
         buffer = self.work.buf.untyped_storage()
         return budget.enforce(
             list(self.tree.nodes.values()),

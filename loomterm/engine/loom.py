@@ -30,6 +30,7 @@ from loomterm.engine.edits import plan_edit
 from loomterm.engine.events import EventBus, Listener
 from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter, OnToken
 from loomterm.engine.memory import KVMemory
+from loomterm.engine.registry import Models
 from loomterm.engine.runner import Capabilities, Runner
 from loomterm.engine.sampling import SamplingParams, resolve_logit_bias
 from loomterm.engine.text import TokenText
@@ -61,6 +62,7 @@ class Loom:
         self._events = EventBus()
         self._lock = threading.RLock()
         self._cursor = self.tree.root
+        self._models = Models(runner)
         if runner.capabilities.node_kv:
             from loomterm.engine.kvcache import split_kv
 
@@ -241,8 +243,13 @@ class Loom:
 
     def kv_bytes(self) -> KVMemory:
         """Resident KV: ``.nodes`` (stored on nodes), ``.working`` (the working buffer)
-        and ``.total``. Safe from any thread without waiting for an operation."""
-        return self.runner.memory()
+        and ``.total``, over every attached model. Safe from any thread without waiting
+        for an operation."""
+        runners = self._models.runners()
+        if len(runners) == 1:
+            return self.runner.memory()
+        parts = [runner.memory() for runner in runners.values()]
+        return KVMemory(sum(p.nodes for p in parts), sum(p.working for p in parts))
 
     def next_logits(self, node: Node) -> torch.Tensor:
         """(vocab,) float32 logits for the token after ``node``'s path."""
@@ -285,7 +292,8 @@ class Loom:
             if offset == len(holder.tokens) - 1:
                 return holder
             head = self.tree.split(holder, offset + 1)
-            self.runner.split(head, holder, offset + 1)
+            for runner in self._models.runners().values():
+                runner.split(head, holder, offset + 1)
             self._events.emit("split", head)
             return head
 
@@ -333,7 +341,7 @@ class Loom:
                 Origin.MODEL,
                 logprobs=[logprob],
                 top=[alternatives or None],
-                meta={"picked": True},
+                meta={"picked": True, "model": holder.meta.get("model") or self.active_model},
             )
 
     # -- splicing --------------------------------------------------------------------
@@ -385,7 +393,7 @@ class Loom:
                     top=source.top[lo:hi] if fast else None,
                     sampling=source.sampling,
                     seed=source.seed,
-                    meta={k: v for k, v in source.meta.items() if k == "role"},
+                    meta={k: v for k, v in source.meta.items() if k in ("role", "model")},
                 )
                 if fast:
                     copy.kv = self.runner.moved_kv(source, lo, hi, delta)
@@ -415,13 +423,19 @@ class Loom:
         everything after the first one). Returns ``node``."""
         with self.exclusive():
             self._check_node(node)
-            self.runner.refresh(node)
+            owner = self._kv_runner()
+            if owner is not None:
+                owner.refresh(node)
+            if owner is not self.runner:
+                self.runner.refresh(node)
             return node
 
     def evict(self, node: Node) -> None:
         """Drop ``node``'s KV, keeping its tokens; it is recomputed exactly when used."""
         with self.exclusive():
-            self.runner.evict(node)
+            owner = self._kv_runner()
+            if owner is not None:
+                owner.evict(node)
 
     # -- generation ------------------------------------------------------------------
     def generate(
@@ -435,6 +449,7 @@ class Loom:
         cancel: threading.Event | None = None,
         drafting: str | None = None,
         on_take_back: Callable[[Node, int], None] | None = None,
+        model: str | None = None,
         **sampling: Any,
     ) -> list[Node]:
         """Sample ``n`` continuations of ``node`` as one batch; returns the new children.
@@ -442,6 +457,7 @@ class Loom:
         Every setting (the samplers by llama.cpp's names, ``banned_strings``,
         ``drafting``...) may be given; what is not given comes from ``loom.settings``. ``on_token(child, token_id, piece)`` is called as each token
         arrives; setting ``cancel`` stops within one token, keeping what was generated.
+        ``model`` names an attached model to generate with (None: the active one).
         """
         if drafting is not None:
             sampling["drafting"] = drafting
@@ -463,7 +479,7 @@ class Loom:
             banned_ignore_case=settings.banned_strings_ignore_case,
             on_take_back=on_take_back,
         )
-        return self.run(request).children
+        return self.run(request, model=model).children
 
     def _sampling(self, settings: Settings) -> SamplingParams:
         """The settings' sampling knobs, with text in ``logit_bias`` turned into tokens."""
@@ -472,16 +488,113 @@ class Loom:
             knobs["logit_bias"] = resolve_logit_bias(knobs["logit_bias"], self.encode)
         return SamplingParams(**knobs)
 
-    def run(self, request: GenerateRequest) -> GenerateResult:
-        """Run one generation request; the result has the children and what it cost."""
-        with self.exclusive():
+    def run(self, request: GenerateRequest, model: str | None = None) -> GenerateResult:
+        """Run one generation request (with ``model``, an attached model; None: the
+        active one); the result has the children and what it cost."""
+        with self._lock:
+            key = self.active_model if model is None else model
+            runner = self._models.runner(key)
+        with self._lock, runner.context():
             self._check_node(request.node)
-            writer = NodeWriter(self.tree, self._events.emit)
+            writer = _ModelWriter(self.tree, self._events.emit, key)
             try:
-                self.last_result = self.runner.decode(request, writer)
+                self.last_result = runner.decode(request, writer)
             except PrefillCancelled as stopped:  # before any token: no child was made
                 raise self._stopped(stopped, request.node) from None
             finally:
                 for kid in writer.children:
                     self._events.emit("done", kid)
             return self.last_result
+
+    # -- several models ----------------------------------------------------------------
+    @property
+    def models(self) -> dict[str, Runner]:
+        """The attached models' runners by key, in the order they joined."""
+        return self._models.runners()
+
+    @property
+    def model_table(self) -> dict[str, dict[str, Any]]:
+        """Key to record (``registry.model_record``) of every model that wrote or may
+        write into this tree, attached or only recorded; the session file keeps it."""
+        return self._models.table()
+
+    @property
+    def active_model(self) -> str:
+        """The key of the model that operations use (``use`` changes it)."""
+        return self._models.active
+
+    @property
+    def kv_owner(self) -> str | None:
+        """The key of the local model whose KV is kept on the nodes, or None."""
+        return self._models.kv_owner
+
+    def _kv_runner(self) -> Runner | None:
+        owner = self._models.kv_owner
+        return self._models.runner(owner) if owner is not None else None
+
+    def attach(self, name: str | None, runner: Runner) -> str:
+        """Add ``runner`` as a model of this loom (not made active); returns its key
+        (``name``, or one made from the model's name). Refused, in one line, unless its
+        tokenizer is the tree's (``registry.vocab_mismatch``). A local runner beside one
+        that already keeps node KV runs without node KV (``without_node_kv``)."""
+        with self._lock:
+            key = (name or "").strip() or self._models.fresh_key(runner.name)
+            if self._models.key_of(runner) is not None:
+                raise InputError(f"that model is already attached as {self._models.key_of(runner)}")
+            self._models.check(key, runner)
+            if runner.capabilities.node_kv:
+                if self._models.kv_owner is not None:
+                    runner.without_node_kv()  # type: ignore[attr-defined]
+                else:
+                    from loomterm.engine.kvcache import split_kv
+
+                    self.tree.split_kv = split_kv
+            slot = self._models.add(key, runner)
+            if runner.capabilities.node_kv:
+                self._models.kv_owner = slot.key
+            runner.attach(self.tree, self._events.emit)
+            self._events.emit("models", None)
+            return slot.key
+
+    def use(self, name: str) -> Runner:
+        """Make the attached model ``name`` the active one; returns its runner."""
+        with self._lock:
+            runner = self._models.runner(name)
+            self._models.active = name
+            self.runner = runner
+            self._events.emit("models", None)
+            return runner
+
+    def detach(self, name: str) -> None:
+        """Close and drop the attached model ``name`` (not the active one, nor the one
+        keeping node KV); the nodes it wrote keep its key, and the table its record."""
+        with self._lock:
+            runner = self._models.runner(name)
+            if name in (self._models.active, self._models.kv_owner):
+                raise InputError(
+                    f"{name} is the active model or keeps the node KV: use another first"
+                )
+            self._models.drop(name)
+            runner.close()
+            self._events.emit("models", None)
+
+    def adopt_models(self, table: dict[str, dict[str, Any]]) -> None:
+        """Take in the model table a session file recorded (``Session.open`` does)."""
+        with self._lock:
+            self._models.adopt(table or {})
+
+
+class _ModelWriter(NodeWriter):
+    """A NodeWriter whose children carry the key of the model writing them."""
+
+    def __init__(self, tree: Tree, emit: Callable[[str, Node | None], None], key: str) -> None:
+        super().__init__(tree, emit)
+        self.key = key
+
+    def new_child(self, parent: Node, sampling: dict[str, Any], seed: int | None) -> Node:
+        child = self.tree.add(
+            parent, [], Origin.MODEL, sampling=sampling, seed=seed, meta={"model": self.key}
+        )
+        self.children.append(child)
+        self.emit("add", child)
+        return child

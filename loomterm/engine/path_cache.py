@@ -35,6 +35,9 @@ class PathCache:
         self.window = runner.window
         self._logits: torch.Tensor | None = None  # (V,) after the buffer's columns
         self._logits_len = -1
+        # False beside another local runner that owns node KV: ``node.kv`` is never
+        # read or written here, only the working cache (``LocalRunner.without_node_kv``).
+        self.store_kv = True
 
     # -- the logits memo --------------------------------------------------------------
     def remember(self, logits: torch.Tensor | None) -> None:
@@ -75,7 +78,7 @@ class PathCache:
                 continue
             lo += max(0, keep - col)
             plain = not windowed or col < self.window.n_keep
-            have = min(kv_len(seg.node.kv), hi) if plain else 0
+            have = min(kv_len(seg.node.kv), hi) if plain and self.store_kv else 0
             if col + seg.size == columns:
                 have = min(have, hi - 1)  # the final token is computed, for its logits
             if lo < have:
@@ -136,6 +139,8 @@ class PathCache:
                 runner.progress("prefill", min(begin + len(chunk), total), total)
         for node in filled.values():
             runner.emit("records", node)
+        if not self.store_kv:
+            return logits
         col = start_col
         for run in plan:
             node, lo, hi = run
@@ -198,6 +203,8 @@ class PathCache:
     def store_generated(self, kids: list[Node], base: int, stored: list[int]) -> None:
         """Give each child the KV of its first ``stored[row]`` tokens, from buffer row
         ``row`` starting at column ``base``."""
+        if not self.store_kv:
+            return
         approx_before = any(n.approx for n in kids[0].parent.path())
         for row, kid in enumerate(kids):
             if stored[row] > 0:
