@@ -181,6 +181,7 @@ class Session:
             try:
                 pieces = PieceMaker(loom.codec)
                 store.write_tree(loom.tree, pieces.node_pieces, loom.cursor)
+                store.set_models(loom.model_table)
                 store.add_vocab(
                     {t: pieces.piece(t) for t in alternative_ids(list(loom.tree.nodes.values()))}
                 )
@@ -284,6 +285,7 @@ class Session:
             for note in notes:
                 warnings.warn(f"session {path.name}: {note}", stacklevel=2)
             loom.settings = settings
+            loom.adopt_models(data.models)  # who wrote what: keys stay those of the file
             loom.cursor = data.cursor_node
             if progress is not None:
                 loom.progress = progress
@@ -304,6 +306,8 @@ class Session:
             loom, store, path, pieces, kv_snapshot=bool(kv_snapshot) or restored
         )
         session = cls(loom, recorder)
+        if store is not None and loom.model_table != data.models:
+            store.set_models(loom.model_table)
         _settle_approx(loom, recorder)
         return session
 

@@ -143,8 +143,8 @@ def test_split_makes_a_head_in_the_nodes_place():
     assert tree.add(tree.root, [], Origin.USER).id == 6  # ids go on after the head
 
 
-def test_split_inherits_only_the_role():
-    assert INHERITED_META == frozenset({"role"})
+def test_split_inherits_only_the_role_and_the_writer():
+    assert INHERITED_META == frozenset({"role", "model"})
     tree = Tree()
     node = tree.add(tree.root, [1, 2], Origin.USER, meta={"bookmark": "b"})
     assert tree.split(node, 1).meta == {}

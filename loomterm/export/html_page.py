@@ -6,7 +6,15 @@ import html
 import math
 
 from loomterm import __version__
-from loomterm.export.views import author, bookmark_note, chain, is_chat, model_name, when
+from loomterm.export.views import (
+    author,
+    bookmark_note,
+    chain,
+    is_chat,
+    model_legend,
+    model_name,
+    when,
+)
 from loomterm.store import SessionData
 from loomterm.tree import Node, Origin
 
@@ -50,14 +58,32 @@ def _token_title(data: SessionData, node: Node, i: int) -> str:
     return "\n".join(lines)
 
 
+MODEL_COLOURS = ("#0f766e", "#b45309", "#7c3aed", "#be123c", "#1d4ed8", "#4d7c0f")
+
+
+def _model_css() -> str:
+    return " ".join(
+        f".m{i} {{ color: {c}; }} .key.m{i}::before {{ content: '\\25A0 '; color: {c}; }}"
+        for i, c in enumerate(MODEL_COLOURS)
+    )
+
+
 def _html_tokens(data: SessionData, nodes: list[Node]) -> str:
+    # Several models: each one's text in its own colour (the legend names them).
+    legend = [key for key, _ in model_legend(data)]
+    colours = {key: i % len(MODEL_COLOURS) for i, key in enumerate(legend)}
     out = []
     for node in nodes:
         pieces = data.pieces.get(node.id, [])
         if not pieces:
             continue
         classes = ["seg", _ORIGIN_CLASS[Origin(node.origin)]] + (["approx"] if node.approx else [])
-        out.append(f'<span class="{" ".join(classes)}" data-node="{node.id}">')
+        writer = node.meta.get("model") if Origin(node.origin) is Origin.MODEL else None
+        colour = colours.get(writer) if writer else None
+        extra = f' data-model="{html.escape(str(writer), quote=True)}"' if writer else ""
+        if colour is not None:
+            classes.append(f"m{colour}")
+        out.append(f'<span class="{" ".join(classes)}" data-node="{node.id}"{extra}>')
         for i, piece in enumerate(pieces):
             if not piece:
                 continue  # first bytes of a character: its text shows on the next token
@@ -77,6 +103,18 @@ def _summary_text(text: str, limit: int = 70) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "\u2026"
 
 
+def _legend_html(data: SessionData) -> list[str]:
+    legend = model_legend(data)
+    if not legend:
+        return []
+    items = "".join(
+        f'<li><span class="key m{i % len(MODEL_COLOURS)}">{html.escape(key)}</span>: '
+        f"{html.escape(text)}</li>"
+        for i, (key, text) in enumerate(legend)
+    )
+    return [f'<ul class="models">{items}</ul>']
+
+
 def render_html(data: SessionData, branch: str = "all") -> str:
     """One self-contained page: the cursor's path, then (``all``) every branch as
     nested ``<details>``. Hovering a token shows its probability and alternatives."""
@@ -92,7 +130,7 @@ def render_html(data: SessionData, branch: str = "all") -> str:
         '<meta charset="utf-8">',
         f'<meta name="generator" content="loomterm {esc(__version__)}">',
         f"<title>{esc(title)} \u00b7 loomterm</title>",
-        f"<style>\n{CSS}\n</style>",
+        f"<style>\n{CSS}\n{_model_css()}\n</style>",
         "</head>",
         "<body>",
         f"<h1>{esc(title)}</h1>",
@@ -101,6 +139,7 @@ def render_html(data: SessionData, branch: str = "all") -> str:
         '<p class="legend"><span class="o-user">typed</span><span class="o-model">generated'
         '</span><span class="o-edit">edited</span><span class="approx">approximate KV</span>'
         "hover a token for its probability</p>",
+        *_legend_html(data),
         '<section id="path">',
         "<h2>Current path</h2>",
         f'<div class="doc">{_html_tokens(data, path)}</div>',

@@ -18,6 +18,11 @@ One object::
                         "tokenizer": "<sha256>"},
         "dtype": "float32"
       },
+      "models": {                       # every model that wrote into the tree, by key
+        "SmolLM2-135M-Instruct": {"name": "...", "kind": "local", "source": "...",
+                                  "precision": "float32", "fingerprint": {...}},
+        "server": {"name": "...", "kind": "llama-server", "source": "http://host:port", ...}
+      },
       "settings": {...},                # per-session settings (sampling defaults...)
       "cursor": 7,                      # id of the node the user is at
       "root": 0,                        # id of the root node (it holds no tokens)
@@ -39,7 +44,8 @@ One object::
       "sampling": {"temperature": 0.8, ...} | null,
       "seed": 42 | null,
       "created": 1730000050.0,
-      "meta": {"role": "assistant", "bookmark": true, "hidden": false, ...}
+      "meta": {"role": "assistant", "bookmark": true, "hidden": false,
+               "model": "server", ...}   # model: the key of the model that wrote it
     }
 
 Non-finite floats (a logprob of minus infinity) are written as the strings ``"-inf"``,
@@ -109,6 +115,7 @@ def to_json_dict(data: SessionData) -> dict[str, Any]:
         "created": data.created,
         "modified": data.modified,
         "model": data.model,
+        "models": data.models,
         "settings": data.settings,
         "cursor": data.cursor,
         "root": data.tree.root.id,
@@ -175,6 +182,7 @@ def from_json_dict(obj: dict[str, Any], source: str = "<json>") -> SessionData |
         cursor=cursor if cursor in nodes else root_id,
         settings=dict(obj.get("settings") or {}),
         model=dict(obj.get("model") or {}),
+        models=dict(obj.get("models") or {}),
         vocab=vocab,
         created=float(obj.get("created") or 0.0),
         modified=float(obj.get("modified") or 0.0),

@@ -7,6 +7,7 @@ from loomterm.export.views import (
     chain,
     chat_roles,
     is_chat,
+    model_legend,
     model_name,
     runs,
     turns,
@@ -71,8 +72,12 @@ def render_markdown(data: SessionData, branch: str = "current") -> str:
         f"- Last change: {when(data.modified)}",
         f"- Current path: {tokens} tokens in {len(path) - 1} segments"
         + (f"; the tree has {len(data.tree.nodes) - 1} nodes" if branch == "all" else ""),
-        "",
     ]
+    legend = model_legend(data)
+    if legend:
+        lines.append("- Models (who wrote a block is named after \u201cModel \u00b7\u201d):")
+        lines.extend(f"  - `{key}`: {text}" for key, text in legend)
+    lines.append("")
     if branch != "all":
         lines.append("\n\n".join(_blocks(data, path, roles)))
         return "\n".join(lines).rstrip("\n") + "\n"

@@ -43,6 +43,7 @@ def path_only(data: SessionData) -> SessionData:
         created=data.created,
         modified=data.modified,
         name=data.name,
+        models=data.models,
     )
 
 
@@ -95,6 +96,9 @@ def runs(data: SessionData, nodes: list[Node], chat: bool, merge: bool = True) -
         if not text:
             continue
         label = author(node, chat)
+        writer = node.meta.get("model")
+        if writer and len(data.models) > 1 and Origin(node.origin) is Origin.MODEL:
+            label = f"{label} \u00b7 {writer}"  # several models: say which one wrote it
         marked = bool(node.meta.get("bookmark"))
         if (
             merge
@@ -124,6 +128,20 @@ def when(seconds: float) -> str:
 
 def model_name(data: SessionData) -> str:
     return str(data.model.get("name") or data.model.get("source") or "unknown model")
+
+
+def model_legend(data: SessionData) -> list[tuple[str, str]]:
+    """(key, description) of every model in the tree's table, when there are several
+    (one model needs no legend: ``model_name`` says it)."""
+    if len(data.models) < 2:
+        return []
+    out = []
+    for key, record in data.models.items():
+        record = record if isinstance(record, dict) else {}
+        facts = [str(record.get(k)) for k in ("kind", "source", "precision") if record.get(k)]
+        name = str(record.get("name") or key)
+        out.append((key, f"{name} ({', '.join(facts)})" if facts else name))
+    return out
 
 
 def bookmark_note(node: Node) -> str:

@@ -23,6 +23,8 @@ class SessionData:
         settings: Per-session settings.
         model: ``{"name", "source", "fingerprint"}`` of the model the tokens belong to.
         vocab: Display text of token ids that appear only as alternatives.
+        models: Key to record of every model that wrote into the tree (the key is in
+            each model-written node's ``meta["model"]``; ``engine.registry``).
         created, modified: Times (seconds since the epoch) of creation and last change.
         name: The session's name (its file stem), or a title.
     """
@@ -36,6 +38,7 @@ class SessionData:
     created: float = 0.0
     modified: float = 0.0
     name: str = ""
+    models: dict[str, Any] = field(default_factory=dict)
 
     @property
     def cursor_node(self) -> Node:

@@ -146,6 +146,7 @@ def read_rows(conn: sqlite3.Connection, path: Path) -> SessionData:
         created=float(info.get("created", 0.0)),
         modified=float(info.get("modified", 0.0)),
         name=path.name.removesuffix(SESSION_SUFFIX),
+        models=info.get("models") or {},
     )
 
 

@@ -272,6 +272,11 @@ class SessionStore:
         with self.transaction() as conn:
             self._set(conn, "settings", settings)
 
+    def set_models(self, table: dict[str, Any]) -> None:
+        """Replace the table of models that write into the tree (key to record)."""
+        with self.transaction() as conn:
+            self._set(conn, "models", table)
+
     def add_vocab(self, pieces: dict[int, str]) -> None:
         """Remember display text for token ids seen among alternatives."""
         if not pieces:
@@ -375,6 +380,8 @@ def write_session(
     try:
         store.write_tree(data.tree, lambda node: data.pieces.get(node.id, []), data.cursor_node)
         store.add_vocab(data.vocab)
+        if data.models:
+            store.set_models(data.models)
     except BaseException:
         store.close()
         raise

@@ -10,7 +10,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from loomterm.engine import Loom
 from loomterm.engine.local_runner import LocalRunner
 from loomterm.engine.models import load_model
 from loomterm.engine.registry import slug, vocab_key, vocab_mismatch
