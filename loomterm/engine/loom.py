@@ -21,14 +21,15 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from loomterm.engine.edits import plan_edit
 from loomterm.engine.events import EventBus, Listener
-from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter, OnToken
+from loomterm.engine.generation import GenerateRequest, GenerateResult, OnToken
+from loomterm.engine.loom_models import LoomModels, ModelWriter
 from loomterm.engine.memory import KVMemory
 from loomterm.engine.registry import Models
 from loomterm.engine.runner import Capabilities, Runner
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
     from loomterm.engine.runner import Progress
 
 
-class Loom:
+class Loom(LoomModels):
     """A session's tree and the runner that extends it. See the module docstring.
 
     Attributes:
@@ -450,15 +451,35 @@ class Loom:
         drafting: str | None = None,
         on_take_back: Callable[[Node, int], None] | None = None,
         model: str | None = None,
+        models: Sequence[tuple[str, int]] | dict[str, int] | None = None,
+        meta: dict[str, Any] | None = None,
         **sampling: Any,
     ) -> list[Node]:
         """Sample ``n`` continuations of ``node`` as one batch; returns the new children.
 
         Every setting (the samplers by llama.cpp's names, ``banned_strings``,
-        ``drafting``...) may be given; what is not given comes from ``loom.settings``. ``on_token(child, token_id, piece)`` is called as each token
-        arrives; setting ``cancel`` stops within one token, keeping what was generated.
+        ``drafting``...) may be given; what is not given comes from ``loom.settings``.
+        ``on_token(child, token_id, piece)`` is called as each token arrives; setting
+        ``cancel`` stops within one token, keeping what was generated.
+
         ``model`` names an attached model to generate with (None: the active one).
+        ``models`` asks several: ``[(name, count), ...]`` (or a dict), one batch per
+        entry in that order, ``n`` and ``model`` unused; a ``seed`` then goes up by one
+        per entry. ``meta`` is added to every new child's ``meta``.
         """
+        if models is not None:
+            return self._generate_each(
+                node,
+                models,
+                max_new_tokens,
+                seed=seed,
+                on_token=on_token,
+                cancel=cancel,
+                drafting=drafting,
+                on_take_back=on_take_back,
+                meta=meta,
+                **sampling,
+            )
         if drafting is not None:
             sampling["drafting"] = drafting
         settings = self.settings.replace(**sampling)
@@ -479,7 +500,7 @@ class Loom:
             banned_ignore_case=settings.banned_strings_ignore_case,
             on_take_back=on_take_back,
         )
-        return self.run(request, model=model).children
+        return self.run(request, model=model, meta=meta).children
 
     def _sampling(self, settings: Settings) -> SamplingParams:
         """The settings' sampling knobs, with text in ``logit_bias`` turned into tokens."""
@@ -488,7 +509,9 @@ class Loom:
             knobs["logit_bias"] = resolve_logit_bias(knobs["logit_bias"], self.encode)
         return SamplingParams(**knobs)
 
-    def run(self, request: GenerateRequest, model: str | None = None) -> GenerateResult:
+    def run(
+        self, request: GenerateRequest, model: str | None = None, meta: dict | None = None
+    ) -> GenerateResult:
         """Run one generation request (with ``model``, an attached model; None: the
         active one); the result has the children and what it cost."""
         with self._lock:
@@ -496,7 +519,7 @@ class Loom:
             runner = self._models.runner(key)
         with self._lock, runner.context():
             self._check_node(request.node)
-            writer = _ModelWriter(self.tree, self._events.emit, key)
+            writer = ModelWriter(self.tree, self._events.emit, {**(meta or {}), "model": key})
             try:
                 self.last_result = runner.decode(request, writer)
             except PrefillCancelled as stopped:  # before any token: no child was made
@@ -505,96 +528,3 @@ class Loom:
                 for kid in writer.children:
                     self._events.emit("done", kid)
             return self.last_result
-
-    # -- several models ----------------------------------------------------------------
-    @property
-    def models(self) -> dict[str, Runner]:
-        """The attached models' runners by key, in the order they joined."""
-        return self._models.runners()
-
-    @property
-    def model_table(self) -> dict[str, dict[str, Any]]:
-        """Key to record (``registry.model_record``) of every model that wrote or may
-        write into this tree, attached or only recorded; the session file keeps it."""
-        return self._models.table()
-
-    @property
-    def active_model(self) -> str:
-        """The key of the model that operations use (``use`` changes it)."""
-        return self._models.active
-
-    @property
-    def kv_owner(self) -> str | None:
-        """The key of the local model whose KV is kept on the nodes, or None."""
-        return self._models.kv_owner
-
-    def _kv_runner(self) -> Runner | None:
-        owner = self._models.kv_owner
-        return self._models.runner(owner) if owner is not None else None
-
-    def attach(self, name: str | None, runner: Runner) -> str:
-        """Add ``runner`` as a model of this loom (not made active); returns its key
-        (``name``, or one made from the model's name). Refused, in one line, unless its
-        tokenizer is the tree's (``registry.vocab_mismatch``). A local runner beside one
-        that already keeps node KV runs without node KV (``without_node_kv``)."""
-        with self._lock:
-            key = (name or "").strip() or self._models.fresh_key(runner.name)
-            if self._models.key_of(runner) is not None:
-                raise InputError(f"that model is already attached as {self._models.key_of(runner)}")
-            self._models.check(key, runner)
-            if runner.capabilities.node_kv:
-                if self._models.kv_owner is not None:
-                    runner.without_node_kv()  # type: ignore[attr-defined]
-                else:
-                    from loomterm.engine.kvcache import split_kv
-
-                    self.tree.split_kv = split_kv
-            slot = self._models.add(key, runner)
-            if runner.capabilities.node_kv:
-                self._models.kv_owner = slot.key
-            runner.attach(self.tree, self._events.emit)
-            self._events.emit("models", None)
-            return slot.key
-
-    def use(self, name: str) -> Runner:
-        """Make the attached model ``name`` the active one; returns its runner."""
-        with self._lock:
-            runner = self._models.runner(name)
-            self._models.active = name
-            self.runner = runner
-            self._events.emit("models", None)
-            return runner
-
-    def detach(self, name: str) -> None:
-        """Close and drop the attached model ``name`` (not the active one, nor the one
-        keeping node KV); the nodes it wrote keep its key, and the table its record."""
-        with self._lock:
-            runner = self._models.runner(name)
-            if name in (self._models.active, self._models.kv_owner):
-                raise InputError(
-                    f"{name} is the active model or keeps the node KV: use another first"
-                )
-            self._models.drop(name)
-            runner.close()
-            self._events.emit("models", None)
-
-    def adopt_models(self, table: dict[str, dict[str, Any]]) -> None:
-        """Take in the model table a session file recorded (``Session.open`` does)."""
-        with self._lock:
-            self._models.adopt(table or {})
-
-
-class _ModelWriter(NodeWriter):
-    """A NodeWriter whose children carry the key of the model writing them."""
-
-    def __init__(self, tree: Tree, emit: Callable[[str, Node | None], None], key: str) -> None:
-        super().__init__(tree, emit)
-        self.key = key
-
-    def new_child(self, parent: Node, sampling: dict[str, Any], seed: int | None) -> Node:
-        child = self.tree.add(
-            parent, [], Origin.MODEL, sampling=sampling, seed=seed, meta={"model": self.key}
-        )
-        self.children.append(child)
-        self.emit("add", child)
-        return child

@@ -154,3 +154,24 @@ def test_kv_bytes_count_every_model_once(pair):
     memory = pair.kv_bytes()
     owner = pair.models[pair.kv_owner].memory()
     assert memory.nodes == owner.nodes and memory.working > owner.working
+
+
+def test_siblings_from_several_models_at_once(pair):
+    prompt = pair.append(pair.root, "Once upon a time")
+    seen = []
+    kids = pair.generate(
+        prompt,
+        4,
+        models=[("g", 2), (pair.active_model, 1)],
+        seed=1,
+        meta={"blind": 7},
+        on_token=lambda node, token, piece: seen.append(node.id),
+    )
+    assert [k.meta["model"] for k in kids] == ["g", "g", pair.active_model]
+    assert all(k.meta["blind"] == 7 for k in kids) and prompt.children == kids
+    assert set(seen) == {k.id for k in kids}
+    # The same as asking each model on its own, with the seed going up per entry.
+    alone = pair.generate(prompt, 4, 2, seed=1, model="g")
+    assert [k.tokens for k in alone] == [k.tokens for k in kids[:2]]
+    with pytest.raises(InputError, match="counts >= 0"):
+        pair.generate(prompt, 4, models=[("g", -1)])

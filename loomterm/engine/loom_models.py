@@ -1,0 +1,152 @@
+"""The Loom's models (mixed into :class:`~loomterm.engine.loom.Loom`): attach more
+runners to one tree, choose the active one, generate with several at once, and tag
+every generated node with the key of the model that wrote it (``engine.registry``
+keeps who they are and the tokenizer rule)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from loomterm.engine.generation import NodeWriter
+from loomterm.errors import InputError
+from loomterm.tree import Node, Origin, Tree
+
+if TYPE_CHECKING:
+    from loomterm.engine.events import EventBus
+    from loomterm.engine.registry import Models
+    from loomterm.engine.runner import Runner
+
+
+class LoomModels:
+    """Several models behind one Loom. See the module docstring."""
+
+    _models: Models
+    _events: EventBus
+    _lock: threading.RLock
+    runner: Runner
+    tree: Tree
+
+    def _generate_each(
+        self,
+        node: Node,
+        models: Sequence[tuple[str, int]] | dict[str, int],
+        max_new_tokens: int | None,
+        *,
+        seed: int | None,
+        cancel: threading.Event | None,
+        **options: Any,
+    ) -> list[Node]:
+        """``generate(models=...)``: one batch per (model, count), in order."""
+        plan = list(models.items()) if isinstance(models, dict) else list(models)
+        if not plan or any(count < 0 for _name, count in plan):
+            raise InputError("models: give (model, count) pairs with counts >= 0")
+        kids: list[Node] = []
+        for i, (name, count) in enumerate(plan):
+            if count == 0 or (cancel is not None and cancel.is_set()):
+                continue
+            kids += self.generate(  # type: ignore[attr-defined]  # the Loom's
+                node,
+                max_new_tokens,
+                count,
+                seed=None if seed is None else seed + i,
+                cancel=cancel,
+                model=name,
+                **options,
+            )
+        return kids
+
+    @property
+    def models(self) -> dict[str, Runner]:
+        """The attached models' runners by key, in the order they joined."""
+        return self._models.runners()
+
+    @property
+    def model_table(self) -> dict[str, dict[str, Any]]:
+        """Key to record (``registry.model_record``) of every model that wrote or may
+        write into this tree, attached or only recorded; the session file keeps it."""
+        return self._models.table()
+
+    @property
+    def active_model(self) -> str:
+        """The key of the model that operations use (``use`` changes it)."""
+        return self._models.active
+
+    @property
+    def kv_owner(self) -> str | None:
+        """The key of the local model whose KV is kept on the nodes, or None."""
+        return self._models.kv_owner
+
+    def _kv_runner(self) -> Runner | None:
+        owner = self._models.kv_owner
+        return self._models.runner(owner) if owner is not None else None
+
+    def attach(self, name: str | None, runner: Runner) -> str:
+        """Add ``runner`` as a model of this loom (not made active); returns its key
+        (``name``, or one made from the model's name). Refused, in one line, unless its
+        tokenizer is the tree's (``registry.vocab_mismatch``). A local runner beside one
+        that already keeps node KV runs without node KV (``without_node_kv``)."""
+        with self._lock:
+            key = (name or "").strip() or self._models.fresh_key(runner.name)
+            if self._models.key_of(runner) is not None:
+                raise InputError(f"that model is already attached as {self._models.key_of(runner)}")
+            self._models.check(key, runner)
+            if runner.capabilities.node_kv:
+                if self._models.kv_owner is not None:
+                    runner.without_node_kv()  # type: ignore[attr-defined]
+                else:
+                    from loomterm.engine.kvcache import split_kv
+
+                    self.tree.split_kv = split_kv
+            slot = self._models.add(key, runner)
+            if runner.capabilities.node_kv:
+                self._models.kv_owner = slot.key
+            runner.attach(self.tree, self._events.emit)
+            self._events.emit("models", None)
+            return slot.key
+
+    def use(self, name: str) -> Runner:
+        """Make the attached model ``name`` the active one; returns its runner."""
+        with self._lock:
+            runner = self._models.runner(name)
+            self._models.active = name
+            self.runner = runner
+            self._events.emit("models", None)
+            return runner
+
+    def detach(self, name: str) -> None:
+        """Close and drop the attached model ``name`` (not the active one, nor the one
+        keeping node KV); the nodes it wrote keep its key, and the table its record."""
+        with self._lock:
+            runner = self._models.runner(name)
+            if name in (self._models.active, self._models.kv_owner):
+                raise InputError(
+                    f"{name} is the active model or keeps the node KV: use another first"
+                )
+            self._models.drop(name)
+            runner.close()
+            self._events.emit("models", None)
+
+    def adopt_models(self, table: dict[str, dict[str, Any]]) -> None:
+        """Take in the model table a session file recorded (``Session.open`` does)."""
+        with self._lock:
+            self._models.adopt(table or {})
+
+
+class ModelWriter(NodeWriter):
+    """A NodeWriter whose children carry the key of the model writing them."""
+
+    def __init__(
+        self, tree: Tree, emit: Callable[[str, Node | None], None], meta: dict[str, Any]
+    ) -> None:
+        super().__init__(tree, emit)
+        self.meta = meta
+
+    def new_child(self, parent: Node, sampling: dict[str, Any], seed: int | None) -> Node:
+        child = self.tree.add(
+            parent, [], Origin.MODEL, sampling=sampling, seed=seed, meta=dict(self.meta)
+        )
+        self.children.append(child)
+        self.emit("add", child)
+        return child
