@@ -106,6 +106,32 @@ class LoomModels:
             self._events.emit("models", None)
             return slot.key
 
+    def open_model(
+        self, source: str, name: str | None = None, device: str = "auto", **server: Any
+    ) -> str:
+        """Load (a local model folder or name) or connect to (a server URL) ``source`` and
+        ``attach`` it; returns its key. ``server`` takes ``remote.connect``'s options. A
+        model that cannot join is let go again, with the one-line error."""
+        from loomterm.engine.remote import connect, is_server_url
+
+        if not isinstance(source, str) or not source.strip():
+            raise InputError("name a model: a server URL, a local model folder or a name")
+        source = source.strip()
+        if is_server_url(source):
+            runner: Runner = connect(source, **server)
+        else:
+            from loomterm.engine.local_runner import LocalRunner
+            from loomterm.engine.models import load_model
+
+            if device == "auto":
+                device = str(getattr(self.runner, "device", "auto"))
+            runner = LocalRunner(load_model(source, device=device))
+        try:
+            return self.attach(name, runner)
+        except BaseException:
+            runner.close()
+            raise
+
     def use(self, name: str) -> Runner:
         """Make the attached model ``name`` the active one; returns its runner."""
         with self._lock:

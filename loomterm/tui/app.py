@@ -54,6 +54,7 @@ from loomterm.tui.actions import (
     SessionActions,
     ViewActions,
 )
+from loomterm.tui.actions.models import ModelActions
 from loomterm.tui.commands import LoomCommands
 from loomterm.tui.document import DocumentModel
 from loomterm.tui.history import History, Place
@@ -95,6 +96,7 @@ Job = Callable[[], None]
 
 
 class LoomApp(
+    ModelActions,
     NavigationActions,
     GenerationActions,
     AlternativeActions,
@@ -182,6 +184,7 @@ class LoomApp(
         with Horizontal(id="main"):
             yield self.branches
             yield self.view
+        yield self.model_legend()
         yield self.status
         yield Footer(compact=True)
 

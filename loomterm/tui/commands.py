@@ -36,6 +36,8 @@ class LoomCommands(Provider):
         for name, preset in app.presets().items():
             values = ", ".join(f"{k} {v}" for k, v in preset.values.items())
             yield f"Preset: {name}", partial(app.apply_preset, name), values
+        for key in app.attached_models():
+            yield f"Model: {key}", partial(app.use_model, key), "Make this model the active one"
         for name in app.theme_names():
             yield f"Theme: {name}", partial(app.set_theme, name), "Switch to this theme"
         for node, preview in app.bookmarks():
@@ -46,7 +48,7 @@ class LoomCommands(Provider):
 
     async def discover(self) -> Hits:
         for title, run, help_text in self.commands():
-            if not title.startswith(("Theme:", "Bookmark:", "Preset:")):
+            if not title.startswith(("Theme:", "Bookmark:", "Preset:", "Model:")):
                 yield DiscoveryHit(title, run, help=help_text)
 
     async def search(self, query: str) -> Hits:

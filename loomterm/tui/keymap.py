@@ -89,11 +89,41 @@ ACTIONS: tuple[Action, ...] = (
     Action(
         "generate_n",
         "ctrl+n",
-        "generate_n",
+        "siblings",
         "N siblings",
-        "Generate N continuations at once from the caret (N is a setting).",
+        "Generate N continuations at once from the caret (N is a setting); with several "
+        "models attached, choose how many each one writes.",
         True,
         short="N×",
+    ),
+    Action(
+        "next_model",
+        "f3",
+        "next_model",
+        "Next model",
+        "Make the next attached model the active one (several models in one tree).",
+    ),
+    Action(
+        "attach_model",
+        "",
+        "attach_model",
+        "Attach model",
+        "Attach another model to this tree: a server URL or a local model folder or name "
+        "with the same tokenizer.",
+    ),
+    Action(
+        "blind_mode",
+        "alt+w",
+        "toggle_blind",
+        "Blind mode",
+        "Hide which model wrote siblings asked of several models until you pick one.",
+    ),
+    Action(
+        "pick_branch",
+        "alt+p",
+        "pick_branch",
+        "Pick this branch",
+        "Pick the sibling the caret is in: in blind mode, reveal who wrote its group.",
     ),
     Action(
         "stop",

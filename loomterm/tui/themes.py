@@ -55,6 +55,13 @@ LOOM_DEFAULTS = {
     "loom-role": "$accent",
     "loom-path": "$accent",
     "loom-bookmark": "$warning",
+    # One colour per model when several models write into one tree (in table order).
+    "loom-model-1": "#2aa198",
+    "loom-model-2": "#d08a2e",
+    "loom-model-3": "#9b7fe0",
+    "loom-model-4": "#e0607e",
+    "loom-model-5": "#5b9be8",
+    "loom-model-6": "#8fbf3f",
     # Solid colours (a "COLOUR N%" default is blended over $surface): Textual's
     # $text-muted and $text-disabled are "auto" colours, which a widget's component
     # styles cannot resolve (they come out white on a light theme).

@@ -126,8 +126,15 @@ class GenerationActions:
         self._generate(1, start=node.parent)
 
     def _generate(
-        self, n: int, start: Node | None = None, then: Callable[[], None] | None = None
+        self,
+        n: int,
+        start: Node | None = None,
+        then: Callable[[], None] | None = None,
+        models: list[tuple[str, int]] | None = None,
+        meta: dict | None = None,
     ) -> None:
+        """Generate ``n`` siblings at the caret (or from ``start``); ``models`` and
+        ``meta`` go to ``Loom.generate`` (siblings from several models)."""
         if self.generating:
             self.bell()
             return
@@ -184,6 +191,8 @@ class GenerationActions:
                     on_token=streamer.on_token,
                     on_take_back=streamer.on_take_back,
                     cancel=cancel,
+                    models=models,
+                    meta=meta,
                     **sampling,
                 )
                 streamer.flush()

@@ -169,6 +169,9 @@ class BranchTree(ScrollView, can_focus=True):
         self._version = 0
         self._root: Node | None = None
         self._base: Style | None = None
+        # Several models: the colour of the model that wrote a row (None: the usual
+        # model colour), from ``tui.actions.models``.
+        self.writer_colour: Callable[[Node], str | None] | None = None
 
     # -- building ------------------------------------------------------------------
     def rebuild(self, root: Node) -> None:
@@ -337,6 +340,7 @@ class BranchTree(ScrollView, can_focus=True):
             bool(row.chain.first.meta.get("bookmark") or row.chain.last.meta.get("bookmark")),
             row.chain.first.approx,
             len(row.chain.last.tokens),
+            self.writer_colour(row.chain.first) if self.writer_colour is not None else None,
         )
         cached = self._cache.get(index)
         if cached is not None and cached[0] == key:
@@ -374,6 +378,10 @@ class BranchTree(ScrollView, can_focus=True):
             style += self._component("current")
         if is_hidden(chain.first):
             style += self._component("hidden")
+        colour = self.writer_colour(chain.first) if self.writer_colour is not None else None
+        if colour is not None:  # several models: a swatch in the writer's colour
+            segments.append(Segment("\u25a0 ", Style(color=colour)))
+            style += Style(color=colour)
         if chain.first.approx:
             segments.append(Segment("~", style))
         segments.append(Segment(self._preview(row) or "\u2205", style))

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
-from typing import ClassVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.segment import Segment
 from rich.style import Style
@@ -29,6 +30,9 @@ from loomterm.tui.blocks import PENDING, Block
 from loomterm.tui.document import DocumentModel
 from loomterm.tui.paste import paste_text
 from loomterm.tui.sanitize import display
+
+if TYPE_CHECKING:
+    from loomterm.tree import Node
 
 GUTTER = 11  # "assistant" and a bar
 MODIFIER_PREFIXES = ("alt+", "ctrl+", "super+", "meta+", "hyper+")
@@ -224,6 +228,9 @@ class DocumentView(ScrollView, can_focus=True):
         self._caret_line = 0
         self.follow = True  # keep the caret at the end while text streams in
         self.placeholder = ""  # one line on how to start, while the document is empty
+        # Several models: the colour of the model that wrote a node (None: the usual
+        # model colour), from ``tui.actions.models``; redraw() after it changes.
+        self.writer_colour: Callable[[Node], str | None] | None = None
 
     # -- styles --------------------------------------------------------------------
     def notify_style_update(self) -> None:
@@ -257,10 +264,14 @@ class DocumentView(ScrollView, can_focus=True):
                     bucket = prob_bucket(node.logprobs[index])
             approx = self.approx_marks and node.approx
         parity = (block.pos0 + j) & 1 if self.boundaries and block.pos0 >= 0 else -1
-        key = (block.kind, special, bucket, parity, approx)
+        writer = self.writer_colour
+        colour = writer(node) if writer is not None and node is not None else None
+        key = (block.kind, special, bucket, parity, approx, colour)
         style = self._style_cache.get(key)
         if style is None:
             style = self.base_style + self._component(block.kind)
+            if colour is not None:
+                style += Style(color=colour)
             if special:
                 style += self._component("special")
             if bucket:

@@ -1,0 +1,160 @@
+"""Widgets for several models in one tree: the legend line (which colour is which
+model), the attach dialog (a server URL or a local model) and the siblings dialog (which
+models, how many each)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.style import Style
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widget import Widget
+from textual.widgets import Button, Input, Label
+
+from loomterm.tui.widgets.dialogs import DIALOG_CSS, NameScreen
+
+SWATCH = "\u25a0"  # ■
+
+
+class ModelLegend(Widget):
+    """One line: a swatch and the key of every model in the tree, the active one marked;
+    in blind mode, how many branches are waiting to be picked. Hidden with one model."""
+
+    DEFAULT_CSS = """
+    ModelLegend {
+        height: 1;
+        background: $panel;
+        color: $text-muted;
+        padding: 0 1;
+    }
+    ModelLegend.-hidden { display: none; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._text = Text()
+        self.add_class("-hidden")
+
+    def show_models(
+        self,
+        entries: list[tuple[str, str | None, bool, bool]],
+        blind: bool,
+        waiting: int,
+    ) -> None:
+        """``entries``: (key, colour, active, attached) per model, in table order."""
+        if len(entries) < 2:
+            self.add_class("-hidden")
+            return
+        self.remove_class("-hidden")
+        text = Text("models ")
+        for key, colour, active, attached in entries:
+            text.append(SWATCH + " ", Style(color=colour) if colour else Style())
+            label = key + (" (active)" if active else "") + ("" if attached else " (recorded)")
+            text.append(label, Style(bold=active))
+            text.append("  ")
+        if blind:
+            text.append(
+                f"· blind: {waiting} branch(es) hidden until you pick one"
+                if waiting
+                else "· blind mode on",
+                Style(italic=True),
+            )
+        self._text = text
+        self.refresh()
+
+    @property
+    def plain(self) -> str:
+        return self._text.plain
+
+    def render(self) -> Text:
+        return self._text
+
+
+class AttachScreen(NameScreen):
+    """Ask for a model to attach: a server URL or a local model (folder or name)."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "Attach a model: a server URL (http://host:port) or a local model folder or name",
+            action="Attach",
+        )
+
+    def _ok(self) -> None:
+        source = self.query_one("#name", Input).value.strip()
+        if not source:
+            self.notify("Write a URL, a folder or a model name first", severity="warning")
+            return
+        self.dismiss(source)
+
+
+class SiblingsScreen(ModalScreen["list[tuple[str, int]] | None"]):
+    """Siblings from several models at once: a count per model (0 leaves it out)."""
+
+    DEFAULT_CSS = (
+        "SiblingsScreen {"
+        + DIALOG_CSS
+        + """
+        & .siblings--row { height: 1; margin-bottom: 1; }
+        & .siblings--row Label { width: 1fr; }
+        & .siblings--row Input { width: 8; }
+    }"""
+    )
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel", id="siblings_cancel"),
+    ]
+
+    def __init__(self, counts: list[tuple[str, int]], blind: bool) -> None:
+        super().__init__()
+        self.counts = counts
+        self.blind = blind
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label("Siblings from several models", classes="dialog--title")
+            for i, (key, count) in enumerate(self.counts):
+                with Horizontal(classes="siblings--row"):
+                    yield Label(key, markup=False)
+                    yield Input(str(count), id=f"count-{i}", type="integer", compact=True)
+            with Horizontal(classes="dialog--buttons"):
+                yield Button("Cancel", id="cancel", compact=True)
+                yield Button("Generate", id="ok", variant="primary", compact=True)
+            hint = "how many siblings each model writes · enter generates · escape cancels"
+            if self.blind:
+                hint += " · blind: who wrote which stays hidden until you pick one"
+            yield Label(hint, classes="dialog--hint")
+
+    def on_mount(self) -> None:
+        self.query_one("#count-0", Input).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self._ok()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "ok":
+            self._ok()
+        else:
+            self.dismiss(None)
+
+    def _ok(self) -> None:
+        plan = []
+        for i, (key, _count) in enumerate(self.counts):
+            value = self.query_one(f"#count-{i}", Input).value.strip() or "0"
+            try:
+                count = int(value)
+            except ValueError:
+                count = -1
+            if not 0 <= count <= 64:
+                self.notify(f"{key}: a count from 0 to 64, please", severity="warning")
+                return
+            plan.append((key, count))
+        if not any(count for _key, count in plan):
+            self.notify("Ask at least one model for a sibling", severity="warning")
+            return
+        self.dismiss(plan)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
