@@ -19,8 +19,6 @@ pytestmark = pytest.mark.default_model
 PROMPT = "Once upon a time"
 
 
-
-
 def greedy(loom: Loom, prompt, n_tokens: int, model: str | None = None):
     return loom.generate(prompt, n_tokens, temperature=0.0, model=model)
 
