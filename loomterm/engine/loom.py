@@ -12,6 +12,10 @@ the local runner keeps each node's KV on the node and runs the model in this pro
 - ``generate`` samples ``n`` continuations, as one batch over one shared prefix.
 - ``edit`` turns a whole-text change into the smallest token splice (``edits``).
 
+Several models can write into one tree (``loom_models``: ``attach``, ``use``,
+``generate(model=...)``): every generated node keeps the key of its writer in
+``node.meta["model"]``; ``self.runner`` is always the active one.
+
 Thread safety: every tree operation and every read of the runner's state takes one
 re-entrant lock (``exclusive``), so a UI may call from a worker thread while another
 thread reads nodes. ``kv_bytes`` alone reads without waiting.

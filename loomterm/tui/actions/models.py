@@ -23,7 +23,7 @@ import time
 from typing import TYPE_CHECKING
 
 from loomterm.tree import Node
-from loomterm.tui.messages import GenerationStarted, LoomChanged, Synced
+from loomterm.tui.messages import GenerationStarted, LoomChanged, SessionSwitched, Synced
 from loomterm.tui.widgets.models import AttachScreen, ModelLegend, SiblingsScreen
 
 if TYPE_CHECKING:
@@ -238,3 +238,7 @@ class ModelActions:
 
     def on_synced(self: LoomApp, message: Synced) -> None:
         self._picked(message.node, "wrote after")
+
+    def on_session_switched(self: LoomApp, message: SessionSwitched) -> None:
+        # Another session (another loom) is open now: its models, its colours.
+        self.call_after_refresh(self.models_changed)
