@@ -200,3 +200,19 @@ async def test_alt_p_picks_and_bookmarks_pick_too(make_app, two):
         # With blind mode off, colours show whatever the marks say.
         await pilot.press("alt+w")
         assert not app.blind_mode
+
+
+async def test_a_rating_picks_too(make_app, two):
+    app = make_app(two)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await paste(pilot, "Once upon a time")
+        await settle(pilot)
+        await pilot.press("alt+w")
+        app.generate_from_models([(two.active_model, 1), ("g", 1)])
+        await settle(pilot)
+        kids = [k for k in two.cursor.parent.children if "blind" in k.meta]
+        assert len(kids) == 2 and all(app.writer_colour(k) is None for k in kids)
+        app._set_meta(kids[1], rating=1)  # noqa: SLF001 - what the rating keys do
+        await settle(pilot)
+        assert all("blind" not in k.meta for k in kids)
+        assert any("You rated a branch by" in m for m in messages(app))

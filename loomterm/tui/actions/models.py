@@ -10,8 +10,9 @@ local model), ask several for siblings at once, colour who wrote what, and blind
   a shuffled order and marked ``meta["blind"]`` (one id per request); while blind mode
   is on, their colours (and the legend's count of them) stay hidden until the user
   *picks* one. Picking a branch means continuing it: generating from inside or after
-  one of the siblings (``ctrl+g``, ``ctrl+n``), typing into or after it, bookmarking it
-  (``alt+s``), or ``alt+p`` (Pick this branch). Moving among the siblings, reading them,
+  one of the siblings (``ctrl+g``, ``ctrl+n``), typing into or after it, rating it
+  (``meta["rating"]``, good or bad), bookmarking it (``alt+s``), or ``alt+p`` (Pick
+  this branch). Moving among the siblings, reading them,
   regenerating one (``ctrl+r``) or opening the alternatives do not pick. Picking
   reveals the whole group (the mark is removed from the file too).
 """
@@ -117,7 +118,10 @@ class ModelActions:
         if message.event == "models":
             self.models_changed()
         elif message.event == "update" and message.node is not None:
-            if message.node.meta.get("bookmark"):
+            meta = message.node.meta
+            if meta.get("rating"):  # rated good or bad (``actions.ratings``)
+                self._picked(message.node, "rated")
+            elif meta.get("bookmark"):
                 self._picked(message.node, "bookmarked")
         elif message.event == "add" and self.blind_mode:
             self._refresh_legend()
