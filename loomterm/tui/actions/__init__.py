@@ -9,6 +9,8 @@
 - ``chat.py``: new chats and turns through the chat template;
 - ``presets.py``: sampler presets from the palette, and which one is in use;
 - ``sessions.py``: the session picker, and switching sessions in place;
+- ``looks.py``: themes, the key map and the help screen's rows;
+- ``lifecycle.py``: prefill progress, read-only sessions, quitting;
 - ``view.py``: the branch pane, focus, view toggles, and the settings, export and
   help dialogs.
 
@@ -24,6 +26,8 @@ from loomterm.tui.actions.alternatives import AlternativeActions
 from loomterm.tui.actions.bookmarks import BookmarkActions
 from loomterm.tui.actions.chat import ChatActions
 from loomterm.tui.actions.generation import GenerationActions, Streamer
+from loomterm.tui.actions.lifecycle import LifecycleActions
+from loomterm.tui.actions.looks import LookActions
 from loomterm.tui.actions.navigation import NavigationActions
 from loomterm.tui.actions.presets import PresetActions
 from loomterm.tui.actions.sessions import SessionActions
@@ -34,6 +38,8 @@ __all__ = [
     "BookmarkActions",
     "ChatActions",
     "GenerationActions",
+    "LifecycleActions",
+    "LookActions",
     "NavigationActions",
     "PresetActions",
     "SessionActions",
