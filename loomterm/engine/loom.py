@@ -81,7 +81,7 @@ class Loom:
     ) -> Loom:
         """Load a model (None: the default model) and start an empty loom on it.
         ``kv_budget`` caps resident KV ("2G", bytes; default: half the free memory);
-        ``quant="int8"`` quantizes the weights (``engine.quant``).
+        ``quant="int8"`` or ``"int4"`` quantizes the weights (``engine.quant``).
 
         A ``model`` that is a URL (``http://host:port``) connects to that server
         instead (``remote.connect``; ``server`` takes its options: ``server_kind``,
