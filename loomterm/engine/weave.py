@@ -112,6 +112,16 @@ def derive_seed(seed: int, *where: int) -> int:
     return zlib.crc32("/".join(str(int(part)) for part in (seed, *where)).encode())
 
 
+def planned_nodes(n: int, depth: int, keep: int) -> int:
+    """Nodes a weave makes when nothing ends early and nothing is rated bad."""
+    total, parents = 0, 1
+    for _ in range(depth):
+        made = parents * n
+        total += made
+        parents = min(keep, made)
+    return total
+
+
 # -- request and result -------------------------------------------------------------------
 @dataclass
 class WeaveRequest:
@@ -170,12 +180,7 @@ class WeaveRequest:
     @property
     def planned(self) -> int:
         """Nodes a weave makes when nothing ends early and nothing is rated bad."""
-        total, parents = 0, 1
-        for _ in range(self.depth):
-            made = parents * self.n
-            total += made
-            parents = min(self.keep, made)
-        return total
+        return planned_nodes(self.n, self.depth, self.keep)
 
 
 @dataclass
