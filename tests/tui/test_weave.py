@@ -176,3 +176,45 @@ def test_the_dialog_agrees_with_the_engine():
 
     assert tuple(value for _, value in SCORES) == weave.SCORES
     assert LIMITS["n"] == LIMITS["keep"] == weave.MAX_N and LIMITS["depth"] == weave.MAX_DEPTH
+
+
+async def test_ratings_given_during_a_weave_steer_it(make_app, loom):
+    """A rating given while the weave runs reaches the tree before the level is ranked."""
+    loom.update_settings(temperature=1.0, logit_bias={str(t): "never" for t in loom.eos_ids})
+    hold, release, added = threading.Event(), threading.Event(), []
+
+    def listener(event, node):
+        """On the worker: hold the weave once level 1's four children exist."""
+        if event == "add" and node.parent is not None and loom.text(node.parent) == "Once":
+            added.append(node)
+            if len(added) == 4:
+                hold.set()
+                release.wait(10)
+
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await paste(pilot, "Once")
+        await settle(pilot)
+        assert not app.weaving and not app.rate_while_weaving(loom.root, 1)
+        loom.subscribe(listener)
+        await pilot.press("alt+w")
+        await pilot.pause()
+        await fill(pilot, n=4, depth=2, keep=2, tokens=4)
+        app.screen.query_one("#weave-score").value = "rating"
+        await pilot.press("ctrl+s")
+        for _ in range(500):
+            await pilot.pause(0.02)
+            if hold.is_set():
+                break
+        assert hold.is_set() and app.weaving
+        # The rating keys would do this while a weave runs; nothing waits for the weave.
+        assert app.rate_while_weaving(added[3], 1)
+        assert app.rate_while_weaving(added[0], -1)
+        assert "rating" not in added[3].meta  # not yet: the worker applies it
+        release.set()
+        await settle(pilot)
+        loom.unsubscribe(listener)
+        assert added[3].meta["rating"] == 1 and added[0].meta["rating"] == -1
+        grown = [n for n in added if n.children]
+        assert added[3] in grown and added[0] not in grown and len(grown) == 2
+        assert loom.cursor.parent is added[3]  # good first: the best is below it

@@ -12,6 +12,7 @@ end the document shows the best branch; the branch pane shows the whole subtree.
 
 from __future__ import annotations
 
+import queue
 import time
 from typing import TYPE_CHECKING
 
@@ -53,16 +54,27 @@ class WeaveDone(Message):
 
 
 class _Reporter:
-    """In the worker: turns the engine's progress and tokens into messages."""
+    """In the worker: turns the engine's progress and tokens into messages, and hands
+    the engine the ratings given meanwhile (:meth:`WeaveActions.rate_while_weaving`)."""
 
-    def __init__(self, app: LoomApp, depth: int) -> None:
+    def __init__(self, app: LoomApp, depth: int, ratings: queue.SimpleQueue) -> None:
         self.app = app
         self.depth = depth
+        self.ratings = ratings
         self.level, self.done, self.total = 1, 0, 0
         self.tokens = 0
         self.last = 0.0
 
     def progress(self, level: int, done: int, total: int) -> None:
+        # Called between two batches and before each level is ranked, on the worker,
+        # which holds the engine: ratings given since steer what comes next.
+        while True:
+            try:
+                node, rating = self.ratings.get_nowait()
+            except queue.Empty:
+                break
+            if node.id in self.app.loom.tree.nodes:
+                self.app.loom.set_meta(node, rating=rating)
         self.level, self.done, self.total = level, done, total
         self.post()
 
@@ -84,6 +96,23 @@ class WeaveActions:
 
     _weave_choice: WeaveChoice | None = None  # the last shape asked for, offered again
     _weave_progress: WeaveProgress | None = None  # None: no weave running
+    _weave_ratings: queue.SimpleQueue | None = None  # ratings for the running weave
+
+    @property
+    def weaving(self) -> bool:
+        """True while a weave runs."""
+        return self._weave_progress is not None
+
+    def rate_while_weaving(self, node: Node, rating: int | None) -> bool:
+        """For the ratings action: while a weave runs, ``rating`` (1, -1, None to
+        clear) reaches ``node`` from the worker between two batches, without waiting
+        for the weave, so it steers the levels still to come (``score="rating"``).
+        False when no weave runs: rate as usual."""
+        ratings = self._weave_ratings
+        if ratings is None:
+            return False
+        ratings.put((node, rating))
+        return True
 
     def action_weave(self) -> None:
         if self.generating:
@@ -111,6 +140,7 @@ class WeaveActions:
         cancel.clear()
         self.generating = True
         self._weave_progress = WeaveProgress(1, choice.depth, 0, choice.n, 0)
+        ratings = self._weave_ratings = queue.SimpleQueue()
         self._lock()  # the document holds still until the weave is over
         self._refresh_status_soon()
 
@@ -127,7 +157,7 @@ class WeaveActions:
                     node = ops.start_point(loom, node, position, partial)
                 if node.end == 0:
                     raise LoomError("nothing to weave from: type something first")
-                reporter = _Reporter(self, choice.depth)
+                reporter = _Reporter(self, choice.depth, ratings)
                 request = WeaveRequest(
                     node,
                     n=choice.n,
@@ -164,6 +194,11 @@ class WeaveActions:
     def on_weave_done(self, message: WeaveDone) -> None:
         self.generating = False
         self._weave_progress = None
+        ratings, self._weave_ratings = self._weave_ratings, None
+        while ratings is not None and not ratings.empty():  # given after the last batch
+            node, rating = ratings.get_nowait()
+            if node.id in self.loom.tree.nodes:
+                self.loom.set_meta(node, rating=rating)
         self._unlock()
         result = message.result
         if result is not None:
