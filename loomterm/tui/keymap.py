@@ -105,7 +105,7 @@ ACTIONS: tuple[Action, ...] = (
     ),
     Action(
         "weave",
-        "alt+w",
+        "alt+e",
         "weave",
         "Weave",
         "Grow the tree from the caret by itself: n children per node, d levels, the best k "

@@ -37,7 +37,7 @@ async def test_weave_grows_the_tree_and_shows_the_best_branch(make_app, loom):
     async with app.run_test(size=TERMINAL) as pilot:
         await paste(pilot, "Once upon a time")
         await settle(pilot)
-        await pilot.press("alt+w")
+        await pilot.press("alt+e")
         await pilot.pause()
         assert isinstance(app.screen, WeaveScreen)
         assert "Weave from the caret" in screen_text(app)
@@ -64,7 +64,7 @@ async def test_weave_grows_the_tree_and_shows_the_best_branch(make_app, loom):
             >= 2
         )
         # The dialog offers the last shape again.
-        await pilot.press("alt+w")
+        await pilot.press("alt+e")
         await pilot.pause()
         assert app.screen.query_one("#weave-n", Input).value == "3"
         await pilot.press("escape")
@@ -91,7 +91,7 @@ async def test_progress_in_the_status_bar_and_escape_keeps_what_exists(make_app,
         await paste(pilot, "Once upon a time")
         await settle(pilot)
         loom.subscribe(listener)
-        await pilot.press("alt+w")
+        await pilot.press("alt+e")
         await pilot.pause()
         await fill(pilot, n=4, depth=3, keep=2, tokens=6)
         await pilot.press("enter")
@@ -131,7 +131,7 @@ async def test_bad_values_are_named_and_nothing_starts(make_app, loom):
     async with app.run_test(size=TERMINAL) as pilot:
         await paste(pilot, "Once upon a time")
         await settle(pilot)
-        await pilot.press("alt+w")
+        await pilot.press("alt+e")
         await pilot.pause()
         await fill(pilot, n=0, keep="two")
         await pilot.press("ctrl+s")
@@ -148,7 +148,7 @@ async def test_bad_values_are_named_and_nothing_starts(make_app, loom):
 async def test_weave_from_an_empty_document_is_one_line(make_app, loom):
     app = make_app()
     async with app.run_test(size=TERMINAL) as pilot:
-        await pilot.press("alt+w")
+        await pilot.press("alt+e")
         await pilot.pause()
         await pilot.press("ctrl+s")
         await settle(pilot)
@@ -197,7 +197,7 @@ async def test_ratings_given_during_a_weave_steer_it(make_app, loom):
         await settle(pilot)
         assert not app.weaving and not app.rate_while_weaving(loom.root, 1)
         loom.subscribe(listener)
-        await pilot.press("alt+w")
+        await pilot.press("alt+e")
         await pilot.pause()
         await fill(pilot, n=4, depth=2, keep=2, tokens=4)
         app.screen.query_one("#weave-score").value = "rating"
