@@ -326,7 +326,9 @@ class _Run:
             if self.stopped:
                 return
             if request.score == "rating" and effective_rating(request.node, parent) == BAD:
-                continue  # rated bad since it was kept: its branch grows no more
+                total -= request.n  # rated bad since it was kept: its branch grows no more
+                self._progress(depth, len(level.made), total)
+                continue
             if request.batched:
                 seed = None if request.seed is None else derive_seed(request.seed, depth, rank_)
                 self._generate(parent, request.n, seed, level)

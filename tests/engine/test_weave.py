@@ -180,9 +180,11 @@ def test_ratings_steer_the_weave_as_they_come(llama_loom):
             seen["late"] = max(unrated, key=lambda n: mean_logprob(n.logprobs))
             loom.set_meta(seen["late"], rating=-1)
 
+    reports = []
     request = WeaveRequest(node, n=4, depth=3, keep=2, tokens=4, score="rating", seed=2)
-    request.progress = progress
+    request.progress = lambda *report: (reports.append(report), progress(*report))
     result = weave(loom, request)
+    assert [r for r in reports if r[0] == 2] == [(2, 0, 8), (2, 4, 8), (2, 4, 4)]
     level1, level2 = result.levels[0], result.levels[1]
     assert level1.kept == [seen["good"], seen["late"]]  # good first, though the model
     assert seen["bad"] not in level1.kept  # liked it least; bad pruned, though liked most
