@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import torch
 
-from loomterm.bench import corpus_text, decoding, edits, precision, prefill, remote
+from loomterm.bench import corpus_text, decoding, edits, precision, prefill, remote, weave
 from loomterm.bench.common import loom_options
 from loomterm.bench.report import Row
 
@@ -41,8 +41,12 @@ class BenchPlan:
     precision_tokens: int = 128
     precision_doc: int = 512
     precision_reps: int = 3
+    weave_shape: tuple[int, int, int] = (4, 3, 2)  # n, d, k
+    weave_tokens: int = 16
+    weave_reps: int = 2
     sections: tuple[str, ...] = (
-        "latency", "decode", "precision", "siblings", "memory", "prefill", "rerope", "drafted"
+        "latency", "decode", "precision", "siblings", "memory", "prefill", "rerope", "drafted",
+        "weave",
     )  # fmt: skip
 
     @classmethod
@@ -73,6 +77,7 @@ class BenchPlan:
             precision_tokens=32,
             precision_doc=256,
             precision_reps=3,
+            weave_reps=1,
         )
 
     def scaled(self, **changes) -> BenchPlan:
@@ -89,6 +94,7 @@ NOTES = {
     prefill.PREFILL: prefill.PREFILL_NOTE,
     edits.REROPE: edits.REROPE_NOTE,
     decoding.DRAFTED: decoding.DRAFTED_NOTE,
+    weave.WEAVE: weave.WEAVE_NOTE,
 }
 SERVER_NOTES = remote.NOTES  # the sections of a bench against a server
 
@@ -174,6 +180,10 @@ def _run(loaded, plan: BenchPlan, quick: bool, log: Callable[[str], None]) -> Be
             plan.sampled_seeds,
             log,
             sampled_tokens=plan.sampled_tokens,
+        )
+    if "weave" in want:
+        rows += weave.weave_rows(
+            loaded, prompt, *plan.weave_shape, plan.weave_tokens, plan.weave_reps, log
         )
     meta = {
         "model": loaded.name,

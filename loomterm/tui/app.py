@@ -52,6 +52,7 @@ from loomterm.tui.actions import (
     PresetActions,
     SessionActions,
     ViewActions,
+    WeaveActions,
 )
 from loomterm.tui.commands import LoomCommands
 from loomterm.tui.document import DocumentModel
@@ -94,6 +95,7 @@ class LoomApp(
     ViewActions,
     LookActions,
     LifecycleActions,
+    WeaveActions,
     App[None],
 ):
     """A terminal loom over ``loom``. ``session_name`` names the session in titles and
@@ -466,7 +468,7 @@ class LoomApp(
         if self._prefill is not None:
             state = self.prefill_state()
         elif self.generating:
-            state = "generating\u2026 esc stops"
+            state = self.weave_state() or "generating\u2026 esc stops"
         elif self._jobs_in_flight:
             state = "working\u2026"
         elif self.doc.dirty:

@@ -104,6 +104,15 @@ ACTIONS: tuple[Action, ...] = (
         True,
     ),
     Action(
+        "weave",
+        "alt+e",
+        "weave",
+        "Weave",
+        "Grow the tree from the caret by itself: n children per node, d levels, the best k "
+        "kept per level (a dialog asks); escape stops, keeping what it made.",
+        False,
+    ),
+    Action(
         "alternatives",
         "ctrl+a",
         "alternatives",

@@ -12,7 +12,8 @@
 - ``looks.py``: themes, the key map and the help screen's rows;
 - ``lifecycle.py``: prefill progress, read-only sessions, quitting;
 - ``view.py``: the branch pane, focus, view toggles, and the settings, export and
-  help dialogs.
+  help dialogs;
+- ``weave.py``: weave, growing the tree from the caret by itself, and its dialog.
 
 The mixins hold ``action_*`` methods (run by bindings, the key map and the palette) and
 ``on_*`` message handlers, and use the app's state and plumbing (``self.doc``,
@@ -32,6 +33,7 @@ from loomterm.tui.actions.navigation import NavigationActions
 from loomterm.tui.actions.presets import PresetActions
 from loomterm.tui.actions.sessions import SessionActions
 from loomterm.tui.actions.view import ViewActions
+from loomterm.tui.actions.weave import WeaveActions
 
 __all__ = [
     "AlternativeActions",
@@ -45,4 +47,5 @@ __all__ = [
     "SessionActions",
     "Streamer",
     "ViewActions",
+    "WeaveActions",
 ]
