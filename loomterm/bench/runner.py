@@ -10,7 +10,16 @@ from dataclasses import asdict, dataclass, field, replace
 
 import torch
 
-from loomterm.bench import corpus_text, decoding, edits, precision, prefill, remote, weave
+from loomterm.bench import (
+    corpus_text,
+    decoding,
+    edits,
+    precision,
+    prefill,
+    remote,
+    search,
+    weave,
+)
 from loomterm.bench.common import loom_options
 from loomterm.bench.report import Row
 
@@ -47,6 +56,7 @@ class BenchPlan:
     sections: tuple[str, ...] = (
         "latency", "decode", "precision", "siblings", "memory", "prefill", "rerope", "drafted",
         "weave",
+        "search",
     )  # fmt: skip
 
     @classmethod
@@ -95,6 +105,7 @@ NOTES = {
     edits.REROPE: edits.REROPE_NOTE,
     decoding.DRAFTED: decoding.DRAFTED_NOTE,
     weave.WEAVE: weave.WEAVE_NOTE,
+    search.SEARCH: search.SEARCH_NOTE,
 }
 SERVER_NOTES = remote.NOTES  # the sections of a bench against a server
 
@@ -185,6 +196,8 @@ def _run(loaded, plan: BenchPlan, quick: bool, log: Callable[[str], None]) -> Be
         rows += weave.weave_rows(
             loaded, prompt, *plan.weave_shape, plan.weave_tokens, plan.weave_reps, log
         )
+    if "search" in want:
+        rows += search.search_rows(loaded, corpus, 3, log)
     meta = {
         "model": loaded.name,
         "device": str(loaded.device),
