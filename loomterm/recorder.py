@@ -125,7 +125,10 @@ class SessionRecorder:
             self._stored[node.id] = len(node.tokens)
         elif event == "move" and node is not None:
             self._flush_node(node)
-            store.update_node(node)  # its parent and place; the new siblings renumbered
+            # Its first pieces may read differently after other tokens (a character
+            # completed across the new boundary): written again, then its place.
+            store.rewrite_node(node, self._pieces.node_pieces(node))
+            store.update_node(node)  # the new siblings renumbered
         elif event == "update" and node is not None:
             self._flush_node(node)
             store.update_node(node)

@@ -420,3 +420,19 @@ def _packed(runs: list[tuple[int, str]]) -> list[list[Any]]:
 
 # Meta keys that a head keeps when a node is split (a chat role applies to both halves).
 INHERITED_META = frozenset({"role"})
+
+
+# -- ratings ----------------------------------------------------------------------------
+# A node's rating is ``node.meta["rating"]``: GOOD (1) or BAD (-1); absent when unrated.
+# It is set through ``Loom.set_meta(node, rating=...)`` (None clears it), so the session
+# saves it. The editor rates the first node of a branch (just below its branch point).
+RATING = "rating"
+GOOD = 1
+BAD = -1
+
+
+def rating_of(node: Node) -> int | None:
+    """``node``'s rating: 1 (good), -1 (bad) or None (unrated, or a value that is
+    neither)."""
+    value = node.meta.get(RATING)
+    return value if value in (GOOD, BAD) and not isinstance(value, bool) else None
