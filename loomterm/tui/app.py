@@ -46,10 +46,13 @@ from loomterm.tui.actions import (
     BookmarkActions,
     ChatActions,
     GenerationActions,
+    HygieneActions,
     LifecycleActions,
     LookActions,
     NavigationActions,
     PresetActions,
+    RatingActions,
+    SearchActions,
     SessionActions,
     ViewActions,
     WeaveActions,
@@ -85,6 +88,7 @@ Job = Callable[[], None]
 
 
 class LoomApp(
+    HygieneActions,  # before NavigationActions: its undo and redo wrap navigation's
     NavigationActions,
     GenerationActions,
     AlternativeActions,
@@ -96,6 +100,8 @@ class LoomApp(
     LookActions,
     LifecycleActions,
     WeaveActions,
+    SearchActions,
+    RatingActions,
     App[None],
 ):
     """A terminal loom over ``loom``. ``session_name`` names the session in titles and
