@@ -234,7 +234,7 @@ ACTIONS: tuple[Action, ...] = (
     ),
     Action(
         "search_next",
-        "f3",
+        "f3,alt+n",
         "search_step(1)",
         "Next hit",
         "Go to the next hit of the last search.",
@@ -243,7 +243,7 @@ ACTIONS: tuple[Action, ...] = (
     ),
     Action(
         "search_previous",
-        "shift+f3",
+        "shift+f3,alt+p",
         "search_step(-1)",
         "Previous hit",
         "Go to the previous hit of the last search.",
