@@ -65,7 +65,7 @@ class SearchScreen(ModalScreen["SearchPick | None"]):
 
     def __init__(self, run: Callable[[Query], SearchResult], query: Query | None = None) -> None:
         super().__init__()
-        self.run = run
+        self._search = run
         self.query_start = query or Query("")
         self.result: SearchResult | None = None
         self.current: Query | None = None
@@ -116,7 +116,7 @@ class SearchScreen(ModalScreen["SearchPick | None"]):
         hits.clear_options()
         self.current, self.result = query, None
         try:
-            result = self.run(query)
+            result = self._search(query)
         except InputError as exc:
             status.update(str(exc))
             status.add_class("-error")
