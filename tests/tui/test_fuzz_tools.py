@@ -9,7 +9,7 @@ import pytest
 
 from tests.tui import test_fuzz_editor as fuzz
 
-TOOL_KEYS = ["alt+k", "alt+j", "alt+c", "alt+v", "alt+g", "alt+x", "alt+r", "ctrl+f", "f3"]
+TOOL_KEYS = ["alt+k", "alt+j", "alt+c", "alt+y", "alt+g", "alt+x", "alt+r", "ctrl+f", "alt+n"]
 
 
 @pytest.mark.parametrize("seed", [7])

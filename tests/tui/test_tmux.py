@@ -325,7 +325,7 @@ def test_a_bare_start_quit_at_once_leaves_no_session_and_ctrl_o_lists_them(
 
 
 def test_search_ratings_and_a_split_through_a_real_terminal(tmux_run, tiny_llama_dir):
-    """ctrl+f, f3 and alt+p, alt+g and alt+k as a terminal sends them; the rating and
+    """ctrl+f, alt+n and alt+shift+n, alt+g and alt+k as a terminal sends them; the rating and
     the split are in the session file afterwards."""
     from loomterm.session import close_session, load_session, save_loom, session_path
     from tests.helpers import make_loom
@@ -348,12 +348,10 @@ def test_search_ratings_and_a_split_through_a_real_terminal(tmux_run, tiny_llama
     term.wait_for(
         lambda s: idle(s) and "there was a cat" in " ".join(document_lines(s)), what="the hit"
     )
-    term.keys("F3")
-    term.wait_for(lambda s: "there was a dog" in " ".join(document_lines(s)), what="f3")
-    # xterm sends shift+f3 as ESC [1;2R, which reads as a cursor position report:
-    # alt+p is the previous hit's other key.
-    term.keys("M-p")
-    term.wait_for(lambda s: "there was a cat" in " ".join(document_lines(s)), what="alt+p")
+    term.keys("M-n")
+    term.wait_for(lambda s: "there was a dog" in " ".join(document_lines(s)), what="alt+n")
+    term.keys("M-N")
+    term.wait_for(lambda s: "there was a cat" in " ".join(document_lines(s)), what="alt+shift+n")
     term.keys("M-g")
     term.wait_for(lambda s: "\u2713 there was a cat" in s, what="the good mark")
     term.keys("End", *["Left"] * 4)  # before " cat"

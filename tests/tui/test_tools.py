@@ -75,14 +75,14 @@ async def test_next_and_previous_hit_and_a_bad_regex(make_app, loom, branched):
         await pilot.press("enter")
         await settle(pilot)
         assert loom.cursor is branched["cat"]
-        await pilot.press("f3")
+        await pilot.press("alt+n")
         await settle(pilot)
         assert loom.cursor is branched["dog"]
         assert app.doc.text[app.doc.caret :].startswith("there was a dog")
-        await pilot.press("f3")  # wraps around
+        await pilot.press("alt+n")  # wraps around
         await settle(pilot)
         assert loom.cursor is branched["cat"]
-        await pilot.press("shift+f3")
+        await pilot.press("alt+shift+n")
         await settle(pilot)
         assert loom.cursor is branched["dog"]
 
@@ -170,7 +170,7 @@ async def test_move_a_branch_and_undo(make_app, loom, branched):
         await settle(pilot)
         assert king.is_ancestor_of(loom.cursor)
         app.doc.move_to(len("Once upon a time lived a"))  # inside " lived a king"
-        await pilot.press("alt+v")
+        await pilot.press("alt+y")
         await settle(pilot)
         head = dog.parent
         assert head.parent is branched["stem"] and loom.decode(head.tokens) == " lived a"
@@ -189,6 +189,6 @@ async def test_move_a_branch_and_undo(make_app, loom, branched):
         # Below itself: refused in one line.
         await pilot.press("alt+c")
         app.doc.move_to(app.doc.length)
-        await pilot.press("alt+v")
+        await pilot.press("alt+y")
         await settle(pilot)
         assert dog.parent is head

@@ -1,6 +1,6 @@
 """Tidying the tree from the editor: split the node at the caret (alt+k by default),
 merge the node at the caret into its parent (alt+j), pick up the branch at the caret
-(alt+c) and move it to hang at the caret somewhere else (alt+v).
+(alt+c) and move it to hang at the caret somewhere else (alt+y, "yank" it there).
 
 Each runs in the engine worker (``tui.hygiene``), is saved in the session as it
 happens, and goes on the undo history as a change: ctrl+z reverts it (the same nodes
@@ -89,23 +89,23 @@ class HygieneActions:
 
         self.submit("merge", job, lock=True)
 
-    def action_pick_branch(self) -> None:
+    def action_pick_up_branch(self) -> None:
         node = self._caret_node() or self.doc.node
         if node is None or node.parent is None:
             self.bell()
             return
         self._picked = branch_of(node, show_hidden=True)
         preview = safe_line(self.node_text(self._picked).strip())[:30]
-        key = self._key_for("move_branch")
+        key = self._key_for("move_branch_here")
         self.notify(f"Picked up {preview!r}: put the caret where it goes, then {key}", timeout=5)
 
-    def action_move_branch(self) -> None:
+    def action_move_branch_here(self) -> None:
         self.when_idle(self._move_branch, stop=True)
 
     def _move_branch(self) -> None:
         branch = self._picked
         if branch is None:
-            key = self._key_for("pick_branch")
+            key = self._key_for("pick_up_branch")
             self.notify(f"Pick up a branch first ({key} on it)", timeout=3)
             return
         place = self._caret_position()

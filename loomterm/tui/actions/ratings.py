@@ -62,7 +62,12 @@ class RatingActions:
             return
         branch = branch_of(node, show_hidden=True)
         clear = rating_of(branch) == value
-        self._set_meta(branch, rating=None if clear else value)
+        rating = None if clear else value
+        # While a weave runs, the rating reaches it between two batches (the worker is
+        # busy with the weave, so a job would wait for its end).
+        weaving = getattr(self, "rate_while_weaving", None)
+        if weaving is None or not weaving(branch, rating):
+            self._set_meta(branch, rating=rating)
         word = "good" if value == GOOD else "bad"
         self.notify("Rating cleared" if clear else f"Branch rated {word}", timeout=2)
 

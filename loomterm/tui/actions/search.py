@@ -1,5 +1,5 @@
 """Search across every branch: the dialog (ctrl+f by default), going to a hit, and the
-next and previous hit (f3, shift+f3) of the last search.
+next and previous hit (alt+n, alt+shift+n) of the last search.
 
 The search itself (``loomterm.search``) only reads the tree and takes milliseconds, so
 it runs on the UI thread; the decoded text of each node is kept between searches

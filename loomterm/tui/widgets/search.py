@@ -82,7 +82,7 @@ class SearchScreen(ModalScreen["SearchPick | None"]):
             yield Label("", id="search-status", markup=False)
             yield OptionList(id="search-hits")
             yield Label(
-                "enter: go to the hit · f3 / shift+f3 later: next / previous",
+                "enter: go to the hit · later, alt+n / alt+shift+n: the next / previous hit",
                 classes="dialog--hint",
             )
 
