@@ -10,7 +10,16 @@ from dataclasses import asdict, dataclass, field, replace
 
 import torch
 
-from loomterm.bench import corpus_text, decoding, edits, precision, prefill, remote
+from loomterm.bench import (
+    corpus_text,
+    decoding,
+    edits,
+    precision,
+    prefill,
+    remote,
+    search,
+    weave,
+)
 from loomterm.bench.common import loom_options
 from loomterm.bench.report import Row
 
@@ -41,8 +50,13 @@ class BenchPlan:
     precision_tokens: int = 128
     precision_doc: int = 512
     precision_reps: int = 3
+    weave_shape: tuple[int, int, int] = (4, 3, 2)  # n, d, k
+    weave_tokens: int = 16
+    weave_reps: int = 2
     sections: tuple[str, ...] = (
-        "latency", "decode", "precision", "siblings", "memory", "prefill", "rerope", "drafted"
+        "latency", "decode", "precision", "siblings", "memory", "prefill", "rerope", "drafted",
+        "weave",
+        "search",
     )  # fmt: skip
 
     @classmethod
@@ -73,6 +87,7 @@ class BenchPlan:
             precision_tokens=32,
             precision_doc=256,
             precision_reps=3,
+            weave_reps=1,
         )
 
     def scaled(self, **changes) -> BenchPlan:
@@ -89,6 +104,8 @@ NOTES = {
     prefill.PREFILL: prefill.PREFILL_NOTE,
     edits.REROPE: edits.REROPE_NOTE,
     decoding.DRAFTED: decoding.DRAFTED_NOTE,
+    weave.WEAVE: weave.WEAVE_NOTE,
+    search.SEARCH: search.SEARCH_NOTE,
 }
 SERVER_NOTES = remote.NOTES  # the sections of a bench against a server
 
@@ -175,6 +192,12 @@ def _run(loaded, plan: BenchPlan, quick: bool, log: Callable[[str], None]) -> Be
             log,
             sampled_tokens=plan.sampled_tokens,
         )
+    if "weave" in want:
+        rows += weave.weave_rows(
+            loaded, prompt, *plan.weave_shape, plan.weave_tokens, plan.weave_reps, log
+        )
+    if "search" in want:
+        rows += search.search_rows(loaded, corpus, 3, log)
     meta = {
         "model": loaded.name,
         "device": str(loaded.device),

@@ -12,9 +12,7 @@ the local runner keeps each node's KV on the node and runs the model in this pro
 - ``generate`` samples ``n`` continuations, as one batch over one shared prefix.
 - ``edit`` turns a whole-text change into the smallest token splice (``edits``).
 
-Several models can write into one tree (``loom_models``: ``attach``, ``use``,
-``generate(model=...)``): every generated node keeps the key of its writer in
-``node.meta["model"]``; ``self.runner`` is always the active one.
+Several models can share the tree (``loom_models``); ``self.runner`` is the active one.
 
 Thread safety: every tree operation and every read of the runner's state takes one
 re-entrant lock (``exclusive``), so a UI may call from a worker thread while another
@@ -30,11 +28,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from loomterm.engine import restructure
 from loomterm.engine.edits import plan_edit
 from loomterm.engine.events import EventBus, Listener
 from loomterm.engine.generation import GenerateRequest, GenerateResult, OnToken
 from loomterm.engine.loom_models import LoomModels, ModelWriter
-from loomterm.engine.memory import KVMemory
 from loomterm.engine.registry import Models
 from loomterm.engine.runner import Capabilities, Runner
 from loomterm.engine.sampling import SamplingParams, resolve_logit_bias
@@ -42,7 +40,7 @@ from loomterm.engine.text import TokenText
 from loomterm.engine.window import segments
 from loomterm.errors import EditRangeError, EmptyEditError, InputError, PrefillCancelled
 from loomterm.settings import Settings
-from loomterm.tree import Node, Origin, Tree
+from loomterm.tree import Merged, Node, Origin, Tree
 
 if TYPE_CHECKING:
     from loomterm.engine.models import LoadedModel
@@ -88,7 +86,7 @@ class Loom(LoomModels):
     ) -> Loom:
         """Load a model (None: the default model) and start an empty loom on it.
         ``kv_budget`` caps resident KV ("2G", bytes; default: half the free memory);
-        ``quant="int8"`` quantizes the weights (``engine.quant``).
+        ``quant="int8"`` or ``"int4"`` quantizes the weights (``engine.quant``).
 
         A ``model`` that is a URL (``http://host:port``) connects to that server
         instead (``remote.connect``; ``server`` takes its options: ``server_kind``,
@@ -246,16 +244,6 @@ class Loom(LoomModels):
         """True when no KV on the path was re-rotated (or built on re-rotated KV)."""
         return not any(n.approx for n in node.path())
 
-    def kv_bytes(self) -> KVMemory:
-        """Resident KV: ``.nodes`` (stored on nodes), ``.working`` (the working buffer)
-        and ``.total``, over every attached model. Safe from any thread without waiting
-        for an operation."""
-        runners = self._models.runners()
-        if len(runners) == 1:
-            return self.runner.memory()
-        parts = [runner.memory() for runner in runners.values()]
-        return KVMemory(sum(p.nodes for p in parts), sum(p.working for p in parts))
-
     def next_logits(self, node: Node) -> torch.Tensor:
         """(vocab,) float32 logits for the token after ``node``'s path."""
         if not self.capabilities.full_logits:
@@ -297,7 +285,7 @@ class Loom(LoomModels):
             if offset == len(holder.tokens) - 1:
                 return holder
             head = self.tree.split(holder, offset + 1)
-            for runner in self._models.runners().values():
+            for runner in self._each_runner():
                 runner.split(head, holder, offset + 1)
             self._events.emit("split", head)
             return head
@@ -435,12 +423,88 @@ class Loom(LoomModels):
                 self.runner.refresh(node)
             return node
 
-    def evict(self, node: Node) -> None:
-        """Drop ``node``'s KV, keeping its tokens; it is recomputed exactly when used."""
+    # -- tidying the tree ----------------------------------------------------------------
+    def split(self, node: Node, offset: int) -> Node:
+        """Cut ``node`` after its first ``offset`` tokens (``Tree.split``): returns the
+        new head; ``node`` keeps its id and the rest. The halves share the KV; nothing
+        is computed."""
         with self.exclusive():
-            owner = self._kv_runner()
-            if owner is not None:
-                owner.evict(node)
+            self._check_node(node)
+            if node.parent is None or not 0 < offset < len(node.tokens):
+                raise EditRangeError(
+                    f"offset {offset} does not cut node {node.id} (1..{len(node.tokens) - 1})"
+                )
+            head = self.tree.split(node, offset)
+            for runner in self._each_runner():
+                runner.split(head, node, offset)
+            self._events.emit("split", head)
+            return head
+
+    def merge(self, node: Node) -> Merged:
+        """Fold ``node``'s parent into ``node`` (``Tree.merge``; ``node`` must be an only
+        child): one node holds both halves' tokens, their KV joined when both have it.
+        Returns the record :meth:`unmerge` takes. The cursor on the parent moves to
+        ``node``. Emits ``merge`` with ``node`` (the parent is gone from the tree)."""
+        with self.exclusive():
+            self._check_node(node)
+            head = node.parent
+            if head is None or head.parent is None:
+                raise InputError("this node has no parent to merge into (the root is above it)")
+            if len(head.children) != 1:
+                raise InputError(
+                    f"the parent has {len(head.children)} branches: only an only child "
+                    "merges into its parent (move the others first)"
+                )
+            # The working cache names the halves: it forgets them (their KV stays on
+            # the nodes, copied out of the buffer first) and reloads the merged node.
+            for runner in self._each_runner():
+                runner.forget(head)
+            join = restructure.join_kv if self.kv_owner is not None else None
+            record = self.tree.merge(node, join)
+            self._events.emit("merge", node)
+            if self._cursor is head:
+                self.cursor = node
+            return record
+
+    def unmerge(self, record: Merged) -> Node:
+        """Undo :meth:`merge`: the same parent node (same id) comes back, holding its
+        tokens again, the KV divided as a split divides it. Returns it."""
+        with self.exclusive():
+            self._check_node(record.node)
+            for runner in self._each_runner():
+                runner.forget(record.node)
+            try:
+                head = self.tree.unmerge(record)
+            except ValueError as exc:
+                raise InputError(str(exc)) from None
+            self._events.emit("split", head)
+            return head
+
+    def move(self, node: Node, new_parent: Node, index: int | None = None) -> tuple[Node, int]:
+        """Make ``node`` and its subtree a child of ``new_parent`` (at ``index`` among
+        its children; default last). The subtree keeps its KV only when the path
+        above stays the same tokens; otherwise its KV and records are dropped and
+        computed in the new context when used (``engine.restructure``). Returns the
+        old ``(parent, index)`` (a second ``move`` there undoes it). Emits ``move``."""
+        with self.exclusive():
+            self._check_node(node)
+            self._check_node(new_parent)
+            old_parent = node.parent
+            if old_parent is None:
+                raise InputError("the root cannot move")
+            if node.is_ancestor_of(new_parent):
+                raise InputError("a branch cannot move below itself")
+            keep = restructure.same_context(old_parent, new_parent)
+            if not keep:
+                for runner in self._each_runner():
+                    runner.forget(node)
+            old = self.tree.move(node, new_parent, index)
+            self._events.emit("move", node)
+            if not keep:
+                for item in restructure.drop_context(node):
+                    self._events.emit("records", item)
+                    self._events.emit("update", item)
+            return old
 
     # -- generation ------------------------------------------------------------------
     def generate(

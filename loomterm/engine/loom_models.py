@@ -5,11 +5,13 @@ keeps who they are and the tokenizer rule)."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from loomterm.engine.generation import NodeWriter
+from loomterm.engine.memory import KVMemory
 from loomterm.errors import InputError
 from loomterm.tree import Node, Origin, Tree
 
@@ -25,6 +27,7 @@ class LoomModels:
     _models: Models
     _events: EventBus
     _lock: threading.RLock
+    exclusive: Callable[[], contextlib.AbstractContextManager]
     runner: Runner
     tree: Tree
 
@@ -77,6 +80,28 @@ class LoomModels:
     def kv_owner(self) -> str | None:
         """The key of the local model whose KV is kept on the nodes, or None."""
         return self._models.kv_owner
+
+    def kv_bytes(self) -> KVMemory:
+        """Resident KV: ``.nodes`` (stored on nodes), ``.working`` (the working buffer)
+        and ``.total``, over every attached model. Safe from any thread without waiting
+        for an operation."""
+        runners = self._models.runners()
+        if len(runners) == 1:
+            return self.runner.memory()
+        parts = [runner.memory() for runner in runners.values()]
+        return KVMemory(sum(p.nodes for p in parts), sum(p.working for p in parts))
+
+    def evict(self, node: Node) -> None:
+        """Drop ``node``'s KV, keeping its tokens; it is recomputed exactly when used."""
+        with self.exclusive():
+            owner = self._kv_runner()
+            if owner is not None:
+                owner.evict(node)
+
+    def _each_runner(self) -> list[Runner]:
+        """Every attached runner: tree changes that rename or drop what a working cache
+        holds (split, merge, move) go to all of them."""
+        return list(self._models.runners().values())
 
     def _kv_runner(self) -> Runner | None:
         owner = self._models.kv_owner

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from rich.segment import Segment
 from rich.style import Style
@@ -30,9 +30,6 @@ from loomterm.tui.blocks import PENDING, Block
 from loomterm.tui.document import DocumentModel
 from loomterm.tui.paste import paste_text
 from loomterm.tui.sanitize import display
-
-if TYPE_CHECKING:
-    from loomterm.tree import Node
 
 GUTTER = 11  # "assistant" and a bar
 MODIFIER_PREFIXES = ("alt+", "ctrl+", "super+", "meta+", "hyper+")
@@ -228,9 +225,8 @@ class DocumentView(ScrollView, can_focus=True):
         self._caret_line = 0
         self.follow = True  # keep the caret at the end while text streams in
         self.placeholder = ""  # one line on how to start, while the document is empty
-        # Several models: the colour of the model that wrote a node (None: the usual
-        # model colour), from ``tui.actions.models``; redraw() after it changes.
-        self.writer_colour: Callable[[Node], str | None] | None = None
+        # node -> its writer's colour, or None (``tui.actions.models``); then redraw().
+        self.writer_colour: Callable[..., str | None] | None = None
 
     # -- styles --------------------------------------------------------------------
     def notify_style_update(self) -> None:
