@@ -175,3 +175,26 @@ def test_siblings_from_several_models_at_once(pair):
     assert [k.tokens for k in alone] == [k.tokens for k in kids[:2]]
     with pytest.raises(InputError, match="counts >= 0"):
         pair.generate(prompt, 4, models=[("g", -1)])
+
+
+def test_tidying_the_tree_keeps_every_model_exact(pair):
+    llama = pair.active_model
+    prompt = pair.append(pair.root, "Once upon a time")
+    [kid] = pair.generate(prompt, 6, model="g")
+    [other] = pair.generate(prompt, 4)
+    pair.use("g")
+
+    def exact_for_g(node) -> None:
+        want = reference_logits(pair, pair.tokens(node))
+        assert (pair.next_logits(node) - want).abs().max() / want.abs().max() < 1e-4
+
+    exact_for_g(kid)  # the GPT-2's working cache now holds this path
+    pair.split(kid, 3)  # both working caches hear of the split
+    exact_for_g(kid)
+    pair.merge(kid)  # and of the merge
+    exact_for_g(kid)
+    pair.move(other, kid)  # and of the move
+    exact_for_g(other)
+    pair.use(llama)
+    assert_matches_recompute(pair, other)
+    assert_matches_recompute(pair, kid)
