@@ -174,8 +174,9 @@ class Models:
         """Refuse, in one line, a runner whose tokenizer is not the tree's."""
         why = vocab_mismatch(self.tree_vocab(), vocab_key(runner))
         if why is not None:
+            who = name if name == slug(runner.name) else f"{name} ({runner.name})"
             raise InputError(
-                f"{name} ({runner.name}) cannot join this tree: {why}; a tree holds the "
+                f"{who} cannot join this tree: {why}; a tree holds the "
                 "token ids of one tokenizer (re-tokenizing across vocabularies is not done)"
             )
 
