@@ -26,12 +26,13 @@ def masked_reference(query, key, value, groups):
 @pytest.mark.parametrize("past", [0, 1, 77, 300])
 @pytest.mark.parametrize("groups", [1, 3])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_split_causal_equals_masked_sdpa(past, groups, dtype):
+@pytest.mark.parametrize("batch", [1, 3])
+def test_split_causal_equals_masked_sdpa(past, groups, dtype, batch):
     torch.manual_seed(past + groups)
     q_len, kv_heads, dim = 40, 2, 16
-    buf = torch.randn(2, 1, kv_heads, past + q_len + 9, dim, dtype=dtype)  # spare columns
+    buf = torch.randn(2, batch, kv_heads, past + q_len + 9, dim, dtype=dtype)  # spare columns
     key, value = buf[0, :, :, : past + q_len], buf[1, :, :, : past + q_len]  # strided views
-    query = torch.randn(1, q_len, kv_heads * groups, dim, dtype=dtype).transpose(1, 2)
+    query = torch.randn(batch, q_len, kv_heads * groups, dim, dtype=dtype).transpose(1, 2)
     got = split_causal(query, key, value, None).float()
     want = masked_reference(query.float(), key.float(), value.float(), groups)
     tol = 1e-5 if dtype == torch.float32 else 3e-2  # bfloat16 keeps 8 bits of mantissa
