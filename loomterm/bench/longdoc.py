@@ -184,11 +184,13 @@ def _switch_row(loom, loaded, main, other, reps: int, how: str, why: str) -> Row
     device = loom.runner.device
     times = []
     got = None
-    loom.refresh(other)  # exact, whatever the setup's appends re-rotated
+    if not loom.is_exact(other):
+        loom.refresh(other)  # exact, whatever the setup's appends re-rotated
     for _ in range(reps):
         # The working cache holds ``main``'s exact window (appending it past a shift
         # boundary may have re-rotated the prefix; refresh recomputes exactly).
-        loom.refresh(main)
+        if not loom.is_exact(main):
+            loom.refresh(main)
         loom.next_logits(main)
         seconds, got = timed(device, lambda: loom.next_logits(other))
         times.append(seconds)
