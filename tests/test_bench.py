@@ -33,6 +33,10 @@ TINY_PLAN = BenchPlan(
     precision_tokens=8,
     precision_doc=64,
     precision_reps=1,
+    open_tokens=300,
+    switch_tokens=400,
+    switch_ctx=128,
+    long_reps=1,
 )
 
 

@@ -12,6 +12,7 @@ between machines; the ratios are what to track.
 - ``edits``: edit latency and re-rope quality.
 - ``decoding``: plain decode, batched siblings, KV memory and drafted decoding.
 - ``weave``: a weave's batched levels against one request per node.
+- ``longdoc``: opening a long session, branch switches past the context window.
 - ``runner``: the plan (``--quick`` or full) and the run.
 """
 

@@ -14,6 +14,7 @@ from loomterm.bench import (
     corpus_text,
     decoding,
     edits,
+    longdoc,
     precision,
     prefill,
     remote,
@@ -53,8 +54,13 @@ class BenchPlan:
     weave_shape: tuple[int, int, int] = (4, 3, 2)  # n, d, k
     weave_tokens: int = 16
     weave_reps: int = 2
+    open_tokens: int = 8000  # the long session opened for its first token
+    switch_tokens: int = 10000  # the path of the window-switch rows
+    switch_ctx: int | None = None  # their n_ctx (None: the model's)
+    long_reps: int = 2
     sections: tuple[str, ...] = (
-        "latency", "decode", "precision", "siblings", "memory", "prefill", "rerope", "drafted",
+        "latency", "decode", "precision", "siblings", "memory", "prefill", "long", "rerope",
+        "drafted",
         "weave",
         "search",
     )  # fmt: skip
@@ -88,6 +94,8 @@ class BenchPlan:
             precision_doc=256,
             precision_reps=3,
             weave_reps=1,
+            switch_ctx=2048,  # the windows are ~1-2k tokens: the setup stays short
+            long_reps=1,
         )
 
     def scaled(self, **changes) -> BenchPlan:
@@ -102,6 +110,7 @@ NOTES = {
     decoding.SIBLINGS: decoding.SIBLINGS_NOTE,
     decoding.MEMORY: decoding.MEMORY_NOTE,
     prefill.PREFILL: prefill.PREFILL_NOTE,
+    longdoc.LONG: longdoc.LONG_NOTE,
     edits.REROPE: edits.REROPE_NOTE,
     decoding.DRAFTED: decoding.DRAFTED_NOTE,
     weave.WEAVE: weave.WEAVE_NOTE,
@@ -180,6 +189,12 @@ def _run(loaded, plan: BenchPlan, quick: bool, log: Callable[[str], None]) -> Be
         )
     if "prefill" in want:
         rows += prefill.record_cost(loaded, corpus, plan.prefill_tokens, plan.prefill_reps, log)
+    if "long" in want:
+        rows += longdoc.open_first_token(loaded, corpus, plan.open_tokens, plan.long_reps, log)
+        why = " (lowered from the model's to keep --quick short)" if plan.switch_ctx else ""
+        rows += longdoc.window_switch(
+            loaded, corpus, plan.switch_tokens, plan.switch_ctx, plan.long_reps, log, why
+        )
     if "rerope" in want:
         rows += edits.rerope_quality(loaded, corpus, plan.rerope_doc, plan.rerope_edits, log)
     if "drafted" in want:

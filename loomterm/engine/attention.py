@@ -7,7 +7,14 @@ fall back to a slow path, on every layer and every step: on a CPU, one query ove
 verified draft, the last token after a truncate) this module does the attention as two
 batched matmuls that read the strided keys in place, with grouped-query heads packed
 so the KV heads are never repeated. Long queries (prefill) go to transformers' SDPA
-path, where copying the keys once per layer is negligible next to the work.
+path, where copying the keys once per layer is negligible next to the work -- except
+on a CPU, where a prefill chunk after earlier columns (causal, aligned to the cache's
+end) is split in two flash-attention calls instead: the chunk against the columns
+before it (no mask at all, the grouped-query heads packed as above) and the chunk
+against itself (``is_causal``), merged through their log-sum-exps. SDPA with the
+materialised (q, T) mask reads the mask for every head and repeats the KV heads
+first; the split reads the strided keys in place and was 20-25% faster at 8,000
+tokens (``bench.prefill``). ``causal_mask`` hands such chunks no mask (None).
 
 It is registered with transformers' ``AttentionInterface`` under ``"loom"`` and uses
 SDPA's mask construction, so causal, padding and custom 4D masks all arrive as they
@@ -19,7 +26,7 @@ from __future__ import annotations
 import torch
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
-from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+from transformers.masking_utils import AttentionMaskInterface, causal_mask_function, sdpa_mask
 
 NAME = "loom"
 # Queries longer than this go to SDPA (prefill).
@@ -42,6 +49,9 @@ def loom_attention(
     """query: (B, Hq, q, D); key, value: (B, Hkv, T, D). Returns ((B, q, Hq, D), None)."""
     batch, q_heads, q_len, head_dim = query.shape
     kv_heads, kv_len = key.shape[1], key.shape[2]
+    if q_len > SHORT_QUERY and _split_applies(module, query, attention_mask, is_causal, dropout):
+        if not any(kwargs.get(name) is not None for name in _UNSUPPORTED):
+            return split_causal(query, key, value, scaling), None
     if (
         q_len > SHORT_QUERY
         or dropout
@@ -82,6 +92,86 @@ def loom_attention(
     return out.contiguous(), None
 
 
+def _split_applies(module, query, attention_mask, is_causal, dropout) -> bool:
+    """Whether a long query is the plain causal chunk ``causal_mask`` left unmasked."""
+    causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
+    return attention_mask is None and causal and not dropout and query.device.type == "cpu"
+
+
+def split_causal(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scaling: float | None
+) -> torch.Tensor:
+    """Causal attention of the last ``q`` columns over all ``T``, lower-right aligned,
+    as two flash-attention calls merged by log-sum-exp (see the module docstring).
+    query: (B, Hq, q, D); key, value: (B, Hkv, T, D), strided views are fine.
+    Returns (B, q, Hq, D)."""
+    flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+    batch, q_heads, q_len, head_dim = query.shape
+    kv_heads, kv_len = key.shape[1], key.shape[2]
+    groups = q_heads // kv_heads
+    past = kv_len - q_len
+    scale = scaling if scaling is not None else head_dim**-0.5
+    own_k, own_v = key[:, :, past:], value[:, :, past:]  # (B, Hkv, q, D)
+    if groups > 1:
+        own_k = own_k.repeat_interleave(groups, dim=1)  # (B, Hq, q, D): q columns only
+        own_v = own_v.repeat_interleave(groups, dim=1)
+    out, lse = flash(query, own_k, own_v, 0.0, True, scale=scale)  # (B, Hq, q, D), (B, Hq, q)
+    if past > 0:
+        packed = query.reshape(batch, kv_heads, groups * q_len, head_dim)  # (B, Hkv, G*q, D)
+        before, lse_before = flash(packed, key[:, :, :past], value[:, :, :past], scale=scale)
+        before = before.reshape(batch, q_heads, q_len, head_dim)  # (B, Hq, q, D)
+        lse_before = lse_before.reshape(batch, q_heads, q_len).float()  # (B, Hq, q)
+        lse = lse.float()
+        total = torch.logaddexp(lse, lse_before)  # (B, Hq, q)
+        out = (
+            out.float() * (lse - total).exp().unsqueeze(-1)
+            + before.float() * (lse_before - total).exp().unsqueeze(-1)
+        ).to(query.dtype)  # (B, Hq, q, D)
+    return out.transpose(1, 2).contiguous()  # (B, q, Hq, D)
+
+
+def causal_mask(
+    batch_size: int,
+    q_length: int,
+    kv_length: int,
+    q_offset: int = 0,
+    kv_offset: int = 0,
+    mask_function=causal_mask_function,
+    attention_mask: torch.Tensor | None = None,
+    local_size: int | None = None,
+    allow_is_causal_skip: bool = True,
+    device: torch.device | str = "cpu",
+    **kwargs,
+) -> torch.Tensor | None:
+    """``sdpa_mask``, except that a long plain causal chunk at the cache's end on a CPU
+    gets no mask: ``loom_attention`` then runs ``split_causal``."""
+    if (
+        allow_is_causal_skip
+        and mask_function is causal_mask_function
+        and attention_mask is None
+        and local_size is None
+        and kv_offset == 0
+        and isinstance(q_offset, int)
+        and q_offset + q_length == kv_length
+        and q_length > SHORT_QUERY
+        and torch.device(device).type == "cpu"
+    ):
+        return None
+    return sdpa_mask(
+        batch_size=batch_size,
+        q_length=q_length,
+        kv_length=kv_length,
+        q_offset=q_offset,
+        kv_offset=kv_offset,
+        mask_function=mask_function,
+        attention_mask=attention_mask,
+        local_size=local_size,
+        allow_is_causal_skip=allow_is_causal_skip,
+        device=device,
+        **kwargs,
+    )
+
+
 def install(model) -> str | None:
     """Switch ``model`` to this attention when it currently uses SDPA or eager attention.
 
@@ -89,7 +179,7 @@ def install(model) -> str | None:
     own attention, which copies the working cache's views: slower decoding, same
     numbers). The caller reports that line once."""
     AttentionInterface.register(NAME, loom_attention)
-    AttentionMaskInterface.register(NAME, sdpa_mask)
+    AttentionMaskInterface.register(NAME, causal_mask)
     config = model.config
     current = getattr(config, "_attn_implementation", None)
     if current == NAME:

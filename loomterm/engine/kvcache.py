@@ -191,6 +191,10 @@ class WorkingCache(Cache):
         self.segments: list[Segment] = []  # what row 0 holds, in order
         self.owners: Owners | None = None
         self._shared = 0  # leading committed columns known equal in every row
+        # The first column whose KV a context shift re-rotated (approximate), None when
+        # every column was computed where it sits; the columns after it are approximate
+        # too (computed on top of it).
+        self.approx_from: int | None = None
         self._reserve(1, 64)
         super().__init__(layers=[_BufferLayer(self, i) for i in range(n_layers)])
 
@@ -407,6 +411,8 @@ class WorkingCache(Cache):
             self._detach_from(length)
         self.length = length
         self._shared = min(self._shared, length)
+        if self.approx_from is not None and self.approx_from >= length:
+            self.approx_from = None
         kept: list[Segment] = []
         total = 0
         for seg in self.segments:
@@ -579,6 +585,8 @@ class WorkingCache(Cache):
         keys = rerotate(moved[:, 0], -drop, rope)
         values = moved[:, 1].clone()
         self.forget_columns(keep, drop)
+        if keys.shape[3]:
+            self.approx_from = keep if self.approx_from is None else min(self.approx_from, keep)
         end = keep + keys.shape[3]
         self.buf[:, 0, : self.batch, :, keep:end] = keys
         self.buf[:, 1, : self.batch, :, keep:end] = values

@@ -55,6 +55,9 @@ class LocalRunner(Runner):
         attention_note: Why loomterm's in-place attention is off (None when it is on).
         keep_records: Give tokens the model did not write (typed, imported) their
             log-probability and top alternatives from the prefill's logits.
+        rerotate_window: On a RoPE model, move to a path whose window starts later by
+            re-rotating the columns the buffer holds (approximate, flagged) rather
+            than recomputing the window.
     """
 
     def __init__(
@@ -105,6 +108,9 @@ class LocalRunner(Runner):
         self.lru = budget.LruClock()
         self.evictions = 0
         self.keep_records = True  # typed tokens get log-probabilities from their prefill
+        # Past n_ctx, re-rotate a window the buffer holds at a smaller shift instead of
+        # recomputing it (approximate, flagged; ``PathCache._slide``). False: recompute.
+        self.rerotate_window = True
         self._breakers: dict[tuple[str, ...], DryBreakers] = {}
         # What drafted decoding learned about whether drafting pays, per regime
         # (``speculative.Ledger``), kept across generations.
