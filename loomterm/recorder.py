@@ -129,6 +129,8 @@ class SessionRecorder:
             store.set_cursor(node)
         elif event == "settings":
             store.set_settings(self.loom.settings.as_dict())
+        elif event == "contexts":
+            store.set_contexts(self.loom.contexts.versions.as_dict())
         # Other events carry nothing the file keeps.
 
     def _timed_flush(self) -> None:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from loomterm.engine.context import PATH, Assembled, ContextBook, Piece
 from loomterm.engine.edits import plan_edit
 from loomterm.engine.events import EventBus, Listener
 from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter, OnToken
@@ -35,6 +36,7 @@ from loomterm.engine.sampling import SamplingParams, resolve_logit_bias
 from loomterm.engine.text import TokenText
 from loomterm.engine.window import segments
 from loomterm.errors import EditRangeError, EmptyEditError, InputError, PrefillCancelled
+from loomterm.injection import ContextSpec
 from loomterm.settings import Settings
 from loomterm.tree import Node, Origin, Tree
 
@@ -51,6 +53,8 @@ class Loom:
         tree: Every node ever made (``loomterm.tree.Tree``).
         settings: The validated session settings (``loomterm.settings.Settings``).
         last_result: What the latest generation did (``generation.GenerateResult``).
+        contexts: The context versions (memory, author's note, world info) nodes were
+            generated with (``engine.context.ContextBook``; ``.versions`` by id).
     """
 
     def __init__(self, runner: Runner, tree: Tree | None = None) -> None:
@@ -66,6 +70,9 @@ class Loom:
 
             self.tree.split_kv = split_kv
         runner.attach(self.tree, self._events.emit)
+        self.contexts = ContextBook(runner.encode, runner.codec.decode)
+        self._context_version: str | None = None  # a generation's own, while it runs
+        runner.context_provider = self._provide_context
 
     @classmethod
     def load(
@@ -214,6 +221,44 @@ class Loom:
         with self._lock:
             self.settings = self.settings.replace(**changes)
             self._events.emit("settings", None)
+
+    # -- what the model sees ------------------------------------------------------------
+    def context_spec(self, version: str | None = None) -> ContextSpec:
+        """The memory, author's note and world info of the settings (None) or of a
+        recorded version ("" is none; ``InputError`` for an unknown one)."""
+        return self.contexts.spec(ContextSpec.from_settings(self.settings), version)
+
+    def context_version(self, node: Node) -> str:
+        """The context version ``node`` was generated with ("" none, or typed text)."""
+        return str(node.meta.get("context", ""))
+
+    def _provide_context(self, node: Node, reserve: int = 0) -> Assembled | None:
+        spec = self.context_spec(self._context_version)
+        return self.contexts.assemble(node.path_tokens(), spec, self.n_ctx, reserve)
+
+    def context_layout(self, node: Node, version: str | None = None) -> Assembled:
+        """What the model sees for ``node``'s path, as runs of path tokens and injected
+        text (``engine.context.Assembled``: ``.tokens``, ``.pieces``, ``.injected()``).
+        Without injection: the path, or the window of it the model sees."""
+        with self._lock:
+            self._check_node(node)
+            spec = self.context_spec(version)
+            made = self.contexts.assemble(node.path_tokens(), spec, self.n_ctx)
+            if made is not None:
+                return made
+            runs = [(seg.node.start + seg.lo, seg.node.start + seg.hi) for seg in self.runner.window.layout(node)]  # fmt: skip
+            pieces, path = [], node.path_tokens()
+            for lo, hi in runs:
+                if pieces and pieces[-1].hi == lo:
+                    lo = pieces.pop().lo
+                pieces.append(Piece(PATH, lo, hi))
+            tokens = [t for p in pieces for t in path[p.lo : p.hi]]
+            return Assembled(tokens, pieces, spec.version, plain=len(tokens))
+
+    def context_tokens(self, node: Node, version: str | None = None) -> list[int]:
+        """The exact token ids the model sees for ``node``'s path: memory, triggered
+        world info, the path with the author's note inside (``engine.context``)."""
+        return self.context_layout(node, version).tokens
 
     def tokens(self, node: Node) -> list[int]:
         """Token ids of the path from the root to ``node``."""
@@ -435,6 +480,7 @@ class Loom:
         cancel: threading.Event | None = None,
         drafting: str | None = None,
         on_take_back: Callable[[Node, int], None] | None = None,
+        context: str | None = None,
         **sampling: Any,
     ) -> list[Node]:
         """Sample ``n`` continuations of ``node`` as one batch; returns the new children.
@@ -442,6 +488,8 @@ class Loom:
         Every setting (the samplers by llama.cpp's names, ``banned_strings``,
         ``drafting``...) may be given; what is not given comes from ``loom.settings``. ``on_token(child, token_id, piece)`` is called as each token
         arrives; setting ``cancel`` stops within one token, keeping what was generated.
+        ``context``: a recorded context version (``context_version(old_node)``) instead
+        of the settings' memory, author's note and world info ("" for none).
         """
         if drafting is not None:
             sampling["drafting"] = drafting
@@ -462,6 +510,7 @@ class Loom:
             banned=settings.banned_strings,
             banned_ignore_case=settings.banned_strings_ignore_case,
             on_take_back=on_take_back,
+            context=context,
         )
         return self.run(request).children
 
@@ -477,11 +526,19 @@ class Loom:
         with self.exclusive():
             self._check_node(request.node)
             writer = NodeWriter(self.tree, self._events.emit)
+            spec = self.context_spec(request.context)
+            if spec.active:  # the children record what they were generated with
+                version, new = self.contexts.versions.add(spec)
+                writer.meta["context"] = version
+                if new:
+                    self._events.emit("contexts", None)
             try:
+                self._context_version = request.context
                 self.last_result = self.runner.decode(request, writer)
             except PrefillCancelled as stopped:  # before any token: no child was made
                 raise self._stopped(stopped, request.node) from None
             finally:
+                self._context_version = None
                 for kid in writer.children:
                     self._events.emit("done", kid)
             return self.last_result

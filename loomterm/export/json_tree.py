@@ -19,6 +19,9 @@ One object::
         "dtype": "float32"
       },
       "settings": {...},                # per-session settings (sampling defaults...)
+      "contexts": {"<id>": {...}},      # context versions nodes were generated with
+                                        # (meta "context": memory, authors_note,
+                                        # authors_note_depth, world_info); may be absent
       "cursor": 7,                      # id of the node the user is at
       "root": 0,                        # id of the root node (it holds no tokens)
       "nodes": [ NODE, ... ],           # parents before children
@@ -110,6 +113,7 @@ def to_json_dict(data: SessionData) -> dict[str, Any]:
         "modified": data.modified,
         "model": data.model,
         "settings": data.settings,
+        "contexts": data.contexts,
         "cursor": data.cursor,
         "root": data.tree.root.id,
         "nodes": nodes,
@@ -174,6 +178,7 @@ def from_json_dict(obj: dict[str, Any], source: str = "<json>") -> SessionData |
         pieces=pieces,
         cursor=cursor if cursor in nodes else root_id,
         settings=dict(obj.get("settings") or {}),
+        contexts=dict(obj.get("contexts") or {}),
         model=dict(obj.get("model") or {}),
         vocab=vocab,
         created=float(obj.get("created") or 0.0),

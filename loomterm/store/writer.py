@@ -272,6 +272,11 @@ class SessionStore:
         with self.transaction() as conn:
             self._set(conn, "settings", settings)
 
+    def set_contexts(self, contexts: dict[str, Any]) -> None:
+        """Replace the context versions (id to memory, author's note, world info)."""
+        with self.transaction() as conn:
+            self._set(conn, "contexts", contexts)
+
     def add_vocab(self, pieces: dict[int, str]) -> None:
         """Remember display text for token ids seen among alternatives."""
         if not pieces:
@@ -375,6 +380,8 @@ def write_session(
     try:
         store.write_tree(data.tree, lambda node: data.pieces.get(node.id, []), data.cursor_node)
         store.add_vocab(data.vocab)
+        if data.contexts:
+            store.set_contexts(data.contexts)
     except BaseException:
         store.close()
         raise
