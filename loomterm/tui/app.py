@@ -48,6 +48,7 @@ from loomterm.tui.actions import (
     AlternativeActions,
     BookmarkActions,
     ChatActions,
+    ContextActions,
     GenerationActions,
     NavigationActions,
     PresetActions,
@@ -77,6 +78,7 @@ from loomterm.tui.themes import (
     solidify,
 )
 from loomterm.tui.widgets.branch_tree import BranchTree
+from loomterm.tui.widgets.context import ContextView
 from loomterm.tui.widgets.document_view import DocumentView
 from loomterm.tui.widgets.help import HelpRow
 from loomterm.tui.widgets.status_bar import StatusBar, StatusInfo
@@ -103,6 +105,7 @@ class LoomApp(
     PresetActions,
     SessionActions,
     ViewActions,
+    ContextActions,
     App[None],
 ):
     """A terminal loom over ``loom``. ``session_name`` names the session in titles and
@@ -182,6 +185,7 @@ class LoomApp(
         with Horizontal(id="main"):
             yield self.branches
             yield self.view
+            yield self.context_view
         yield self.status
         yield Footer(compact=True)
 
@@ -198,6 +202,7 @@ class LoomApp(
         self.view.surprisal = self.prefs.surprisal
         self.view.approx_marks = self.prefs.approx
         self.status = StatusBar(id="status")
+        self.context_view = ContextView(id="context-view", classes="-hidden")
 
     def on_mount(self) -> None:
         self._load_themes()

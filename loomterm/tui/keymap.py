@@ -289,7 +289,25 @@ ACTIONS: tuple[Action, ...] = (
     Action(
         "theme", "", "change_theme", "Theme", "Pick a colour theme (remembered).", False, "View"
     ),
+    Action(
+        "context_view",
+        "alt+v",
+        "toggle_context_view",
+        "Context view",
+        "Show exactly what the model sees (memory, world info, author's note marked), or the document.",
+        False,
+        "View",
+    ),
     # Session
+    Action(
+        "context",
+        "f3",
+        "context_dialog",
+        "Memory and notes",
+        "Edit memory, the author's note (and its depth) and world info, kept with the session.",
+        False,
+        "Session",
+    ),
     Action(
         "settings",
         "f2",
