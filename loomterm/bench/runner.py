@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import torch
 
-from loomterm.bench import corpus_text, decoding, edits, precision, prefill, remote
+from loomterm.bench import context, corpus_text, decoding, edits, precision, prefill, remote
 from loomterm.bench.common import loom_options
 from loomterm.bench.report import Row
 
@@ -41,8 +41,12 @@ class BenchPlan:
     precision_tokens: int = 128
     precision_doc: int = 512
     precision_reps: int = 3
+    context_rounds: int = 6
+    context_new: int = 32
+    context_branches: int = 4
     sections: tuple[str, ...] = (
-        "latency", "decode", "precision", "siblings", "memory", "prefill", "rerope", "drafted"
+        "latency", "decode", "precision", "siblings", "memory", "prefill", "rerope", "drafted",
+        "context",
     )  # fmt: skip
 
     @classmethod
@@ -73,6 +77,9 @@ class BenchPlan:
             precision_tokens=32,
             precision_doc=256,
             precision_reps=3,
+            context_rounds=3,
+            context_new=16,
+            context_branches=3,
         )
 
     def scaled(self, **changes) -> BenchPlan:
@@ -89,6 +96,7 @@ NOTES = {
     prefill.PREFILL: prefill.PREFILL_NOTE,
     edits.REROPE: edits.REROPE_NOTE,
     decoding.DRAFTED: decoding.DRAFTED_NOTE,
+    context.CONTEXT: context.CONTEXT_NOTE,
 }
 SERVER_NOTES = remote.NOTES  # the sections of a bench against a server
 
@@ -174,6 +182,10 @@ def _run(loaded, plan: BenchPlan, quick: bool, log: Callable[[str], None]) -> Be
             plan.sampled_seeds,
             log,
             sampled_tokens=plan.sampled_tokens,
+        )
+    if "context" in want:
+        rows += context.context_rows(
+            loaded, corpus, plan.context_rounds, plan.context_new, plan.context_branches, log
         )
     meta = {
         "model": loaded.name,
