@@ -97,8 +97,8 @@ async def test_context_view_shows_what_the_model_sees(make_app, loom):
         # Each injected part is marked, in the model's order.
         marks = [shown.index(m) for m in ("\u25b6memory", "\u25b6world info", "\u25b6author's note")]  # fmt: skip
         assert marks == sorted(marks)
-        assert "\u25b6memory\u2502The weaver.\n\u25c0" in shown
-        assert "Once upon a time\n\u25b6author's note\u2502[terse]\n\u25c0the fox ran" in shown
+        assert "\u25b6memory\u2502The weaver.\u25c0\n" in shown
+        assert "Once upon a time\n\u25b6author's note\u2502[terse]\u25c0\nthe fox ran" in shown
         text = screen_text(app)
         assert "memory" in text and "[terse]" in text
         # Changing the note updates the view at once.

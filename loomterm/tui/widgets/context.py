@@ -66,7 +66,7 @@ class ContextScreen(ModalScreen["dict[str, Any] | None"]):
         & TextArea { height: 4; }
         & #context-note { height: 3; }
         & #context-world { height: 5; }
-        & .context--row { height: 1; margin: 1 0; }
+        & .context--row { height: 1; }
         & .context--row Label { width: 30; }
         & .context--row Input { width: 12; }
         & .context--help { color: $text-muted; }
@@ -157,8 +157,9 @@ class Run:
 
 
 def render_context(runs: list[Run]) -> Text:
-    """The runs as one text, injected ones highlighted and opened by a ``▶kind│`` mark
-    and closed by ``◀`` (the marks are the view's, not the model's)."""
+    """The runs as one text, injected ones highlighted, opened by a ``▶kind│`` mark and
+    closed by ``◀`` before their final line break (the marks are the view's, not the
+    model's)."""
     out = Text()
     counts: dict[str, int] = {}
     for run in runs:
@@ -171,9 +172,11 @@ def render_context(runs: list[Run]) -> Text:
         if run.kind == "path":
             out.append(run.text)
             continue
+        body = run.text.removesuffix("\n")  # the close mark before the line break
         out.append(f"\u25b6{KIND_LABELS.get(run.kind, run.kind)}\u2502", "bold reverse")
-        out.append(run.text, "black on yellow" if run.kind == "authors_note" else "black on cyan")
+        out.append(body, "black on yellow" if run.kind == "authors_note" else "black on cyan")
         out.append("\u25c0", "bold reverse")
+        out.append(run.text[len(body) :])
     return out
 
 
