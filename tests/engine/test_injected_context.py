@@ -174,3 +174,21 @@ def test_contexts_are_saved_reopened_and_exported(llama_loom, tmp_path):
         assert again.tokens == kid.tokens
     finally:
         close_session(reopened)
+
+
+def test_typed_text_gets_records_and_banned_phrases_work_under_a_context(llama_loom):
+    import torch
+
+    loom = llama_loom
+    loom.update_settings(memory="The weaver.", authors_note="[terse]", authors_note_depth=1)
+    node = loom.append(loom.root, "Once upon a time\nthe fox")
+    seen = loom.context_tokens(node)
+    # The records of the typed tokens are what the model saw predicting them.
+    last = reference_logits(loom, seen[:-1]).log_softmax(-1)
+    assert node.logprobs[-1] == pytest.approx(float(last[seen[-1]]), abs=1e-4)
+    assert all(lp is not None for lp in node.logprobs[1:])
+    kids = loom.generate(node, 8, n=2, seed=5, temperature=1.0, banned_strings=["fox"])
+    for kid in kids:
+        assert "fox" not in loom.decode(kid.tokens)
+        check(loom, kid)
+    assert torch.isfinite(loom.next_logits(kids[0])).all()
