@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from textual.message import Message
+
 from loomterm.engine.context import PATH
 from loomterm.errors import LoomError
 from loomterm.tui.messages import LoomChanged
@@ -17,12 +19,24 @@ if TYPE_CHECKING:
     from loomterm.tree import Node
     from loomterm.tui.app import LoomApp
 
+
+class ContextAssembled(Message):
+    """What the model sees, assembled by the worker (or why it cannot be)."""
+
+    def __init__(self, runs: list[Run], problem: str = "") -> None:
+        super().__init__()
+        self.runs = runs
+        self.problem = problem
+
+
 # Loom events after which what the model sees may have changed.
 _CONTEXT_EVENTS = frozenset({"settings", "cursor", "add", "split", "done"})
 
 
 class ContextActions:
     """Mixed into :class:`~loomterm.tui.app.LoomApp`: the context dialog and view."""
+
+    _context_queued = False  # a refresh is in the worker's queue: one is enough
 
     def action_context_dialog(self: LoomApp) -> None:
         def saved(values: dict[str, Any] | None) -> None:
@@ -54,27 +68,42 @@ class ContextActions:
             self.view.focus()
 
     def context_runs(self: LoomApp, node: Node) -> list[Run]:
-        """What the model sees for ``node``'s path, run by run. Reads the tree without
-        waiting for the engine (a generation may be running): paths only grow."""
+        """What the model sees for ``node``'s path, run by run (on the engine worker)."""
         loom = self.loom
         tokens = node.path_tokens()
-        made = loom.contexts.assemble(tokens, loom.context_spec(), loom.n_ctx)
-        if made is None:
-            return [Run(PATH, loom.decode(tokens), len(tokens))]
         runs = []
-        for piece in made.pieces:
+        for piece in loom.context_layout(node).pieces:  # the plain path's window, if no text
             ids = tokens[piece.lo : piece.hi] if piece.kind == PATH else list(piece.tokens)
             runs.append(Run(piece.kind, loom.decode(ids), len(ids)))
         return runs
 
     def refresh_context_view(self: LoomApp) -> None:
-        if not self.context_shown:
+        """Assemble what the model sees in the engine worker (it encodes text, so it
+        waits for a running generation); the view shows it when it comes back."""
+        if not self.context_shown or self._context_queued:
             return
-        node = self.doc.node or self.loom.root
-        try:
-            self.context_view.show(self.context_runs(node))
-        except LoomError as exc:
-            self.context_view.show_problem(str(exc))
+        self._context_queued = True
+        loom = self.loom
+
+        def job() -> None:
+            runs: list[Run] = []
+            problem = ""
+            try:
+                with loom.exclusive():
+                    runs = self.context_runs(self.doc.node or loom.root)
+            except LoomError as exc:
+                problem = str(exc)
+            finally:  # always answered, so the next change refreshes again
+                self.post_message(ContextAssembled(runs, problem))
+
+        self.submit("context", job)
+
+    def on_context_assembled(self: LoomApp, message: ContextAssembled) -> None:
+        self._context_queued = False
+        if message.problem:
+            self.context_view.show_problem(message.problem)
+        else:
+            self.context_view.show(message.runs)
 
     def on_loom_changed(self: LoomApp, message: LoomChanged) -> None:
         if message.event in _CONTEXT_EVENTS and self.context_shown:
