@@ -87,6 +87,13 @@ ACTIONS: tuple[Action, ...] = (
         short="Regen",
     ),
     Action(
+        "regenerate_own_context",
+        "",
+        "regenerate_own_context",
+        "Regenerate with its own context",
+        "A new sibling made with the memory, author's note and world info the node was made with.",
+    ),
+    Action(
         "generate_n",
         "ctrl+n",
         "generate_n",

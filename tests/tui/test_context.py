@@ -108,3 +108,28 @@ async def test_context_view_shows_what_the_model_sees(make_app, loom):
         await pilot.press("alt+v")
         await settle(pilot)
         assert app.view.display and "The weaver." not in screen_text(app)
+
+
+async def test_regenerate_with_the_nodes_own_context(make_app, loom):
+    loom.update_settings(memory="Old memory.")
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await write_and_generate(pilot, "Once upon a time")
+        old = loom.cursor
+        version = loom.context_version(old)
+        assert version
+        loom.update_settings(memory="New memory, quite different.")
+        await pilot.press("ctrl+r")  # the current context
+        await settle(pilot)
+        current = loom.cursor
+        assert current.parent is old.parent
+        assert loom.context_version(current) == loom.context_spec().version != version
+        await pilot.press("alt+left")  # back on the old node
+        await settle(pilot)
+        assert app.doc.node is old
+        await app.run_action("regenerate_own_context")  # as the palette runs it
+        await settle(pilot)
+        again = loom.cursor
+        assert again.parent is old.parent and again not in (old, current)
+        assert loom.context_version(again) == version
+        assert again.tokens == old.tokens  # greedy, same context: the same text

@@ -52,6 +52,11 @@ class ContextActions:
 
         self.push_screen(ContextScreen(self.loom.settings), saved)
 
+    def action_regenerate_own_context(self: LoomApp) -> None:
+        """Regenerate the generated node at the caret with the context it was made
+        with (memory, author's note, world info of that time), not the current one."""
+        self.when_idle(lambda: self._regenerate(own_context=True))
+
     @property
     def context_shown(self: LoomApp) -> bool:
         return not self.context_view.has_class("-hidden")

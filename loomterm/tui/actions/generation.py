@@ -107,7 +107,9 @@ class GenerationActions:
     def action_regenerate(self) -> None:
         self.when_idle(self._regenerate)
 
-    def _regenerate(self) -> None:
+    def _regenerate(self, own_context: bool = False) -> None:
+        """A new sibling of the generated node at the caret; ``own_context``: with the
+        memory, author's note and world info it was generated with, not today's."""
         node = self._caret_node()
         if node is None or node.origin is not Origin.MODEL:
             node = self.doc.node
@@ -123,10 +125,15 @@ class GenerationActions:
         ):
             node = node.parent
         assert node.parent is not None
-        self._generate(1, start=node.parent)
+        context = self.loom.context_version(node) if own_context else None
+        self._generate(1, start=node.parent, context=context)
 
     def _generate(
-        self, n: int, start: Node | None = None, then: Callable[[], None] | None = None
+        self,
+        n: int,
+        start: Node | None = None,
+        then: Callable[[], None] | None = None,
+        context: str | None = None,
     ) -> None:
         if self.generating:
             self.bell()
@@ -184,6 +191,7 @@ class GenerationActions:
                     on_token=streamer.on_token,
                     on_take_back=streamer.on_take_back,
                     cancel=cancel,
+                    context=context,
                     **sampling,
                 )
                 streamer.flush()
