@@ -234,6 +234,8 @@ class Loom:
 
     def _provide_context(self, node: Node, reserve: int = 0) -> Assembled | None:
         spec = self.context_spec(self._context_version)
+        if not spec.active:  # the plain path: nothing more to read
+            return None
         return self.contexts.assemble(node.path_tokens(), spec, self.n_ctx, reserve)
 
     def context_layout(self, node: Node, version: str | None = None) -> Assembled:
