@@ -73,6 +73,11 @@ def run(args: argparse.Namespace) -> int:
         loom = open_loom(path, **options.load_kwargs(), progress=print_progress)
     else:
         loom = Loom.load(**options.load_kwargs(), progress=print_progress)
+        # A new session starts where the editor's do: llama.cpp's samplers, or the
+        # model's generation_config (not the neutral raw distribution).
+        from loomterm.tui.defaults import start_new_session
+
+        start_new_session(loom)
         path.parent.mkdir(parents=True, exist_ok=True)
         save_loom(loom, path)
     end_progress_line()

@@ -23,8 +23,8 @@ def register(sub: argparse._SubParsersAction, engine: argparse.ArgumentParser) -
     export.add_argument("session", metavar="SESSION", help="session name or .loom file")
     export.add_argument(
         "--format",
-        choices=["md", "txt", "json", "html"],
-        help="output format (default: from -o's suffix, else md)",
+        choices=["md", "txt", "json", "html", "jsonl"],
+        help="output format; jsonl: ratings as preference pairs (default: from -o's suffix, else md)",
     )
     export.add_argument(
         "--branch",

@@ -116,6 +116,19 @@ class SessionRecorder:
             store.split(node, self._pieces.node_pieces(node), self._pieces.node_pieces(tail))
             self._stored[node.id] = len(node.tokens)
             self._stored[tail.id] = len(tail.tokens)
+        elif event == "merge" and node is not None:
+            self._flush()
+            gone = [i for i in self._stored if i not in self.loom.tree.nodes]
+            store.merge(node, gone, self._pieces.node_pieces(node))
+            for i in gone:
+                del self._stored[i]
+            self._stored[node.id] = len(node.tokens)
+        elif event == "move" and node is not None:
+            self._flush_node(node)
+            # Its first pieces may read differently after other tokens (a character
+            # completed across the new boundary): written again, then its place.
+            store.rewrite_node(node, self._pieces.node_pieces(node))
+            store.update_node(node)  # the new siblings renumbered
         elif event == "update" and node is not None:
             self._flush_node(node)
             store.update_node(node)

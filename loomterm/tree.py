@@ -216,6 +216,8 @@ class Tree:
         )
         self._next_id += 1
         self.nodes[head.id] = head
+        if MERGED_ORIGINS in node.meta:  # each half keeps the authors of its own tokens
+            _split_origins(node, head, offset)
         parent.children[parent.children.index(node)] = head
         head.children = [node]
         node.parent = head
@@ -231,6 +233,109 @@ class Tree:
     # Set by the engine: (kv, offset) -> (head_kv, tail_kv).
     split_kv: Any = None
 
+    # -- tidying the tree (move, merge, and the undo of a merge) ------------------------
+    def move(self, node: Node, new_parent: Node, index: int | None = None) -> tuple[Node, int]:
+        """Make ``node`` (with its subtree) a child of ``new_parent``, at ``index`` among
+        its children (default: last). Returns the old ``(parent, index)``, which a
+        second ``move`` takes to put it back. Tokens, records and ids are unchanged;
+        the KV of the moved subtree is the caller's business (its positions and
+        context may have changed)."""
+        parent = node.parent
+        if parent is None:
+            raise ValueError("the root cannot move")
+        if node.is_ancestor_of(new_parent):
+            raise ValueError("a node cannot move below itself")
+        old_index = parent.children.index(node)
+        parent.children.remove(node)
+        kids = new_parent.children
+        kids.insert(len(kids) if index is None else max(0, min(index, len(kids))), node)
+        node.parent = new_parent
+        return parent, old_index
+
+    def merge(self, node: Node, join_kv: Any = None) -> Merged:
+        """Fold ``node``'s parent into ``node``: the parent's tokens (and records) go
+        in front of ``node``'s, and ``node`` takes the parent's place among its
+        siblings. The inverse of :meth:`split`: ``node`` keeps its id and children, so
+        references to it still name the same path; the parent leaves the tree. Only an
+        only child merges (a sibling would otherwise find ``node``'s text in its path).
+
+        Returns a :class:`Merged` record that :meth:`unmerge` takes to undo it.
+        ``join_kv(head_kv, tail_kv, head_tokens)`` (else the ``merge_kv`` hook) joins
+        the KV of the halves; without either the merged node has none."""
+        head = node.parent
+        if head is None or head.parent is None:
+            raise ValueError("a node below the root has no parent to merge into")
+        if len(head.children) != 1:
+            raise ValueError(
+                f"the parent has {len(head.children)} children: only an only child merges"
+            )
+        grand = head.parent
+        count = len(head.tokens)
+        record = Merged(
+            head=head,
+            node=node,
+            approx=node.approx,
+            added_meta=tuple(
+                key for key in head.meta if key not in node.meta and key != MERGED_ORIGINS
+            ),
+            origins=node.meta.get(MERGED_ORIGINS),
+        )
+        runs = origin_runs(head) + origin_runs(node)
+        node.tokens[:0] = head.tokens
+        node.logprobs[:0] = head.logprobs
+        node.top[:0] = head.top
+        node.approx = node.approx or head.approx
+        for key in record.added_meta:
+            node.meta[key] = head.meta[key]
+        if any(origin != Origin(node.origin).value for _, origin in runs):
+            # Who wrote which part, so an export can still tell.
+            node.meta[MERGED_ORIGINS] = _packed(runs)
+        else:
+            node.meta.pop(MERGED_ORIGINS, None)
+        join = join_kv or self.merge_kv
+        node.kv = join(head.kv, node.kv, count) if join is not None else None
+        head.kv = None
+        grand.children[grand.children.index(head)] = node
+        node.parent = grand
+        head.children = []
+        del self.nodes[head.id]
+        return record
+
+    def unmerge(self, record: Merged) -> Node:
+        """Undo :meth:`merge`: the same head node (same id) comes back above ``node``
+        with its tokens. Returns the head."""
+        head, node = record.head, record.node
+        count = len(head.tokens)
+        if self.nodes.get(node.id) is not node or node.tokens[:count] != head.tokens:
+            raise ValueError("the merged node changed since: the merge cannot be undone")
+        if head.id in self.nodes:
+            raise ValueError(f"node {head.id} is in the tree already")
+        parent = node.parent
+        assert parent is not None
+        parent.children[parent.children.index(node)] = head
+        head.parent = parent
+        head.children = [node]
+        node.parent = head
+        del node.tokens[:count]
+        del node.logprobs[:count]
+        del node.top[:count]
+        node.approx = record.approx
+        for key in record.added_meta:
+            node.meta.pop(key, None)
+        if record.origins is None:
+            node.meta.pop(MERGED_ORIGINS, None)
+        else:
+            node.meta[MERGED_ORIGINS] = record.origins
+        if self.split_kv is not None:
+            head.kv, node.kv = self.split_kv(node.kv, count)
+        else:
+            head.kv = node.kv = None
+        self.nodes[head.id] = head
+        return head
+
+    # Set by the engine: (head_kv, tail_kv, head_tokens) -> the KV of the merged node.
+    merge_kv: Any = None
+
     def locate(self, node: Node, position: int) -> tuple[Node, int]:
         """The node on ``node``'s path that holds path position ``position``, and the
         offset inside it. ``position`` may equal the path length (the end)."""
@@ -243,5 +348,91 @@ class Tree:
         return path[-1], len(path[-1].tokens)
 
 
+@dataclass(frozen=True)
+class Merged:
+    """What :meth:`Tree.merge` did, for :meth:`Tree.unmerge`.
+
+    Attributes:
+        head: The parent that was folded in (out of the tree, its tokens kept).
+        node: The node that took in the head's tokens.
+        approx: ``node``'s approximate flag before the merge.
+        added_meta: Meta keys ``node`` took from the head.
+        origins: ``node``'s ``merged_origins`` meta before the merge (None: none).
+    """
+
+    head: Node
+    node: Node
+    approx: bool
+    added_meta: tuple[str, ...]
+    origins: Any = None
+
+
+# Meta key of a merged node whose parts had different authors: ``[[count, origin],
+# ...]`` runs from its first token on (a node's own origin applies to the rest).
+MERGED_ORIGINS = "merged_origins"
+
+
+def origin_runs(node: Node, packed: Any = ...) -> list[tuple[int, str]]:
+    """Who wrote ``node``'s tokens, as ``(count, origin)`` runs covering all of them."""
+    packed = node.meta.get(MERGED_ORIGINS) if packed is ... else packed
+    runs: list[tuple[int, str]] = []
+    covered = 0
+    for count, origin in packed or ():
+        count = max(0, min(int(count), len(node.tokens) - covered))
+        if count:
+            runs.append((count, str(origin)))
+            covered += count
+    if covered < len(node.tokens):
+        runs.append((len(node.tokens) - covered, Origin(node.origin).value))
+    return runs
+
+
+def _split_origins(node: Node, head: Node, offset: int) -> None:
+    """``merged_origins`` of ``node`` divided between ``head`` (its first ``offset``
+    tokens, still on ``node`` when this runs) and ``node``."""
+    front: list[tuple[int, str]] = []
+    back: list[tuple[int, str]] = []
+    done = 0
+    for count, origin in origin_runs(node):
+        take = max(0, min(count, offset - done))
+        if take:
+            front.append((take, origin))
+        if count > take:
+            back.append((count - take, origin))
+        done += count
+    for part, runs in ((head, front), (node, back)):
+        if any(origin != Origin(part.origin).value for _, origin in runs):
+            part.meta[MERGED_ORIGINS] = _packed(runs)
+        else:
+            part.meta.pop(MERGED_ORIGINS, None)
+
+
+def _packed(runs: list[tuple[int, str]]) -> list[list[Any]]:
+    """``runs`` with neighbours by the same author joined, as JSON-ready lists."""
+    out: list[list[Any]] = []
+    for count, origin in runs:
+        if out and out[-1][1] == origin:
+            out[-1][0] += count
+        else:
+            out.append([count, origin])
+    return out
+
+
 # Meta keys that a head keeps when a node is split (a chat role applies to both halves).
 INHERITED_META = frozenset({"role"})
+
+
+# -- ratings ----------------------------------------------------------------------------
+# A node's rating is ``node.meta["rating"]``: GOOD (1) or BAD (-1); absent when unrated.
+# It is set through ``Loom.set_meta(node, rating=...)`` (None clears it), so the session
+# saves it. The editor rates the first node of a branch (just below its branch point).
+RATING = "rating"
+GOOD = 1
+BAD = -1
+
+
+def rating_of(node: Node) -> int | None:
+    """``node``'s rating: 1 (good), -1 (bad) or None (unrated, or a value that is
+    neither)."""
+    value = node.meta.get(RATING)
+    return value if value in (GOOD, BAD) and not isinstance(value, bool) else None

@@ -250,5 +250,18 @@ def test_generate_settings_from_the_command_line_override_the_session_s(tiny_lla
         argv = ["generate", "-s", name, "--model", tiny_llama_dir, "--device", "cpu"]
         assert run([*argv, "--temperature", "0", "--max-new-tokens", "6"]) == 0
         outs.append(capsys.readouterr().out)
-        assert load_session(name).settings["temperature"] == 1.0
+        assert load_session(name).settings["temperature"] == 0.8  # the session's own
     assert outs[0] == outs[1] and outs[0].strip()
+
+
+def test_generate_starts_a_new_session_with_the_editor_s_samplers(tiny_llama_dir):
+    """``generate -s NEW`` starts from the llama.cpp preset, as the editor does, not from
+    the neutral raw distribution."""
+    from loomterm.presets import SHIPPED
+    from loomterm.session import load_session
+
+    make_session(tiny_llama_dir, "fresh")
+    stored = load_session("fresh").settings
+    assert stored["preset"] == "llama.cpp"
+    for name, value in SHIPPED["llama.cpp"].items():
+        assert stored[name] == value, name

@@ -14,6 +14,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 HEADLESS = [
     "loomterm.tree",
+    "loomterm.search",
     "loomterm.errors",
     "loomterm.locations",
     "loomterm.progress",

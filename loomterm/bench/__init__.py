@@ -11,6 +11,7 @@ between machines; the ratios are what to track.
 - ``common``: fresh looms, transformers' stock attention, full recomputes.
 - ``edits``: edit latency and re-rope quality.
 - ``decoding``: plain decode, batched siblings, KV memory and drafted decoding.
+- ``weave``: a weave's batched levels against one request per node.
 - ``runner``: the plan (``--quick`` or full) and the run.
 """
 

@@ -47,6 +47,7 @@ MODES = (
     Mode("float32", "float32", "none"),
     Mode("bfloat16", "bfloat16", "none"),
     Mode("int8", "auto", "int8"),  # activations: float32 on a CPU, bfloat16 on a GPU
+    Mode("int4", "auto", "int4"),  # groups of 32, as llama.cpp's Q4_1
 )
 
 
@@ -162,7 +163,7 @@ def _peer_rows(loaded, prompt, new_tokens, reps, decode, only) -> list[Row]:
                     extra={"unavailable": runs})]  # fmt: skip
     label = f"{gguf.name}, {threads} thread{'s' if threads > 1 else ''}"
     rows = []
-    for mode, target in (("float32", ""), ("int8", ">=1.0")):
+    for mode, target in (("float32", ""), ("int8", ">=1.0"), ("int4", ">=1.0")):
         for what, ours, theirs in (
             ("prompt prefill included", decode[mode], [r.rate for r in runs]),
             ("decode only", only[mode], [r.decode_rate for r in runs]),

@@ -10,7 +10,17 @@ from dataclasses import asdict, dataclass, field, replace
 
 import torch
 
-from loomterm.bench import context, corpus_text, decoding, edits, precision, prefill, remote
+from loomterm.bench import (
+    context,
+    corpus_text,
+    decoding,
+    edits,
+    precision,
+    prefill,
+    remote,
+    search,
+    weave,
+)
 from loomterm.bench.common import loom_options
 from loomterm.bench.report import Row
 
@@ -41,11 +51,16 @@ class BenchPlan:
     precision_tokens: int = 128
     precision_doc: int = 512
     precision_reps: int = 3
+    weave_shape: tuple[int, int, int] = (4, 3, 2)  # n, d, k
+    weave_tokens: int = 16
+    weave_reps: int = 2
     context_rounds: int = 6
     context_new: int = 32
     context_branches: int = 4
     sections: tuple[str, ...] = (
         "latency", "decode", "precision", "siblings", "memory", "prefill", "rerope", "drafted",
+        "weave",
+        "search",
         "context",
     )  # fmt: skip
 
@@ -77,6 +92,7 @@ class BenchPlan:
             precision_tokens=32,
             precision_doc=256,
             precision_reps=3,
+            weave_reps=1,
             context_rounds=3,
             context_new=16,
             context_branches=3,
@@ -96,6 +112,8 @@ NOTES = {
     prefill.PREFILL: prefill.PREFILL_NOTE,
     edits.REROPE: edits.REROPE_NOTE,
     decoding.DRAFTED: decoding.DRAFTED_NOTE,
+    weave.WEAVE: weave.WEAVE_NOTE,
+    search.SEARCH: search.SEARCH_NOTE,
     context.CONTEXT: context.CONTEXT_NOTE,
 }
 SERVER_NOTES = remote.NOTES  # the sections of a bench against a server
@@ -183,6 +201,12 @@ def _run(loaded, plan: BenchPlan, quick: bool, log: Callable[[str], None]) -> Be
             log,
             sampled_tokens=plan.sampled_tokens,
         )
+    if "weave" in want:
+        rows += weave.weave_rows(
+            loaded, prompt, *plan.weave_shape, plan.weave_tokens, plan.weave_reps, log
+        )
+    if "search" in want:
+        rows += search.search_rows(loaded, corpus, 3, log)
     if "context" in want:
         rows += context.context_rows(
             loaded, corpus, plan.context_rounds, plan.context_new, plan.context_branches, log

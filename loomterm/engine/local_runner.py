@@ -75,7 +75,8 @@ class LocalRunner(Runner):
         self.where = str(loaded.device) if plain else f"{loaded.device} · {self.precision}"
         self.codec = TokenText(self.tokenizer)
         config = self.model.config.get_text_config(decoder=True)
-        self.vocab_size = int(self.model.get_output_embeddings().weight.shape[0])
+        output = self.model.get_output_embeddings()
+        self.vocab_size = int(getattr(output, "out_features", 0) or output.weight.shape[0])
         self.max_positions = int(
             getattr(config, "max_position_embeddings", None)
             or getattr(config, "n_positions", None)

@@ -26,26 +26,27 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from loomterm.engine.context import PATH, Assembled, ContextBook, Piece
+from loomterm.engine import restructure
+from loomterm.engine.context import ContextBook
 from loomterm.engine.edits import plan_edit
 from loomterm.engine.events import EventBus, Listener
 from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter, OnToken
+from loomterm.engine.loom_context import LoomContext
 from loomterm.engine.memory import KVMemory
 from loomterm.engine.runner import Capabilities, Runner
 from loomterm.engine.sampling import SamplingParams, resolve_logit_bias
 from loomterm.engine.text import TokenText
 from loomterm.engine.window import segments
 from loomterm.errors import EditRangeError, EmptyEditError, InputError, PrefillCancelled
-from loomterm.injection import ContextSpec
 from loomterm.settings import Settings
-from loomterm.tree import Node, Origin, Tree
+from loomterm.tree import Merged, Node, Origin, Tree
 
 if TYPE_CHECKING:
     from loomterm.engine.models import LoadedModel
     from loomterm.engine.runner import Progress
 
 
-class Loom:
+class Loom(LoomContext):
     """A session's tree and the runner that extends it. See the module docstring.
 
     Attributes:
@@ -88,7 +89,7 @@ class Loom:
     ) -> Loom:
         """Load a model (None: the default model) and start an empty loom on it.
         ``kv_budget`` caps resident KV ("2G", bytes; default: half the free memory);
-        ``quant="int8"`` quantizes the weights (``engine.quant``).
+        ``quant="int8"`` or ``"int4"`` quantizes the weights (``engine.quant``).
 
         A ``model`` that is a URL (``http://host:port``) connects to that server
         instead (``remote.connect``; ``server`` takes its options: ``server_kind``,
@@ -221,46 +222,6 @@ class Loom:
         with self._lock:
             self.settings = self.settings.replace(**changes)
             self._events.emit("settings", None)
-
-    # -- what the model sees ------------------------------------------------------------
-    def context_spec(self, version: str | None = None) -> ContextSpec:
-        """The memory, author's note and world info of the settings (None) or of a
-        recorded version ("" is none; ``InputError`` for an unknown one)."""
-        return self.contexts.spec(ContextSpec.from_settings(self.settings), version)
-
-    def context_version(self, node: Node) -> str:
-        """The context version ``node`` was generated with ("" none, or typed text)."""
-        return str(node.meta.get("context", ""))
-
-    def _provide_context(self, node: Node, reserve: int = 0) -> Assembled | None:
-        spec = self.context_spec(self._context_version)
-        if not spec.active:  # the plain path: nothing more to read
-            return None
-        return self.contexts.assemble(node.path_tokens(), spec, self.n_ctx, reserve)
-
-    def context_layout(self, node: Node, version: str | None = None) -> Assembled:
-        """What the model sees for ``node``'s path, as runs of path tokens and injected
-        text (``engine.context.Assembled``: ``.tokens``, ``.pieces``, ``.injected()``).
-        Without injection: the path, or the window of it the model sees."""
-        with self._lock:
-            self._check_node(node)
-            spec = self.context_spec(version)
-            made = self.contexts.assemble(node.path_tokens(), spec, self.n_ctx)
-            if made is not None:
-                return made
-            runs = [(seg.node.start + seg.lo, seg.node.start + seg.hi) for seg in self.runner.window.layout(node)]  # fmt: skip
-            pieces, path = [], node.path_tokens()
-            for lo, hi in runs:
-                if pieces and pieces[-1].hi == lo:
-                    lo = pieces.pop().lo
-                pieces.append(Piece(PATH, lo, hi))
-            tokens = [t for p in pieces for t in path[p.lo : p.hi]]
-            return Assembled(tokens, pieces, spec.version, plain=len(tokens))
-
-    def context_tokens(self, node: Node, version: str | None = None) -> list[int]:
-        """The exact token ids the model sees for ``node``'s path: memory, triggered
-        world info, the path with the author's note inside (``engine.context``)."""
-        return self.context_layout(node, version).tokens
 
     def tokens(self, node: Node) -> list[int]:
         """Token ids of the path from the root to ``node``."""
@@ -469,6 +430,85 @@ class Loom:
         """Drop ``node``'s KV, keeping its tokens; it is recomputed exactly when used."""
         with self.exclusive():
             self.runner.evict(node)
+
+    # -- tidying the tree ----------------------------------------------------------------
+    def split(self, node: Node, offset: int) -> Node:
+        """Cut ``node`` after its first ``offset`` tokens (``Tree.split``): returns the
+        new head; ``node`` keeps its id and the rest. The halves share the KV; nothing
+        is computed."""
+        with self.exclusive():
+            self._check_node(node)
+            if node.parent is None or not 0 < offset < len(node.tokens):
+                raise EditRangeError(
+                    f"offset {offset} does not cut node {node.id} (1..{len(node.tokens) - 1})"
+                )
+            head = self.tree.split(node, offset)
+            self.runner.split(head, node, offset)
+            self._events.emit("split", head)
+            return head
+
+    def merge(self, node: Node) -> Merged:
+        """Fold ``node``'s parent into ``node`` (``Tree.merge``; ``node`` must be an only
+        child): one node holds both halves' tokens, their KV joined when both have it.
+        Returns the record :meth:`unmerge` takes. The cursor on the parent moves to
+        ``node``. Emits ``merge`` with ``node`` (the parent is gone from the tree)."""
+        with self.exclusive():
+            self._check_node(node)
+            head = node.parent
+            if head is None or head.parent is None:
+                raise InputError("this node has no parent to merge into (the root is above it)")
+            if len(head.children) != 1:
+                raise InputError(
+                    f"the parent has {len(head.children)} branches: only an only child "
+                    "merges into its parent (move the others first)"
+                )
+            # The working cache names the halves: it forgets them (their KV stays on
+            # the nodes, copied out of the buffer first) and reloads the merged node.
+            self.runner.forget(head)
+            join = restructure.join_kv if self.capabilities.node_kv else None
+            record = self.tree.merge(node, join)
+            self._events.emit("merge", node)
+            if self._cursor is head:
+                self.cursor = node
+            return record
+
+    def unmerge(self, record: Merged) -> Node:
+        """Undo :meth:`merge`: the same parent node (same id) comes back, holding its
+        tokens again, the KV divided as a split divides it. Returns it."""
+        with self.exclusive():
+            self._check_node(record.node)
+            self.runner.forget(record.node)
+            try:
+                head = self.tree.unmerge(record)
+            except ValueError as exc:
+                raise InputError(str(exc)) from None
+            self._events.emit("split", head)
+            return head
+
+    def move(self, node: Node, new_parent: Node, index: int | None = None) -> tuple[Node, int]:
+        """Make ``node`` and its subtree a child of ``new_parent`` (at ``index`` among
+        its children; default last). The subtree keeps its KV only when the path
+        above stays the same tokens; otherwise its KV and records are dropped and
+        computed in the new context when used (``engine.restructure``). Returns the
+        old ``(parent, index)`` (a second ``move`` there undoes it). Emits ``move``."""
+        with self.exclusive():
+            self._check_node(node)
+            self._check_node(new_parent)
+            old_parent = node.parent
+            if old_parent is None:
+                raise InputError("the root cannot move")
+            if node.is_ancestor_of(new_parent):
+                raise InputError("a branch cannot move below itself")
+            keep = restructure.same_context(old_parent, new_parent)
+            if not keep:
+                self.runner.forget(node)
+            old = self.tree.move(node, new_parent, index)
+            self._events.emit("move", node)
+            if not keep:
+                for item in restructure.drop_context(node):
+                    self._events.emit("records", item)
+                    self._events.emit("update", item)
+            return old
 
     # -- generation ------------------------------------------------------------------
     def generate(

@@ -74,7 +74,7 @@ class LoadedModel:
     device: torch.device
     dtype: torch.dtype  # of the activations and the KV (and of the weights, unquantized)
     fingerprint: dict  # {"name", "config", "weights", "tokenizer"}: SHA-256 hex digests
-    quant: str = "none"  # "none" or "int8" (``engine.quant``)
+    quant: str = "none"  # "none", "int8" or "int4" (``engine.quant``)
 
     def identity(self) -> dict:
         """What a session file records: name, source (absolute when a path), the
@@ -177,9 +177,9 @@ def load_model(
 ) -> LoadedModel:
     """Load a causal LM and its tokenizer; see the module docstring for what ``model`` may be.
 
-    ``quant``: ``"none"`` (the weights in ``dtype``) or ``"int8"`` (weight-only int8
-    per output channel, see ``engine.quant``; ``dtype`` is then that of the
-    activations and the KV).
+    ``quant``: ``"none"`` (the weights in ``dtype``), ``"int8"`` (weight-only int8
+    per output channel) or ``"int4"`` (weight-only, groups of 32; see
+    ``engine.quant``); ``dtype`` is then that of the activations and the KV.
     ``progress(stage, done, total)`` hears about long work (see ``loomterm.progress``).
     Raises ``ModelLoadError`` (``NotCausalLMError`` for, e.g., a BERT folder).
     """
@@ -219,10 +219,10 @@ def load_model(
 
 def _quantize(loaded: LoadedModel, quant: str, dtype: torch.dtype, report: Progress) -> None:
     """Quantize ``loaded``'s weights in place; its dtype becomes ``dtype``."""
-    from loomterm.engine.quant import quantize_int8
+    from loomterm.engine.quant import quantize
 
     with report.timed("quantize"):
-        counts = quantize_int8(loaded.model, dtype)
+        counts = quantize(loaded.model, quant, dtype)
     if not counts["quantized"]:
         raise ModelLoadError(
             f"cannot quantize {loaded.name} to {quant}: no linear layer has an input width "

@@ -6,7 +6,8 @@ never loads model weights.
 
 Formats out (:func:`render`): ``md`` (who wrote what), ``txt`` (the bare text), ``json``
 (the full tree, lossless; the ``loomterm-tree`` version 1 schema is documented in
-:mod:`loomterm.export.json_tree`) and ``html`` (one self-contained page). Formats in
+:mod:`loomterm.export.json_tree`), ``html`` (one self-contained page) and ``jsonl``
+(ratings as preferred and rejected continuations, :mod:`loomterm.export.preferences`). Formats in
 (:func:`read_import`): loomterm JSON, and socketteer/loom's JSON trees.
 
 Each module owns one thing:
@@ -18,6 +19,7 @@ Each module owns one thing:
 - :mod:`~loomterm.export.markdown`, :mod:`~loomterm.export.plain_text`,
   :mod:`~loomterm.export.html_page`: one format each, out;
 - :mod:`~loomterm.export.json_tree`: the loomterm JSON tree, out and in;
+- :mod:`~loomterm.export.preferences`: ratings as preference pairs (JSON Lines), out;
 - :mod:`~loomterm.export.socketteer`: socketteer/loom trees, in;
 - :mod:`~loomterm.export.text_tree`: trees known only by their text, and re-tokenizing
   them;
@@ -45,6 +47,7 @@ from loomterm.export.json_tree import (
 )
 from loomterm.export.markdown import quote, render_markdown, unquote
 from loomterm.export.plain_text import render_text
+from loomterm.export.preferences import preference_pairs, render_preferences
 from loomterm.export.socketteer import SOCKETTEER_SOURCES, from_socketteer, looks_like_socketteer
 from loomterm.export.text_tree import TextTree, retokenize_tree, text_tree_of
 from loomterm.export.views import (
@@ -80,12 +83,14 @@ __all__ = [
     "is_chat",
     "looks_like_socketteer",
     "path_only",
+    "preference_pairs",
     "quote",
     "read_import",
     "render",
     "render_html",
     "render_json",
     "render_markdown",
+    "render_preferences",
     "render_text",
     "retokenize_tree",
     "runs",

@@ -12,12 +12,13 @@ from loomterm.export.html_page import render_html
 from loomterm.export.json_tree import JSON_FORMAT, from_json_dict, render_json
 from loomterm.export.markdown import render_markdown
 from loomterm.export.plain_text import render_text
+from loomterm.export.preferences import render_preferences
 from loomterm.export.socketteer import from_socketteer, looks_like_socketteer
 from loomterm.export.text_tree import TextTree
 from loomterm.export.views import path_only
 from loomterm.store import SessionData
 
-FORMATS = ("md", "txt", "json", "html")
+FORMATS = ("md", "txt", "json", "html", "jsonl")
 SUFFIXES = {
     ".md": "md",
     ".markdown": "md",
@@ -25,6 +26,7 @@ SUFFIXES = {
     ".json": "json",
     ".html": "html",
     ".htm": "html",
+    ".jsonl": "jsonl",
 }
 
 
@@ -42,7 +44,8 @@ def format_for(output: str | os.PathLike | None, fmt: str | None) -> str:
 def render(data: SessionData, fmt: str = "md", branch: str | None = None) -> str:
     """``data`` in format ``fmt``. ``branch``: ``current`` (the cursor's path) or
     ``all``; default: ``current`` for md and txt, ``all`` for json and html (JSON with
-    ``current`` holds just the path's nodes)."""
+    ``current`` holds just the path's nodes). ``jsonl``: the ratings as preference pairs
+    (``export.preferences``), from the whole tree."""
     if branch not in (None, "current", "all"):
         raise ExportError(f"unknown branch choice {branch!r}: use current or all")
     if fmt == "md":
@@ -53,6 +56,8 @@ def render(data: SessionData, fmt: str = "md", branch: str | None = None) -> str
         return render_json(path_only(data) if branch == "current" else data)
     if fmt == "html":
         return render_html(data, branch or "all")
+    if fmt == "jsonl":  # preference pairs come from every branch point, whatever ``branch``
+        return render_preferences(data)
     raise ExportError(f"unknown format {fmt!r}: choose one of {', '.join(FORMATS)}")
 
 

@@ -42,6 +42,7 @@ One object::
       "sampling": {"temperature": 0.8, ...} | null,
       "seed": 42 | null,
       "created": 1730000050.0,
+      "rating": 1 | -1 | null,          # good, bad or unrated (the same as meta.rating)
       "meta": {"role": "assistant", "bookmark": true, "hidden": false, ...}
     }
 
@@ -60,7 +61,7 @@ from typing import Any
 from loomterm.export.errors import import_error
 from loomterm.export.text_tree import TextTree
 from loomterm.store import SessionData
-from loomterm.tree import Node, Origin, Tree
+from loomterm.tree import BAD, GOOD, RATING, Node, Origin, Tree, rating_of
 
 JSON_FORMAT = "loomterm-tree"
 JSON_VERSION = 1
@@ -102,6 +103,7 @@ def to_json_dict(data: SessionData) -> dict[str, Any]:
                 "sampling": node.sampling,
                 "seed": node.seed,
                 "created": node.created,
+                "rating": rating_of(node),
                 "meta": node.meta,
             }
         )
@@ -165,7 +167,7 @@ def from_json_dict(obj: dict[str, Any], source: str = "<json>") -> SessionData |
                 sampling=item.get("sampling"),
                 seed=item.get("seed"),
                 created=float(item.get("created", time.time())),
-                meta=dict(item.get("meta") or {}),
+                meta=_meta_in(item),
             )
             pieces[node_id] = node_pieces
         _link(raw, nodes)
@@ -185,6 +187,16 @@ def from_json_dict(obj: dict[str, Any], source: str = "<json>") -> SessionData |
         modified=float(obj.get("modified") or 0.0),
         name=str(obj.get("name") or ""),
     )
+
+
+def _meta_in(item: dict[str, Any]) -> dict[str, Any]:
+    """A node's meta, with its ``rating`` field (a file written by hand may have only
+    that) kept in ``meta["rating"]`` where ratings live."""
+    meta = dict(item.get("meta") or {})
+    rating = item.get("rating")
+    if rating in (GOOD, BAD) and not isinstance(rating, bool):
+        meta.setdefault(RATING, rating)
+    return meta
 
 
 def _check_links(raw: dict[int, dict], root_id: int) -> None:
@@ -226,7 +238,7 @@ def _text_tree_from_json(obj: dict, raw: dict[int, dict], root_id: int, cursor: 
         texts={i: str(item.get("text") or "") for i, item in raw.items()},
         origins={i: Origin(item.get("origin", "import")) for i, item in raw.items()},
         created={i: float(item.get("created", time.time())) for i, item in raw.items()},
-        meta={i: dict(item.get("meta") or {}) for i, item in raw.items()},
+        meta={i: _meta_in(item) for i, item in raw.items()},
         cursor=cursor if cursor in raw else root_id,
         settings=dict(obj.get("settings") or {}),
         model=dict(obj.get("model") or {}),

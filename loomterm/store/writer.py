@@ -256,6 +256,18 @@ class SessionStore:
             self._insert_tokens(conn, tail, 0, tail_pieces)
             self._renumber_children(conn, head.parent)
 
+    def merge(self, node: Node, removed: list[int], pieces: list[str]) -> None:
+        """``node`` took in its parent's tokens and place (``Tree.merge``): rewrite it
+        and remove the rows of ``removed`` (the parents that left the tree)."""
+        with self.transaction() as conn:
+            conn.execute("DELETE FROM tokens WHERE node = ?", (node.id,))
+            self._update_node(conn, node)  # parent: the old grandparent, before the delete
+            self._insert_tokens(conn, node, 0, pieces)
+            for gone in removed:
+                conn.execute("DELETE FROM tokens WHERE node = ?", (gone,))
+                conn.execute("DELETE FROM nodes WHERE id = ?", (gone,))
+            self._renumber_children(conn, node.parent)
+
     def update_node(self, node: Node) -> None:
         """A node's flags, meta, sampling or place among its siblings changed."""
         with self.transaction() as conn:

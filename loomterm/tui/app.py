@@ -1,10 +1,10 @@
 """The loomterm editor: a Textual app over one Loom.
 
-:class:`LoomApp` owns composition (the widgets, themes, the key map), the bindings, the
-engine worker and its jobs, syncing typed text, and routing the Loom's events. The
-actions live in ``loomterm.tui.actions``, one mixin per area (navigation, generation,
-alternatives, bookmarks, chat, sessions, view), mixed into the app so Textual dispatches their
-``action_*`` and ``on_*`` methods as the app's own.
+:class:`LoomApp` owns composition (the widgets), the bindings, the engine worker and its
+jobs, syncing typed text, and routing the Loom's events. The actions live in
+``loomterm.tui.actions``, one mixin per area (navigation, generation, alternatives,
+bookmarks, chat, sessions, view, looks, lifecycle), mixed into the app so Textual
+dispatches their ``action_*`` and ``on_*`` methods as the app's own.
 
 How work flows:
 
@@ -25,18 +25,15 @@ from __future__ import annotations
 
 import queue
 import threading
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual import events, on, work
-from textual.app import App, ComposeResult, SystemCommand
-from textual.binding import Binding, BindingType
+from textual.app import App, ComposeResult
+from textual.binding import BindingType
 from textual.containers import Horizontal
 from textual.reactive import var
-from textual.screen import Screen
-from textual.theme import BUILTIN_THEMES
 from textual.timer import Timer
 from textual.widgets import Footer
 from textual.worker import Worker, WorkerState, get_current_worker
@@ -50,37 +47,33 @@ from loomterm.tui.actions import (
     ChatActions,
     ContextActions,
     GenerationActions,
+    HygieneActions,
+    LifecycleActions,
+    LookActions,
     NavigationActions,
     PresetActions,
+    RatingActions,
+    SearchActions,
     SessionActions,
     ViewActions,
+    WeaveActions,
 )
 from loomterm.tui.commands import LoomCommands
 from loomterm.tui.document import DocumentModel
 from loomterm.tui.history import History, Place
-from loomterm.tui.keymap import ACTION_BY_ID, ACTIONS, KeymapError, app_bindings, load_keymap
+from loomterm.tui.keymap import app_bindings
 from loomterm.tui.messages import (
     JobFailed,
     JobFinished,
     JobStarted,
     LoomChanged,
-    Prefill,
-    SavedAs,
     Synced,
 )
-from loomterm.tui.prefs import Prefs, load_prefs, save_prefs
+from loomterm.tui.prefs import Prefs, load_prefs
 from loomterm.tui.sanitize import safe_line
-from loomterm.tui.themes import (
-    DEFAULT_THEME,
-    LOOM_DEFAULTS,
-    load_themes,
-    resolve_references,
-    solidify,
-)
 from loomterm.tui.widgets.branch_tree import BranchTree
 from loomterm.tui.widgets.context import ContextView
 from loomterm.tui.widgets.document_view import DocumentView
-from loomterm.tui.widgets.help import HelpRow
 from loomterm.tui.widgets.status_bar import StatusBar, StatusInfo
 
 if TYPE_CHECKING:
@@ -97,6 +90,7 @@ Job = Callable[[], None]
 
 
 class LoomApp(
+    HygieneActions,  # before NavigationActions: its undo and redo wrap navigation's
     NavigationActions,
     GenerationActions,
     AlternativeActions,
@@ -105,6 +99,11 @@ class LoomApp(
     PresetActions,
     SessionActions,
     ViewActions,
+    LookActions,
+    LifecycleActions,
+    WeaveActions,
+    SearchActions,
+    RatingActions,
     ContextActions,
     App[None],
 ):
@@ -234,31 +233,6 @@ class LoomApp(
         loom.progress = self._on_progress
         loom.interrupt = self._interrupt
 
-    def _on_progress(self, stage: str, done: int, total: int) -> None:
-        """Runner progress, on the worker thread: to the UI as a message."""
-        if stage == "prefill":
-            self.post_message(Prefill(done, total))
-
-    def on_prefill(self, message: Prefill) -> None:
-        previous = self._prefill
-        if previous is None or message.done < previous[0] or message.total != previous[1]:
-            self._prefill = (message.done, message.total, message.done, time.monotonic())
-            self.refresh_bindings()  # escape now stops the reading
-        else:
-            self._prefill = (message.done, message.total, previous[2], previous[3])
-        self._refresh_status_soon()
-
-    def prefill_state(self) -> str:
-        """``reading 4,096/16,000 tokens · 812 tok/s · esc stops`` while reading."""
-        if self._prefill is None:
-            return ""
-        done, total, first, since = self._prefill
-        text = f"reading {done:,}/{total:,} tokens"
-        seconds = time.monotonic() - since
-        if done > first and seconds > 0:
-            text += f" \u00b7 {(done - first) / seconds:,.0f} tok/s"
-        return text + " \u00b7 esc stops"
-
     def on_unmount(self) -> None:
         self.loom.unsubscribe(self._on_loom_event)
         self.loom.progress = None
@@ -283,147 +257,6 @@ class LoomApp(
             if first:
                 self._driver.write(TITLE_PUSH)
             self._driver.write(f"\x1b]2;{safe_line(title)}\x07")
-
-    # -- themes and keys -------------------------------------------------------------
-    def get_theme_variable_defaults(self) -> dict[str, str]:
-        return dict(LOOM_DEFAULTS)
-
-    def get_css_variables(self) -> dict[str, str]:
-        variables = solidify(resolve_references(super().get_css_variables()))
-        self.theme_variables = variables
-        return variables
-
-    def _load_themes(self) -> None:
-        themes, problems = load_themes()
-        for theme in themes:
-            self.register_theme(theme)
-        for problem in problems:
-            self.notify(problem, severity="warning")
-        wanted = self.prefs.theme
-        ours = {theme.name for theme in themes}
-        self.theme = wanted if wanted in ours else DEFAULT_THEME
-        # Only loomterm's themes (bundled, then the user's): Textual's own built-in
-        # themes leave the document's colours at their defaults.
-        for name in list(BUILTIN_THEMES):
-            if name not in ours:
-                self.unregister_theme(name)
-        self.theme_changed_signal.subscribe(self, self._theme_changed)
-
-    def theme_names(self) -> list[str]:
-        """The themes to offer, loomterm's bundled ones first, then the user's."""
-        names = list(self.available_themes)
-        return sorted(names, key=lambda name: (not name.startswith("loom-"), name))
-
-    def search_themes(self) -> None:
-        """The one Theme command: a palette of the themes in :meth:`theme_names` order."""
-        from textual.command import CommandPalette
-
-        from loomterm.tui.commands import ThemeCommands
-
-        self.push_screen(
-            CommandPalette(providers=[ThemeCommands], placeholder="Search for themes\u2026")
-        )
-
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        """Textual's system commands but its Theme (loomterm's own Theme replaces it)."""
-        for command in super().get_system_commands(screen):
-            if command.title != "Theme":
-                yield command
-
-    def _theme_changed(self, theme: Any) -> None:
-        self.prefs.theme = theme.name
-        save_prefs(self.prefs)
-
-    def set_theme(self, name: str) -> None:
-        self.theme = name
-
-    def _load_keymap(self) -> None:
-        try:
-            keymap = load_keymap()
-        except KeymapError as exc:
-            self.notify(str(exc), severity="error", timeout=8)
-            return
-        known = {action.id for action in ACTIONS} | {
-            b.id for b in DocumentView.BINDINGS if isinstance(b, Binding) and b.id
-        }
-        unknown = sorted(set(keymap) - known)
-        if unknown:
-            self.notify(f"key map: unknown action ids {', '.join(unknown)}", severity="warning")
-        self.set_keymap({k: v for k, v in keymap.items() if k in known})
-
-    def keys_by_id(self) -> dict[str, str]:
-        """The key (as displayed) that runs each action now, key map applied."""
-        keys = {}
-        keymap = getattr(self, "_keymap", {}) or {}
-        for action in ACTIONS:
-            key = keymap.get(action.id, action.key)
-            if key:
-                first = key.split(",")[0].strip()
-                keys[action.id] = self.get_key_display(Binding(first, action.action))
-        return keys
-
-    def key_name(self, action_id: str) -> str:
-        """The first key bound to ``action_id`` as written in a key map (``ctrl+g``)."""
-        keymap = getattr(self, "_keymap", {}) or {}
-        action = ACTION_BY_ID[action_id]
-        return keymap.get(action_id, action.key).split(",")[0].strip()
-
-    def start_hint(self) -> str:
-        """The first screen of an empty session: how to begin, in one line."""
-        generate = self.key_name("generate") or "the Generate command"
-        help_key = self.key_name("help") or "ctrl+p"
-        return f"Type, then press {generate} to let the model go on \u00b7 {help_key} help"
-
-    def _key_for(self, action_id: str) -> str:
-        """The key that runs ``action_id`` now, or "the palette"."""
-        return self.keys_by_id().get(action_id, "the palette")
-
-    def help_rows(self) -> list[HelpRow]:
-        """Every key and action for the help screen: keys as a key map writes them,
-        beside the action id that remaps them."""
-        keymap = getattr(self, "_keymap", {}) or {}
-
-        def written(keys: str) -> str:
-            return ", ".join(k.strip() for k in keys.split(",") if k.strip())
-
-        rows: list[HelpRow] = [
-            (
-                action.group,
-                written(keymap.get(action.id, action.key)) or "(palette)",
-                action.id,
-                action.title,
-                action.help,
-            )
-            for action in ACTIONS
-        ]
-        rows.append(
-            ("Palette", "ctrl+p", "", "Command palette", "Find any action, theme or bookmark.")
-        )
-        for binding in DocumentView.BINDINGS:
-            assert isinstance(binding, Binding)
-            key = keymap.get(binding.id or "", binding.key)
-            rows.append(
-                ("Edit", written(key), binding.id or "", binding.description, "In the text.")
-            )
-        rows.append(
-            (
-                "Edit",
-                "type / paste",
-                "",
-                "Edit",
-                "Text changes at once; the engine catches up when typing pauses.",
-            )
-        )
-        rows.append(
-            (
-                "Edit",
-                "right-click",
-                "",
-                "Alternatives",
-                "Right-click, ctrl+click or double-click a token for its alternatives.",
-            )
-        )
-        return rows
 
     # -- bindings ----------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -646,7 +479,7 @@ class LoomApp(
         if self._prefill is not None:
             state = self.prefill_state()
         elif self.generating:
-            state = "generating\u2026 esc stops"
+            state = self.weave_state() or "generating\u2026 esc stops"
         elif self._jobs_in_flight:
             state = "working\u2026"
         elif self.doc.dirty:
@@ -669,71 +502,6 @@ class LoomApp(
             place=self.caret_place(),
         )
         self.status.show_status(info)
-
-    # -- read-only sessions ---------------------------------------------------------
-    def _note_change(self) -> None:
-        """The session changed: in a read-only one, say once that nothing is saved."""
-        if self.read_only and not self.unsaved:
-            self.unsaved = True
-            self.notify(
-                "Read-only session: changes stay in memory; quitting offers to save them "
-                "as a new session",
-                severity="warning",
-                timeout=6,
-            )
-            self._refresh_status_soon()
-
-    def _offer_save_as(self) -> None:
-        """Quitting a changed read-only session: save as a new one, drop, or stay."""
-        from loomterm.tui.widgets.dialogs import SaveAsScreen
-
-        name = self.session_name or "session"
-        default = sessions.free_name(f"{name}-copy")
-
-        def answered(choice: str | None) -> None:
-            if choice is None:
-                self._quitting = False
-                return
-            if not choice:
-                self._finish(ask=False)
-                return
-            loom = self.loom
-
-            def job() -> None:
-                sessions.save_as(loom, choice)
-                self.post_message(SavedAs(choice))
-
-            self.submit("save as", job)
-
-        self.push_screen(SaveAsScreen(name, default), answered)
-
-    def on_saved_as(self, message: SavedAs) -> None:
-        self.read_only = False
-        self.unsaved = False
-        self.session_name = message.name
-        self.show_title()
-        self._refresh_status()
-        if self._quitting:
-            self.when_idle(self._finish)
-        else:
-            self.notify(f"Saved as session {message.name!r}", timeout=4)
-
-    # -- quitting ----------------------------------------------------------------------
-    async def action_quit(self) -> None:
-        """Stop generating, hand the last typing to the engine, then leave (a changed
-        read-only session first asks whether to save the changes as a new one)."""
-        if self._quitting:
-            return
-        self._quitting = True
-        self._cancel.set()
-        self.when_idle(self._finish)
-
-    def _finish(self, ask: bool = True) -> None:
-        if ask and self.read_only and self.unsaved:
-            self._offer_save_as()
-            return
-        self._jobs.put(None)
-        self.exit()
 
 
 def run_app(loom: Loom, session_name: str = "") -> None:

@@ -2,12 +2,15 @@
 deleted, so undoing an edit or a generation just goes back to where the document was.
 
 A state may also carry text typed on top of its node that the engine has not seen yet
-(undoing unsynced typing keeps it for redo).
+(undoing unsynced typing keeps it for redo), and the change to the tree's structure
+that led to it (a move, merge or split, ``tui.hygiene``): undoing past that state
+reverts the change, redoing to it applies it again.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from loomterm.tree import Node
 
@@ -16,11 +19,13 @@ LIMIT = 1000
 
 @dataclass(frozen=True)
 class Place:
-    """A document state: the path's last node, the caret, and unsynced text if any."""
+    """A document state: the path's last node, the caret, unsynced text if any, and
+    the structural change that made it (None for plain navigation)."""
 
     node: Node
     caret: int
     text: str | None = None
+    change: Any = None
 
 
 class History:
@@ -35,8 +40,9 @@ class History:
     def push(self, place: Place) -> None:
         """Record ``place`` as the new present (the same node again is just updated)."""
         if self.current is not None:
-            if self.current.node is place.node and self.current.text == place.text:
-                self.current = place
+            same = self.current.node is place.node and self.current.text == place.text
+            if same and place.change is None:
+                self.current = replace(place, change=self.current.change)  # keep its change
                 return
             self._past.append(self.current)
             del self._past[: max(0, len(self._past) - self.limit)]

@@ -342,3 +342,45 @@ async def test_the_alternatives_title_gives_the_current_tokens_probability_and_r
         p = math.exp(node.logprobs[0])
         title = app.screen.query_one(".dialog--title").render()
         assert f"{p:.2%}, rank 1 of 10" in str(title)  # greedy: the likeliest
+
+
+async def test_settings_dialog_greys_out_fast_splice_on_a_model_without_rope(
+    make_app, tiny_gpt2_dir
+):
+    """A GPT-2 (absolute positions) cannot re-rotate keys: the splice mode shows
+    "exact", disabled, with the runner's reason; saving keeps the stored choice."""
+    from loomterm.engine import Loom
+    from loomterm.engine.models import load_model
+
+    gpt2 = Loom.from_loaded(load_model(str(tiny_gpt2_dir)), n_ctx=256)
+    assert gpt2.settings.splice_mode == "fast" and not gpt2.capabilities.rerope
+    app = make_app(gpt2)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await pilot.press("f2")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, SettingsScreen)
+        select = screen.query_one("#setting-splice_mode")
+        assert select.disabled and select.value == "exact"
+        why = str(screen.query_one(".settings--why").render())
+        assert why.startswith("Splice mode is greyed out: this model has no rotary positions")
+        screen.query_one(".settings--why").scroll_visible(animate=False)
+        await pilot.pause()
+        assert "greyed out" in screen_text(app)
+        screen.query_one("#setting-temperature").value = "0.5"
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert not isinstance(app.screen, SettingsScreen)
+        assert gpt2.settings.temperature == 0.5
+        assert gpt2.settings.splice_mode == "fast"  # kept for a model that can
+
+
+async def test_settings_dialog_offers_fast_splice_where_the_model_can(make_app, loom):
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await pilot.press("f2")
+        await pilot.pause()
+        select = app.screen.query_one("#setting-splice_mode")
+        assert not select.disabled and select.value == "fast"
+        assert not screen_text(app).count("greyed out")
+        assert not app.screen.query(".settings--why")

@@ -322,3 +322,45 @@ def test_a_bare_start_quit_at_once_leaves_no_session_and_ctrl_o_lists_them(
     term.keys("C-q")
     assert term.exit_status() == "0"
     assert [p.name for p in sessions_dir().glob("*.loom")] == ["kept.loom"]
+
+
+def test_search_ratings_and_a_split_through_a_real_terminal(tmux_run, tiny_llama_dir):
+    """ctrl+f, alt+n and alt+shift+n, alt+g and alt+k as a terminal sends them; the rating and
+    the split are in the session file afterwards."""
+    from loomterm.session import close_session, load_session, save_loom, session_path
+    from tests.helpers import make_loom
+
+    loom = make_loom(tiny_llama_dir)
+    save_loom(loom, session_path("tools"))
+    stem = loom.append(loom.root, "Once upon a time")
+    cat = loom.append(stem, " there was a cat")
+    dog = loom.append(stem, " there was a dog")
+    loom.cursor = dog
+    close_session(loom)
+
+    term = tmux_run(["--model", str(tiny_llama_dir), "--device", "cpu", "-s", "tools"])
+    term.wait_for(lambda s: idle(s) and "there was a dog" in s, what="the editor to start")
+    term.keys("C-f")
+    term.wait_for(lambda s: "Search every branch" in s, what="the search dialog")
+    term.keys("there was a", literal=True)
+    term.wait_for(lambda s: "2 hits in 4 nodes" in s, what="the hits")
+    term.keys("Enter")
+    term.wait_for(
+        lambda s: idle(s) and "there was a cat" in " ".join(document_lines(s)), what="the hit"
+    )
+    term.keys("M-n")
+    term.wait_for(lambda s: "there was a dog" in " ".join(document_lines(s)), what="alt+n")
+    term.keys("M-N")
+    term.wait_for(lambda s: "there was a cat" in " ".join(document_lines(s)), what="alt+shift+n")
+    term.keys("M-g")
+    term.wait_for(lambda s: "\u2713 there was a cat" in s, what="the good mark")
+    term.keys("End", *["Left"] * 4)  # before " cat"
+    term.keys("M-k")
+    term.wait_for(lambda s: idle(s) and "Split done" in s, what="the split")
+    assert document_lines(term.screen())[0] == "Once upon a time there was a cat"
+    term.keys("C-q")
+    assert term.exit_status() == "0"
+    data = load_session(session_path("tools"))
+    saved_cat = data.tree.nodes[cat.id]
+    assert data.text(saved_cat) == " cat" and data.text(saved_cat.parent) == " there was a"
+    assert saved_cat.parent.meta.get("rating") == 1 or saved_cat.meta.get("rating") == 1

@@ -14,7 +14,7 @@ from loomterm.tui.messages import Exported
 from loomterm.tui.prefs import save_prefs
 from loomterm.tui.widgets.export_dialog import ExportRequest, ExportScreen
 from loomterm.tui.widgets.help import HelpScreen
-from loomterm.tui.widgets.settings import SettingsScreen
+from loomterm.tui.widgets.settings import SettingsScreen, unavailable_settings
 
 TREE_STEP = 0.05  # alt+shift+left/right narrow or widen the branch pane by this share
 TREE_SHARES = (0.1, 0.7)
@@ -100,7 +100,12 @@ class ViewActions:
                 self.notify("Settings saved with the session", timeout=2)
 
         self.push_screen(
-            SettingsScreen(self.loom.settings.as_dict(), defaults.sources(self.loom)), saved
+            SettingsScreen(
+                self.loom.settings.as_dict(),
+                defaults.sources(self.loom),
+                unavailable_settings(self.loom.capabilities),
+            ),
+            saved,
         )
 
     def action_export(self) -> None:

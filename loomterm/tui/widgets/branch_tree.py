@@ -3,7 +3,8 @@
 Runs of single children (a generation, the halves of a truncated node) are shown as one
 row, so depth in the pane is the number of branch points, not of nodes. Rows on the
 current path are highlighted, branch points show how many branches they hold, bookmarks
-a star; archived (hidden) branches are left out unless asked for.
+a star, rated branches a tick (good) or a cross (bad); archived (hidden) branches are
+left out unless asked for, and a ``row_filter`` (the rating filter) may leave out more.
 
 A Line API widget: a session with a thousand branch points a hundred deep costs what
 its visible rows cost. (Textual's ``Tree`` draws every ancestor's guide on every row,
@@ -27,7 +28,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from loomterm.tree import Node, Origin
+from loomterm.tree import GOOD, Node, Origin, rating_of
 from loomterm.tui.sanitize import safe_line
 
 PREVIEW = 40
@@ -71,15 +72,30 @@ def is_hidden(node: Node) -> bool:
     return bool(node.meta.get("hidden"))
 
 
-def visible_children(node: Node, show_hidden: bool) -> list[Node]:
-    return [child for child in node.children if show_hidden or not is_hidden(child)]
+def visible_children(
+    node: Node, show_hidden: bool, keep: Callable[[Node], bool] | None = None
+) -> list[Node]:
+    return [
+        child
+        for child in node.children
+        if (show_hidden or not is_hidden(child)) and (keep is None or keep(child))
+    ]
 
 
-def chain_from(node: Node, show_hidden: bool) -> Chain:
+def chain_rating(chain: Chain) -> int | None:
+    """The row's rating: its first rated node's (the editor rates the first)."""
+    for node in chain.nodes():
+        rating = rating_of(node)
+        if rating is not None:
+            return rating
+    return None
+
+
+def chain_from(node: Node, show_hidden: bool, keep: Callable[[Node], bool] | None = None) -> Chain:
     """The row starting at ``node``: follow while there is exactly one child."""
     last = node
     while True:
-        kids = visible_children(last, show_hidden)
+        kids = visible_children(last, show_hidden, keep)
         if len(kids) != 1:
             return Chain(node, last)
         last = kids[0]
@@ -109,6 +125,8 @@ class BranchTree(ScrollView, can_focus=True):
         "branch-tree--count",
         "branch-tree--bookmark",
         "branch-tree--hidden",
+        "branch-tree--good",
+        "branch-tree--bad",
     }
     """
     | Class | Description |
@@ -121,6 +139,8 @@ class BranchTree(ScrollView, can_focus=True):
     | `branch-tree--count` | Branch counts at branch points. |
     | `branch-tree--bookmark` | Bookmark stars. |
     | `branch-tree--hidden` | Archived rows (when shown). |
+    | `branch-tree--good` | The mark of a branch rated good. |
+    | `branch-tree--bad` | The mark of a branch rated bad. |
     """
 
     DEFAULT_CSS = """
@@ -140,6 +160,8 @@ class BranchTree(ScrollView, can_focus=True):
         & > .branch-tree--count { color: $loom-muted; }
         & > .branch-tree--bookmark { color: $loom-bookmark; }
         & > .branch-tree--hidden { color: $loom-muted; text-style: italic; }
+        & > .branch-tree--good { color: $success; text-style: bold; }
+        & > .branch-tree--bad { color: $error; text-style: bold; }
     }
     """
 
@@ -159,6 +181,9 @@ class BranchTree(ScrollView, can_focus=True):
         super().__init__(id=id)
         self.text_of = text_of
         self.show_hidden = False
+        # Given the root, a test of which children to show besides the archive's
+        # (the rating filter, ``tui.actions.ratings``); None shows every one.
+        self.row_filter: Callable[[Node], Callable[[Node], bool]] | None = None
         self.rows: list[Row] = []
         self.entries: dict[int, int] = {}  # node id -> row index
         self.path_ids: set[int] = set()
@@ -175,17 +200,19 @@ class BranchTree(ScrollView, can_focus=True):
         """Lay out every row from the loom's tree."""
         self._root = root
         show_hidden = self.show_hidden
+        keep = self.row_filter(root) if self.row_filter is not None else None
         rows: list[Row] = [
-            Row(Chain(root, root), 0, len(visible_children(root, show_hidden)), True)
+            Row(Chain(root, root), 0, len(visible_children(root, show_hidden, keep)), True)
         ]
         entries: dict[int, int] = {root.id: 0}
         stack: list[tuple[Node, int, bool]] = []
-        for i, child in reversed(list(enumerate(kids := visible_children(root, show_hidden)))):
+        kids = visible_children(root, show_hidden, keep)
+        for i, child in reversed(list(enumerate(kids))):
             stack.append((child, 1, i == len(kids) - 1))
         while stack:
             first, depth, last = stack.pop()
-            chain = chain_from(first, show_hidden)
-            kids = visible_children(chain.last, show_hidden)
+            chain = chain_from(first, show_hidden, keep)
+            kids = visible_children(chain.last, show_hidden, keep)
             collapsed = first.id in self._collapsed and bool(kids)
             index = len(rows)
             rows.append(Row(chain, depth, len(kids), last, collapsed))
@@ -337,6 +364,7 @@ class BranchTree(ScrollView, can_focus=True):
             bool(row.chain.first.meta.get("bookmark") or row.chain.last.meta.get("bookmark")),
             row.chain.first.approx,
             len(row.chain.last.tokens),
+            chain_rating(row.chain),
         )
         cached = self._cache.get(index)
         if cached is not None and cached[0] == key:
@@ -365,6 +393,13 @@ class BranchTree(ScrollView, can_focus=True):
             segments.append(Segment("\u25b6 " if row.collapsed else "\u25bc ", guide))
         if chain.first.meta.get("bookmark") or chain.last.meta.get("bookmark"):
             segments.append(Segment("\u2605 ", base + self._component("bookmark")))
+        rating = chain_rating(chain)
+        if rating is not None:
+            good = rating == GOOD
+            mark = Segment(
+                "\u2713 " if good else "\u2717 ", base + self._component("good" if good else "bad")
+            )
+            segments.append(mark)
         style = base
         if chain.first.origin is Origin.MODEL:
             style += self._component("model")

@@ -19,6 +19,7 @@ FORMAT_LABELS = {
     "txt": "Plain text",
     "json": "JSON tree (lossless, re-importable)",
     "html": "HTML page (self-contained)",
+    "jsonl": "Preference pairs from ratings (JSON Lines)",
 }
 BRANCHES = (("current path", "current"), ("every branch", "all"))
 

@@ -31,12 +31,24 @@ CHOICE_LABELS: dict[tuple[str, Any], str] = {
     ("splice_mode", "exact"): "exact (recompute)",
 }
 _INPUT_TYPES = {float: "number", int: "integer"}
+# A setting that needs a runner capability, and the value in force without it.
+NEEDS: dict[str, tuple[str, Any]] = {"splice_mode": ("rerope", "exact")}
 
 
 def options(spec: Spec) -> list[tuple[str, Any]]:
     """(label, value) rows of a choice's list."""
     values = spec.choices if spec.choices is not None else (True, False)
     return [(CHOICE_LABELS.get((spec.name, v), spec.text(v)), v) for v in values]
+
+
+def unavailable_settings(capabilities: Any) -> dict[str, str]:
+    """Settings a runner with ``capabilities`` cannot honour, each with the reason
+    (the runner's own ``why_not`` line)."""
+    out = {}
+    for name, (capability, _) in NEEDS.items():
+        if not getattr(capabilities, capability):
+            out[name] = capabilities.reason(capability) or f"this model has no {capability}"
+    return out
 
 
 def problem(spec: Spec, error: SettingError) -> str:
@@ -69,6 +81,7 @@ class SettingsScreen(ModalScreen["dict[str, Any] | None"]):
         & .settings--row Label { width: 26; }
         & .settings--row Input, & .settings--row Select { width: 1fr; }
         & .settings--row .settings--source { width: 30; padding-left: 1; color: $loom-muted; }
+        & .settings--why { color: $loom-muted; margin: -1 0 1 0; width: 1fr; }
         & #problems { color: $error; height: auto; }
     }"""
     )
@@ -81,8 +94,12 @@ class SettingsScreen(ModalScreen["dict[str, Any] | None"]):
         self,
         settings: Settings | Mapping[str, Any],
         sources: Mapping[str, str] | None = None,
+        unavailable: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__()
+        # Settings this model cannot honour, with the reason: shown greyed out at the
+        # value in force, and left as they were on save (another model may honour them).
+        self.unavailable = dict(unavailable or {})
         # Where each sampler's value came from (loomterm.tui.defaults), shown beside it.
         self.sources = dict(sources or {})
         # A Settings; an engine that still keeps a dict is read through from_stored.
@@ -115,17 +132,26 @@ class SettingsScreen(ModalScreen["dict[str, Any] | None"]):
                         compact=True,
                     )
                 else:
+                    reason = self.unavailable.get(spec.name)
                     widget = Select(
                         options(spec),
-                        value=value,
+                        value=NEEDS[spec.name][1] if reason and spec.name in NEEDS else value,
                         allow_blank=False,
                         id=f"setting-{spec.name}",
                         compact=True,
+                        disabled=bool(reason),
                     )
-                widget.tooltip = spec.help
+                widget.tooltip = self.unavailable.get(spec.name) or spec.help
                 yield widget
-                if self.sources:
+                if spec.name in self.unavailable:
+                    yield Label("unavailable here", classes="settings--source")
+                elif self.sources:
                     yield Label(self.sources.get(spec.name, ""), classes="settings--source")
+            if spec.name in self.unavailable:
+                yield Label(
+                    f"{spec.label} is greyed out: {self.unavailable[spec.name]}",
+                    classes="settings--why",
+                )
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "save":
@@ -140,7 +166,8 @@ class SettingsScreen(ModalScreen["dict[str, Any] | None"]):
         values = {s.name: self.query_one(f"#setting-{s.name}", Input).value for s in FIELDS}
         parsed, problems = parse_settings(values)
         for spec in CHOICES:
-            parsed[spec.name] = self.query_one(f"#setting-{spec.name}", Select).value
+            if spec.name not in self.unavailable:
+                parsed[spec.name] = self.query_one(f"#setting-{spec.name}", Select).value
         if not problems:
             try:
                 self.settings.replace(**parsed)  # the same check update_settings makes

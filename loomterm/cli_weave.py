@@ -1,0 +1,145 @@
+"""``loomterm weave``: grow a session's tree from its cursor by itself, no editor.
+
+It opens (or creates) a session, optionally appends a prompt at the cursor, weaves
+(``loomterm.engine.weave``: ``n`` children per kept node, ``depth`` levels, the best
+``keep`` per level by ``score``), records every node in the session file as it is made,
+moves the cursor to the best branch and prints that branch's new text to standard
+output; progress and a summary go to standard error. Ctrl+C stops, keeping what was
+made.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+
+
+def register(sub: argparse._SubParsersAction, engine: argparse.ArgumentParser) -> None:
+    """Add the ``weave`` subcommand (``engine``: the engine options' parent parser)."""
+    from loomterm.cli import argument_type
+    from loomterm.cli_generate import overridable
+    from loomterm.settings import Settings
+
+    parser = sub.add_parser(
+        "weave",
+        help="grow a session's tree from its cursor, keeping the best branches per level",
+        parents=[engine],
+    )
+    parser.add_argument("-s", "--session", required=True, help="session name or path")
+    parser.add_argument("--prompt", help="text to append at the cursor first")
+    parser.add_argument("-n", "--n", type=count(64), default=4, help="children per node (4)")
+    parser.add_argument("--depth", type=count(64), default=3, help="levels below the cursor (3)")
+    parser.add_argument("--keep", type=count(64), default=2, help="nodes kept per level (2)")
+    parser.add_argument("--tokens", type=count(1 << 20), default=16, help="tokens per node (16)")
+    parser.add_argument(
+        "--score",
+        choices=("logprob", "perplexity", "rating"),
+        default="logprob",
+        help="what 'best' means: mean log-probability, lowest perplexity, or the "
+        "nodes' ratings, then log-probability (logprob)",
+    )
+    parser.add_argument("--seed", type=int, default=None, help="the same seed, the same tree")
+    group = parser.add_argument_group(
+        "sampling (default: the session's settings; not saved with it)"
+    )
+    for name in overridable():
+        if name == "max_new_tokens":
+            continue  # --tokens
+        group.add_argument(
+            "--" + name.replace("_", "-"),
+            dest=name,
+            type=argument_type(Settings.spec(name)),
+            default=argparse.SUPPRESS,
+            help=Settings.spec(name).help,
+        )
+    parser.set_defaults(handler=run, loads_model=True)
+
+
+def count(top: int):
+    """An argparse ``type``: a whole number from 1 to ``top`` (the engine's limits), so a
+    typo is refused before the model loads."""
+
+    def read(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if not 1 <= value <= top:
+            raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {top}")
+        return value
+
+    read.__name__ = "count"
+    return read
+
+
+def run(args: argparse.Namespace) -> int:
+    from loomterm.cli_generate import overridable, visible
+    from loomterm.engine import Loom
+    from loomterm.engine.models import end_progress_line, print_progress
+    from loomterm.engine.weave import WeaveRequest, weave
+    from loomterm.errors import InputError
+    from loomterm.session import close_session, open_loom, save_loom, session_path
+    from loomterm.settings import EngineOptions
+
+    options = EngineOptions.from_args(args)
+    path = session_path(args.session)
+    if path.exists():
+        loom = open_loom(path, **options.load_kwargs(), progress=print_progress)
+    else:
+        loom = Loom.load(**options.load_kwargs(), progress=print_progress)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save_loom(loom, path)
+    end_progress_line()
+    cancel = threading.Event()
+    previous = signal.signal(signal.SIGINT, lambda *_: cancel.set())
+    try:
+        node = loom.cursor
+        if args.prompt:
+            node = loom.append(node, args.prompt)
+            loom.cursor = node
+        if node.end == 0:
+            raise InputError("the session is empty: give a --prompt to start from")
+        # This run's settings: the session's, with what the command line gives.
+        settings = loom.settings.replace(
+            **{name: getattr(args, name) for name in overridable() if hasattr(args, name)}
+        )
+
+        def progress(level: int, done: int, total: int) -> None:
+            print(
+                f"weave: level {level}/{args.depth} \u00b7 {done}/{total} nodes",
+                file=sys.stderr,
+                flush=True,
+            )
+
+        request = WeaveRequest(
+            node,
+            n=args.n,
+            depth=args.depth,
+            keep=args.keep,
+            score=args.score,
+            tokens=args.tokens,
+            seed=args.seed,
+            settings=settings.sampling(),
+            cancel=cancel,
+            progress=progress,
+        )
+        result = weave(loom, request)
+        best = result.best
+        if best is not None:
+            loom.cursor = best
+            text = loom.decode(loom.tokens(best)[node.end :])
+            sys.stdout.write((text if not sys.stdout.isatty() else visible(text)) + "\n")
+        head = "stopped" if result.cancelled else "done"
+        print(
+            f"weave: {head}: {len(result.nodes)} nodes, made per level "
+            f"{result.made_per_level}, kept {result.kept_per_level}, {result.tokens} tokens "
+            f"in {result.seconds:.1f} s (run {result.run_id})"
+            + ("; the cursor is on the best branch" if best is not None else ""),
+            file=sys.stderr,
+        )
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        close_session(loom)
+    return 0

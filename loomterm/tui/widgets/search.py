@@ -1,0 +1,177 @@
+"""The search dialog: a query over the text of every branch, its hits as a list.
+
+Typing searches at once (``loomterm.search``, a few milliseconds on a tree of hundreds
+of nodes); each hit shows the branch it is on (``2.1.3``: the second branch, then its
+first, then its third) and a snippet with the match marked. Enter (or a click) goes to
+the hit; alt+r switches regular expressions on and off, alt+c case matching. A bad
+regular expression shows its one-line error in place of the hits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.timer import Timer
+from textual.widgets import Checkbox, Input, Label, OptionList
+from textual.widgets.option_list import Option
+
+from loomterm.errors import InputError
+from loomterm.search import Hit, Query, SearchResult, branch_label
+from loomterm.tui.sanitize import safe_line
+from loomterm.tui.widgets.dialogs import DIALOG_CSS
+
+SHOWN = 200  # hits listed at most (the count says how many there are)
+DELAY = 0.05  # seconds of no typing before searching
+
+
+@dataclass(frozen=True)
+class SearchPick:
+    """What the dialog ended with: the query, its hits, and the one chosen."""
+
+    query: Query
+    hits: list[Hit]
+    index: int
+
+
+class SearchScreen(ModalScreen["SearchPick | None"]):
+    """Search every branch; dismisses with the chosen hit (None: escape)."""
+
+    DEFAULT_CSS = (
+        "SearchScreen {"
+        + DIALOG_CSS
+        + """
+        & > Vertical { width: 100; }
+        & #search-options { height: 1; margin-top: 1; }
+        & #search-options Checkbox { margin-right: 2; }
+        & #search-status { width: 100%; color: $text-muted; margin-top: 1; }
+        & #search-status.-error { color: $error; }
+        & OptionList { height: auto; max-height: 16; margin-top: 1; }
+    }"""
+    )
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel", id="search_cancel"),
+        Binding("alt+r", "toggle('regex')", "Regex", id="search_regex"),
+        Binding("alt+c", "toggle('case')", "Match case", id="search_case"),
+        Binding("down", "hit(1)", "Next hit", show=False, id="search_down"),
+        Binding("up", "hit(-1)", "Previous hit", show=False, id="search_up"),
+    ]
+
+    def __init__(self, run: Callable[[Query], SearchResult], query: Query | None = None) -> None:
+        super().__init__()
+        self._search = run
+        self.query_start = query or Query("")
+        self.result: SearchResult | None = None
+        self.current: Query | None = None
+        self._timer: Timer | None = None
+
+    def compose(self) -> ComposeResult:
+        start = self.query_start
+        with Vertical():
+            yield Label("Search every branch", classes="dialog--title")
+            yield Input(start.text, placeholder="text, or a regular expression", id="search-text")
+            with Horizontal(id="search-options"):
+                yield Checkbox("Regular expression (alt+r)", start.regex, id="regex", compact=True)
+                yield Checkbox("Match case (alt+c)", start.case, id="case", compact=True)
+            yield Label("", id="search-status", markup=False)
+            yield OptionList(id="search-hits")
+            yield Label(
+                "enter: go to the hit · later, alt+n / alt+shift+n: the next / previous hit",
+                classes="dialog--hint",
+            )
+
+    def on_mount(self) -> None:
+        self.query_one("#search-text", Input).focus()
+        if self.query_start.text:
+            self.search_now()
+
+    # -- searching ---------------------------------------------------------------------
+    def _query(self) -> Query:
+        return Query(
+            self.query_one("#search-text", Input).value,
+            regex=self.query_one("#regex", Checkbox).value,
+            case=self.query_one("#case", Checkbox).value,
+        )
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if self._timer is not None:
+            self._timer.stop()
+        self._timer = self.set_timer(DELAY, self.search_now)
+
+    def on_checkbox_changed(self, event: Checkbox.Changed) -> None:
+        self.search_now()
+
+    def search_now(self) -> None:
+        """Search with what the dialog holds now and list the hits."""
+        self._timer = None
+        query = self._query()
+        status = self.query_one("#search-status", Label)
+        hits = self.query_one("#search-hits", OptionList)
+        hits.clear_options()
+        self.current, self.result = query, None
+        try:
+            result = self._search(query)
+        except InputError as exc:
+            status.update(str(exc))
+            status.add_class("-error")
+            return
+        status.remove_class("-error")
+        self.result = result
+        if not query.text:
+            status.update("")
+            return
+        count = f"{len(result.hits)}{'+' if result.more else ''}"
+        status.update(
+            f"{count} hit{'s' if count != '1' else ''} in {result.nodes} nodes"
+            + (f" · the first {SHOWN} listed" if len(result.hits) > SHOWN else "")
+        )
+        hits.add_options(
+            [Option(_hit_line(hit), id=str(i)) for i, hit in enumerate(result.hits[:SHOWN])]
+        )
+        if result.hits:
+            hits.highlighted = 0
+
+    # -- choosing ----------------------------------------------------------------------
+    def action_toggle(self, name: str) -> None:
+        box = self.query_one(f"#{name}", Checkbox)
+        box.value = not box.value
+
+    def action_hit(self, step: int) -> None:
+        hits = self.query_one("#search-hits", OptionList)
+        if hits.option_count:
+            now = hits.highlighted if hits.highlighted is not None else -step
+            hits.highlighted = max(0, min(hits.option_count - 1, now + step))
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if self._timer is not None:  # enter before the search caught up with the typing
+            self.search_now()
+        hits = self.query_one("#search-hits", OptionList)
+        if hits.highlighted is not None:
+            self._pick(hits.highlighted)
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self._pick(event.option_index)
+
+    def _pick(self, index: int) -> None:
+        if self.result is None or self.current is None or not self.result.hits:
+            return
+        self.dismiss(SearchPick(self.current, self.result.hits, index))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+def _hit_line(hit: Hit) -> Text:
+    """``2.1 · …text before HIT text after…`` with the hit highlighted."""
+    line = Text(no_wrap=True, overflow="ellipsis")
+    line.append(f"{branch_label(hit.node)} \u00b7 ", style="dim")
+    line.append(("\u2026" if hit.before else "") + safe_line(hit.before).lstrip())
+    line.append(safe_line(hit.match), style="bold reverse")
+    line.append(safe_line(hit.after))
+    return line

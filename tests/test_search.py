@@ -1,0 +1,126 @@
+"""Search across every branch (``loomterm.search``): what it finds against a naive
+search of every root-to-leaf path, matches across node boundaries and split
+characters, regular expressions, and the one-line error of a bad one."""
+
+from __future__ import annotations
+
+import pytest
+
+from loomterm.bench import corpus_text
+from loomterm.bench.search import DEMO_NODES, demo_tree
+from loomterm.errors import InputError
+from loomterm.search import NodeTexts, Query, branch_label, search_tree
+from loomterm.tree import Origin, Tree
+
+
+def byte_texts() -> NodeTexts:
+    """Token ids that are bytes: any UTF-8 character can fall across two nodes."""
+    return NodeTexts(lambda token: bytes([token]))
+
+
+def add(tree: Tree, parent, text: bytes):
+    return tree.add(parent, list(text), Origin.USER)
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return demo_tree(list(corpus_text().encode()[:60_000]), DEMO_NODES)
+
+
+def path_text(node) -> str:
+    return bytes(node.path_tokens()).decode("utf-8", errors="replace")
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        Query("the"),
+        Query("The"),
+        Query("fen", case=True),
+        Query(r"\b[A-Z][a-z]+ed\b", regex=True),
+        Query(r"^[A-Z]", regex=True),
+    ],
+    ids=lambda q: q.text,
+)
+def test_every_match_on_every_path_is_found_once(demo, query):
+    texts = byte_texts()
+    result = search_tree(demo.root, query, texts, limit=10**6)
+    assert not result.more and result.nodes == len(demo.nodes)
+    pattern = query.compile()
+    by_node: dict[int, set] = {}
+    for hit in result.hits:
+        by_node.setdefault(hit.node.id, set()).add((hit.char, hit.match))
+    # The spec: the hits at a node are the matches in its path's text that end in it.
+    for node in demo.nodes.values():
+        text = path_text(node)
+        above = len(path_text(node.parent)) if node.parent is not None else 0
+        want = {(m.start(), m.group()) for m in pattern.finditer(text) if m.end() > above}
+        assert by_node.get(node.id, set()) == want, node
+    # A plain query's matches on a whole path are exactly the hits on its nodes.
+    if not query.regex:
+        for leaf in (n for n in demo.nodes.values() if not n.children):
+            want = {(m.start(), m.group()) for m in pattern.finditer(path_text(leaf))}
+            got = set().union(*(by_node.get(n.id, set()) for n in leaf.path()))
+            assert got == want, leaf
+    assert result.hits, "the query matched nothing: the test would prove nothing"
+    keys = [(h.node.id, h.char) for h in result.hits]
+    assert len(keys) == len(set(keys))  # reported once
+
+
+def test_a_match_across_nodes_is_reported_where_it_ends():
+    tree = Tree()
+    a = add(tree, tree.root, b"Hello wor")
+    b = add(tree, a, b"ld and more")
+    c = add(tree, a, b"k is done")
+    hits = search_tree(tree.root, Query("WORLD"), byte_texts()).hits
+    assert [(h.node, h.char, h.match) for h in hits] == [(b, 6, "world")]
+    assert (hits[0].before, hits[0].after) == ("Hello ", " and more")
+    hits = search_tree(tree.root, Query("work"), byte_texts()).hits
+    assert [(h.node, h.char) for h in hits] == [(c, 6)]
+    assert branch_label(b) == "1" and branch_label(c) == "2" and branch_label(a) == "main"
+
+
+def test_a_character_split_between_nodes_is_found():
+    tree = Tree()
+    a = add(tree, tree.root, "caf\u00e9".encode()[:-1])  # the é's first byte
+    b = add(tree, a, "\u00e9".encode()[-1:] + b" au lait")
+    texts = byte_texts()
+    hits = search_tree(tree.root, Query("CAF\u00c9"), texts).hits
+    assert [(h.node, h.char, h.match) for h in hits] == [(b, 0, "caf\u00e9")]
+    assert search_tree(tree.root, Query("\ufffd"), texts).hits == []  # never half a char
+
+
+def test_regex_anchors_see_the_text_above_the_node():
+    tree = Tree()
+    a = add(tree, tree.root, b"x" * 400 + b"\nline")
+    b = add(tree, a, b" two\nthird")
+    hits = search_tree(tree.root, Query(r"^\w+", regex=True), byte_texts()).hits
+    assert [(h.node, h.match) for h in hits] == [
+        (tree.root.children[0], "x" * 400),
+        (a, "line"),
+        (b, "third"),
+    ]
+
+
+def test_cached_text_follows_growth_and_moves():
+    tree = Tree()
+    a = add(tree, tree.root, b"abc")
+    b = add(tree, tree.root, "\u00e9".encode()[:1])
+    c = add(tree, a, "\u00e9".encode()[1:] + b"xyz")
+    texts = byte_texts()
+    assert search_tree(tree.root, Query("xyz"), texts).hits[0].char == 4  # "abc" + a broken byte
+    c.tokens.extend(b" more")
+    assert search_tree(tree.root, Query("more"), texts).hits[0].node is c
+    tree.move(c, b)  # now the é completes across b and c
+    hits = search_tree(tree.root, Query("\u00e9xyz"), texts).hits
+    assert [(h.node, h.char) for h in hits] == [(c, 0)]
+
+
+def test_a_bad_regex_is_one_line_and_an_empty_query_finds_nothing():
+    with pytest.raises(InputError, match=r"^bad regular expression: .*position \d+$"):
+        Query("(unclosed", regex=True).compile()
+    tree = Tree()
+    add(tree, tree.root, b"text")
+    assert search_tree(tree.root, Query(""), byte_texts()).hits == []
+    result = search_tree(tree.root, Query("t"), byte_texts(), limit=1)
+    assert len(result.hits) == 1 and result.more

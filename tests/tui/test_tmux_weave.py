@@ -1,0 +1,43 @@
+"""Weave through a real terminal: alt+e as ESC e, the dialog, the status bar, escape."""
+
+from __future__ import annotations
+
+import time
+
+from tests.tui.test_tmux import idle, needs_tmux, tmux_run  # noqa: F401 - fixtures
+
+
+def test_weave_in_a_real_terminal_and_escape_keeps_what_it_made(tmux_run, tiny_llama_dir):  # noqa: F811
+    from loomterm.session import load_session, session_path
+
+    args = ["--model", str(tiny_llama_dir), "--device", "cpu", "-s", "woven"]
+    term = tmux_run(args)
+    term.wait_for(lambda s: "^g" in s and "0 tok" in s, what="the editor to start")
+    term.keys("Once upon a time", literal=True)
+    term.wait_for(lambda s: "Once upon a time" in s and idle(s), what="the typing to sync")
+
+    term.keys("M-e")  # the terminal sends ESC e
+    term.wait_for(lambda s: "Weave from the caret" in s, what="the weave dialog")
+    assert "Once upon a timee" not in term.screen()  # the "e" was not typed
+    term.keys("Tab", "Tab", "Tab", "BSpace", "BSpace")  # tokens per node: 16 -> 400
+    term.keys("400", literal=True)
+    term.keys("Enter")
+    # The status bar counts as it goes (the screen never holds still meanwhile).
+    seen, end = "", time.monotonic() + 60
+    while time.monotonic() < end and "weave level 2/3" not in seen:
+        seen = term.screen()
+        time.sleep(0.1)
+    assert "weave level 2/3" in seen and "nodes" in seen and "esc stops" in seen, seen
+    term.keys("Escape")
+    screen = term.wait_for(
+        lambda s: idle(s) and "weave level" not in s and "Weave stopped" in s,
+        what="the weave to stop",
+    )
+    assert "Weave stopped" in screen
+    term.keys("C-q")
+    assert term.exit_status() == "0"
+
+    data = load_session(session_path("woven"))
+    woven = [n for n in data.tree.nodes.values() if "weave" in n.meta]
+    assert 4 < len(woven) < 20  # level 1 whole, then stopped in level 2
+    assert "weave" in data.cursor_node.meta  # the document stood on the best branch
