@@ -144,6 +144,8 @@ class SessionRecorder:
             store.set_settings(self.loom.settings.as_dict())
         elif event == "models":
             store.set_models(self.loom.model_table)
+        elif event == "contexts":
+            store.set_contexts(self.loom.contexts.versions.as_dict())
         # Other events carry nothing the file keeps.
 
     def _timed_flush(self) -> None:

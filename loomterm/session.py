@@ -185,6 +185,8 @@ class Session:
                 store.add_vocab(
                     {t: pieces.piece(t) for t in alternative_ids(list(loom.tree.nodes.values()))}
                 )
+                if len(loom.contexts.versions):
+                    store.set_contexts(loom.contexts.versions.as_dict())
             except BaseException:
                 store.close()
                 raise
@@ -282,6 +284,7 @@ class Session:
             else:
                 loom = Loom.from_loaded(loaded, n_ctx=n_ctx, tree=data.tree, kv_budget=kv_budget)
             settings, notes = Settings.from_stored(data.settings)
+            notes += loom.contexts.versions.load(data.contexts)
             for note in notes:
                 warnings.warn(f"session {path.name}: {note}", stacklevel=2)
             loom.settings = settings
@@ -396,6 +399,7 @@ def retokenized(data: SessionData, loaded: LoadedModel, pieces: PieceMaker) -> S
         pieces={node.id: pieces.node_pieces(node) for node in tree.root.walk()},
         cursor=data.cursor,
         settings=data.settings,
+        contexts=data.contexts,
         model=model_record(loaded),
         vocab={},
         created=data.created,

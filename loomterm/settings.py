@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
 from loomterm.errors import InputError
+from loomterm.injection import check_world_info
 
 __all__ = [
     "DEFAULTS",
@@ -91,6 +92,7 @@ class Spec:
     sampling: bool = False
     dialog: bool = True
     part: str = ""
+    check_with: Any = None  # a validator of its own: value -> value, ValueError(problem)
 
     # -- the rule, in words ----------------------------------------------------------
     @property
@@ -135,6 +137,11 @@ class Spec:
         a list for a tuple field a tuple), or :class:`SettingError`."""
         if value is None and self.optional:
             return None
+        if self.check_with is not None:
+            try:
+                return self.check_with(value)
+            except ValueError as exc:
+                raise SettingError(self.name, str(exc)) from None
         kind = self.kind
         if kind is bool:
             if not isinstance(value, bool):
@@ -296,6 +303,7 @@ def setting(
     legacy: Mapping[Any, Any] | None = None,
     dialog: bool = True,
     sampling: bool = False,
+    check_with: Any = None,
 ) -> Any:
     """A field of :class:`Settings`: its default, dialog label, one-line description and
     allowed values. ``legacy`` maps values older versions stored to today's."""
@@ -318,6 +326,7 @@ def setting(
                 legacy=dict(legacy or {}),
                 dialog=dialog,
                 sampling=sampling,
+                check_with=check_with,
             )
         },
     )
@@ -450,6 +459,10 @@ class Settings:
     n: int = setting(4, "N (siblings per ctrl+n)", "continuations ctrl+n makes at once", at_least=1, at_most=64)  # fmt: skip
     splice_mode: str = setting("fast", "Splice mode", "after an edit: fast re-ropes the KV kept (approximate), exact recomputes it", choices=("fast", "exact"))  # fmt: skip
     kv_snapshot: bool = setting(False, "KV snapshot", "keep a snapshot of the KV beside the session file", dialog=False)  # fmt: skip
+    memory: str = setting("", "Memory", "text the model sees before the document in every request, kept when the window shifts", dialog=False)  # fmt: skip
+    authors_note: str = setting("", "Author's note", "text the model sees authors_note_depth lines from the end of the path", dialog=False)  # fmt: skip
+    authors_note_depth: int = setting(3, "Author's note depth", "lines from the end where the author's note goes; 0 is after the last token", at_least=0, at_most=100_000, dialog=False)  # fmt: skip
+    world_info: dict[str, Any] = setting({"scan_depth": 64, "entries": []}, "World info", 'entries of keys and text, added when a key is in the last scan_depth tokens: {"scan_depth": 64, "entries": [{"keys": ["Ada"], "text": "..."}]}', dialog=False, check_with=check_world_info)  # fmt: skip
     drafting: str = setting("auto", "Drafting", "drafted decoding of a single continuation", choices=("auto", "tree", "lookahead", "off"), legacy={True: "auto", "on": "auto", False: "off", None: "off"}, dialog=False)  # fmt: skip
 
     SPECS: ClassVar[dict[str, Spec]]

@@ -37,6 +37,9 @@ TINY_PLAN = BenchPlan(
     switch_tokens=400,
     switch_ctx=128,
     long_reps=1,
+    context_rounds=2,
+    context_new=6,
+    context_branches=2,
 )
 
 
@@ -44,6 +47,18 @@ TINY_PLAN = BenchPlan(
 def tiny_result(tiny_llama_dir):
     loaded = load_model(str(tiny_llama_dir), device="cpu", dtype="float32")
     return run_bench(loaded, TINY_PLAN, quick=True)
+
+
+def test_context_rows_count_real_tokens_and_stay_exact(tiny_result):
+    from loomterm.bench.context import CONTEXT
+
+    rows = {row.name.split(",")[0]: row for row in tiny_result.rows if row.section == CONTEXT}
+    note = rows["tokens per round"]
+    # The note moves every round, yet far less than the whole context is recomputed.
+    assert 0 < note.loomterm < note.baseline and note.ratio < 1
+    assert note.extra["relative_error"] < 1e-4
+    memory = next(row for name, row in rows.items() if name.startswith("memory of"))
+    assert memory.extra["memory_ran_once"] and memory.loomterm < memory.baseline
 
 
 def test_corpus_ships_with_the_package():

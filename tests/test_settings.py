@@ -151,6 +151,25 @@ CASES = {
             ("yes", "kv_snapshot must be true or false (got 'yes')"),
         ],
     ),
+    "memory": (["", "The weaver\nremembers."], [(None, "memory must be text (got None)")]),
+    "authors_note": (["", "[Style: terse]"], [(3, "authors_note must be text (got 3)")]),
+    "authors_note_depth": (
+        [0, 3, 100_000],
+        [(-1, "authors_note_depth must be a whole number from 0 to 100000 (got -1)")],
+    ),
+    "world_info": (
+        [
+            {"scan_depth": 64, "entries": []},
+            {"scan_depth": 8, "entries": [{"keys": ["Ada", "tower"], "text": "A mage."}]},
+        ],
+        [
+            ("x", "world_info must be a table of scan_depth and entries (got 'x')"),
+            (
+                {"entries": [{"keys": [], "text": "t"}]},
+                "world_info entry 1 has no keys: give at least one word that triggers it",
+            ),
+        ],
+    ),  # fmt: skip
     "drafting": (
         ["auto", "tree", "lookahead", "off"],
         [
@@ -293,7 +312,7 @@ def test_from_stored_drops_unknown_keys_and_bad_values_with_a_warning_each():
         "splice_mode": "fastest",
         "top_k": 40,
         "temprature": 0.2,
-        "old_knob": [1, 2],
+        "xyzzy": [1, 2],
         "drafting": "maybe",
     }
     settings, warnings = Settings.from_stored(stored)
@@ -303,7 +322,7 @@ def test_from_stored_drops_unknown_keys_and_bad_values_with_a_warning_each():
         "stored setting splice_mode must be one of fast, exact (got 'fastest'): "
         "using the default 'fast'",
         "dropped the unknown stored setting 'temprature' (did you mean temperature?)",
-        "dropped the unknown stored setting 'old_knob' (known: " + ", ".join(Settings.SPECS) + ")",
+        "dropped the unknown stored setting 'xyzzy' (known: " + ", ".join(Settings.SPECS) + ")",
         "stored setting drafting must be one of auto, tree, lookahead, off (got 'maybe'): "
         "using the default 'auto'",
     ]

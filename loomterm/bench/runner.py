@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, replace
 import torch
 
 from loomterm.bench import (
+    context,
     corpus_text,
     decoding,
     edits,
@@ -58,11 +59,15 @@ class BenchPlan:
     switch_tokens: int = 10000  # the path of the window-switch rows
     switch_ctx: int | None = None  # their n_ctx (None: the model's)
     long_reps: int = 2
+    context_rounds: int = 6
+    context_new: int = 32
+    context_branches: int = 4
     sections: tuple[str, ...] = (
         "latency", "decode", "precision", "siblings", "memory", "prefill", "long", "rerope",
         "drafted",
         "weave",
         "search",
+        "context",
     )  # fmt: skip
 
     @classmethod
@@ -96,6 +101,9 @@ class BenchPlan:
             weave_reps=1,
             switch_ctx=2048,  # the windows are ~1-2k tokens: the setup stays short
             long_reps=1,
+            context_rounds=3,
+            context_new=16,
+            context_branches=3,
         )
 
     def scaled(self, **changes) -> BenchPlan:
@@ -115,6 +123,7 @@ NOTES = {
     decoding.DRAFTED: decoding.DRAFTED_NOTE,
     weave.WEAVE: weave.WEAVE_NOTE,
     search.SEARCH: search.SEARCH_NOTE,
+    context.CONTEXT: context.CONTEXT_NOTE,
 }
 SERVER_NOTES = remote.NOTES  # the sections of a bench against a server
 
@@ -213,6 +222,10 @@ def _run(loaded, plan: BenchPlan, quick: bool, log: Callable[[str], None]) -> Be
         )
     if "search" in want:
         rows += search.search_rows(loaded, corpus, 3, log)
+    if "context" in want:
+        rows += context.context_rows(
+            loaded, corpus, plan.context_rounds, plan.context_new, plan.context_branches, log
+        )
     meta = {
         "model": loaded.name,
         "device": str(loaded.device),

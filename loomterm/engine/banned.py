@@ -88,7 +88,7 @@ def banned_decode(
     kids: list[Node] = []
     last_logits = None
     # KV can be kept on a child only while its columns sit at its path positions.
-    plain = runner.window.shift_for(parent.end) == 0
+    plain = runner.window.shift_for(parent.end) == 0 and cache.assembled is None
     for row in range(request.n):
         if request.cancelled:
             break

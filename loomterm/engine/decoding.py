@@ -46,7 +46,7 @@ def plain_decode(
     logits = logits[None].expand(n, -1)  # (n, V)
     base = work.length  # columns of the shared prefix
     # KV can be kept on a child only while its columns sit at its path positions.
-    plain = runner.window.shift_for(parent.end) == 0
+    plain = runner.window.shift_for(parent.end) == 0 and cache.assembled is None
     work.fork(n, columns=work.length + request.max_new_tokens)
     generators = make_generators(request.seed, n)
     streams = [StreamDecoder(runner.codec) for _ in range(n)]
@@ -93,6 +93,8 @@ def plain_decode(
         fed = chosen if stopped is None else torch.where(stopped, fed, chosen)
         if newly_stopped:
             stopped = torch.tensor(finished, device=device)
+        if work.length >= runner.n_ctx and cache.assembled is not None:
+            break  # an injected context is never shifted: the next generation re-windows it
         if work.length >= runner.n_ctx:
             if plain:  # hand the children their KV before the shift moves the columns
                 cache.store_generated(kids, base, stored)

@@ -5,7 +5,8 @@ Listeners are plain callables ``listener(event, node)``. Events: ``add`` (a new 
 head is passed), ``merge`` (a node took in its parent, which left the tree; the node
 is passed), ``move`` (a node and its subtree have a new parent), ``update`` (flags or meta changed), ``records`` (tokens already there got their
 log-probabilities and alternatives, from a prefill), ``done`` (a generated node is
-complete), ``cursor`` and ``settings``. The session layer records the file from them,
+complete), ``cursor``, ``settings`` and ``contexts`` (a context version was recorded,
+``loom.contexts.versions``). The session layer records the file from them,
 the editor redraws from them; the engine never knows who listens.
 """
 

@@ -42,6 +42,8 @@ class GenerateRequest:
         banned_ignore_case: Match ``banned`` without regard to case.
         on_take_back: ``on_take_back(child, length)`` when a banned phrase made the
             child go back to its first ``length`` tokens (what came after is gone).
+        context: The context version the model sees (``loomterm.injection``): None
+            the current settings' memory, author's note and world info, "" none.
     """
 
     node: Node
@@ -55,6 +57,7 @@ class GenerateRequest:
     banned: tuple[str, ...] = ()
     banned_ignore_case: bool = False
     on_take_back: Callable[[Node, int], None] | None = None
+    context: str | None = None
 
     @property
     def cancelled(self) -> bool:
@@ -106,10 +109,13 @@ class NodeWriter:
         self.tree = tree
         self.emit = emit
         self.children: list[Node] = []
+        self.meta: dict[str, Any] = {}  # given to every new child (its context version)
 
     def new_child(self, parent: Node, sampling: dict[str, Any], seed: int | None) -> Node:
         """An empty generated child of ``parent``, filled by :meth:`push`."""
-        child = self.tree.add(parent, [], Origin.MODEL, sampling=sampling, seed=seed)
+        child = self.tree.add(
+            parent, [], Origin.MODEL, sampling=sampling, seed=seed, meta=dict(self.meta)
+        )
         self.children.append(child)
         self.emit("add", child)
         return child

@@ -29,9 +29,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from loomterm.engine import restructure
+from loomterm.engine.context import ContextBook
 from loomterm.engine.edits import plan_edit
 from loomterm.engine.events import EventBus, Listener
 from loomterm.engine.generation import GenerateRequest, GenerateResult, OnToken
+from loomterm.engine.loom_context import LoomContext
 from loomterm.engine.loom_models import LoomModels, ModelWriter
 from loomterm.engine.registry import Models
 from loomterm.engine.runner import Capabilities, Runner
@@ -47,7 +49,7 @@ if TYPE_CHECKING:
     from loomterm.engine.runner import Progress
 
 
-class Loom(LoomModels):
+class Loom(LoomModels, LoomContext):
     """A session's tree and the runner that extends it. See the module docstring.
 
     Attributes:
@@ -55,6 +57,8 @@ class Loom(LoomModels):
         tree: Every node ever made (``loomterm.tree.Tree``).
         settings: The validated session settings (``loomterm.settings.Settings``).
         last_result: What the latest generation did (``generation.GenerateResult``).
+        contexts: The context versions (memory, author's note, world info) nodes were
+            generated with (``engine.context.ContextBook``; ``.versions`` by id).
     """
 
     def __init__(self, runner: Runner, tree: Tree | None = None) -> None:
@@ -71,6 +75,9 @@ class Loom(LoomModels):
 
             self.tree.split_kv = split_kv
         runner.attach(self.tree, self._events.emit)
+        self.contexts = ContextBook(runner.encode, runner.codec.decode)
+        self._context_version: str | None = None  # a generation's own, while it runs
+        runner.context_provider = self._provide_context
 
     @classmethod
     def load(
@@ -521,6 +528,7 @@ class Loom(LoomModels):
         model: str | None = None,
         models: Sequence[tuple[str, int]] | dict[str, int] | None = None,
         meta: dict[str, Any] | None = None,
+        context: str | None = None,
         **sampling: Any,
     ) -> list[Node]:
         """Sample ``n`` continuations of ``node`` as one batch; returns the new children.
@@ -534,6 +542,8 @@ class Loom(LoomModels):
         ``models`` asks several: ``[(name, count), ...]`` (or a dict), one batch per
         entry in that order, ``n`` and ``model`` unused; a ``seed`` then goes up by one
         per entry. ``meta`` is added to every new child's ``meta``.
+        ``context``: a recorded context version (``context_version(old_node)``) instead
+        of the settings' memory, author's note and world info ("" for none).
         """
         if models is not None:
             return self._generate_each(
@@ -546,6 +556,7 @@ class Loom(LoomModels):
                 drafting=drafting,
                 on_take_back=on_take_back,
                 meta=meta,
+                context=context,
                 **sampling,
             )
         if drafting is not None:
@@ -567,6 +578,7 @@ class Loom(LoomModels):
             banned=settings.banned_strings,
             banned_ignore_case=settings.banned_strings_ignore_case,
             on_take_back=on_take_back,
+            context=context,
         )
         return self.run(request, model=model, meta=meta).children
 
@@ -588,11 +600,19 @@ class Loom(LoomModels):
         with self._lock, runner.context():
             self._check_node(request.node)
             writer = ModelWriter(self.tree, self._events.emit, {**(meta or {}), "model": key})
+            spec = self.context_spec(request.context)
+            if spec.active:  # the children record what they were generated with
+                version, new = self.contexts.versions.add(spec)
+                writer.meta["context"] = version
+                if new:
+                    self._events.emit("contexts", None)
             try:
+                self._context_version = request.context
                 self.last_result = runner.decode(request, writer)
             except PrefillCancelled as stopped:  # before any token: no child was made
                 raise self._stopped(stopped, request.node) from None
             finally:
+                self._context_version = None
                 for kid in writer.children:
                     self._events.emit("done", kid)
             return self.last_result

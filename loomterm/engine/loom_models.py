@@ -128,6 +128,8 @@ class LoomModels:
             if runner.capabilities.node_kv:
                 self._models.kv_owner = slot.key
             runner.attach(self.tree, self._events.emit)
+            # Every model sees the same memory, author's note and world info.
+            runner.context_provider = self._provide_context  # type: ignore[attr-defined]
             self._events.emit("models", None)
             return slot.key
 

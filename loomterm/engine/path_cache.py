@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from loomterm.engine.context_kv import ContextKV
 from loomterm.engine.kvcache import Segment, kv_len
 from loomterm.engine.sampling import token_record_tensor, unpack_token_records
 from loomterm.engine.window import segments
@@ -21,6 +22,7 @@ from loomterm.errors import EmptyEditError, PrefillCancelled
 from loomterm.tree import Node
 
 if TYPE_CHECKING:
+    from loomterm.engine.context import Assembled
     from loomterm.engine.local_runner import LocalRunner
 
 PREFILL_CHUNK = 512
@@ -39,6 +41,10 @@ class PathCache:
         # False beside another local runner that owns node KV: ``node.kv`` is never
         # read or written here, only the working cache (``LocalRunner.without_node_kv``).
         self.store_kv = True
+        # Memory, world info, author's note: the sequence of the latest ``ensure``
+        # (None: the plain path), brought in by ``context_kv`` (see there).
+        self.assembled: Assembled | None = None
+        self.context = ContextKV(self)
 
     # -- the logits memo --------------------------------------------------------------
     def remember(self, logits: torch.Tensor | None) -> None:
@@ -53,6 +59,9 @@ class PathCache:
     def ensure(self, node: Node) -> torch.Tensor:
         """Make the working cache hold ``node``'s path (its window) in row 0 alone, and
         return the (V,) logits after it."""
+        self.assembled = self.runner.context_for(node)
+        if self.assembled is not None:
+            return self.context.ensure(node, self.assembled)
         work = self.work
         if work.batch != 1:
             work.select_row(0, work.segments)

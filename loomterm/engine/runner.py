@@ -27,11 +27,14 @@ from loomterm.engine.memory import KVMemory
 if TYPE_CHECKING:
     import torch
 
+    from loomterm.engine.context import Assembled
     from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter
     from loomterm.engine.text import TokenText
     from loomterm.tree import Node, Tree
 
 Progress = Callable[[str, int, "int | None"], None]
+# node, reserve -> what the model sees besides the path (None: the plain path).
+ContextProvider = Callable[["Node", int], "Assembled | None"]
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,8 @@ class Runner(ABC):
         interrupt: When set, a long prefill stops between two chunks by raising
             :class:`~loomterm.errors.PrefillCancelled` (runners that cannot stop
             ignore it).
+        context_provider: Set by the Loom: the sequence the model sees for a node
+            when memory, an author's note or world info is injected (``context``).
     """
 
     name: str
@@ -88,6 +93,12 @@ class Runner(ABC):
     n_ctx: int
     progress: Progress | None = None
     interrupt: threading.Event | None = None
+    context_provider: ContextProvider | None = None
+
+    def context_for(self, node: Node, reserve: int = 0) -> Assembled | None:
+        """The injected sequence for ``node`` (``engine.context``), None when plain."""
+        provider = self.context_provider
+        return None if provider is None else provider(node, reserve)
 
     def attach(self, tree: Tree, emit: Callable[[str, Node | None], None]) -> None:
         """Called once by the Loom: the tree this runner computes for, and where to

@@ -129,7 +129,7 @@ def drafting_config(runner: LocalRunner, request: GenerateRequest) -> DraftConfi
         block += config.guesses * (config.ngram - 1) + config.window * (config.ngram - 1)
     parent = request.node
     fits = parent.end + request.max_new_tokens + block <= runner.n_ctx
-    if not fits or runner.work.length != parent.end:
+    if not fits or runner.work.length != parent.end or runner.cache.assembled is not None:
         return None
     return config
 

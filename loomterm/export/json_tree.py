@@ -24,6 +24,9 @@ One object::
         "server": {"name": "...", "kind": "llama-server", "source": "http://host:port", ...}
       },
       "settings": {...},                # per-session settings (sampling defaults...)
+      "contexts": {"<id>": {...}},      # context versions nodes were generated with
+                                        # (meta "context": memory, authors_note,
+                                        # authors_note_depth, world_info); may be absent
       "cursor": 7,                      # id of the node the user is at
       "root": 0,                        # id of the root node (it holds no tokens)
       "nodes": [ NODE, ... ],           # parents before children
@@ -119,6 +122,7 @@ def to_json_dict(data: SessionData) -> dict[str, Any]:
         "model": data.model,
         "models": data.models,
         "settings": data.settings,
+        "contexts": data.contexts,
         "cursor": data.cursor,
         "root": data.tree.root.id,
         "nodes": nodes,
@@ -183,6 +187,7 @@ def from_json_dict(obj: dict[str, Any], source: str = "<json>") -> SessionData |
         pieces=pieces,
         cursor=cursor if cursor in nodes else root_id,
         settings=dict(obj.get("settings") or {}),
+        contexts=dict(obj.get("contexts") or {}),
         model=dict(obj.get("model") or {}),
         models=dict(obj.get("models") or {}),
         vocab=vocab,

@@ -38,6 +38,7 @@ def path_only(data: SessionData) -> SessionData:
         pieces={node.id: list(data.pieces.get(node.id, [])) for node in keep},
         cursor=data.cursor,
         settings=data.settings,
+        contexts=data.contexts,
         model=data.model,
         vocab=data.vocab,
         created=data.created,

@@ -21,6 +21,8 @@ class SessionData:
             node's text).
         cursor: Id of the node the user is at.
         settings: Per-session settings.
+        contexts: The context versions nodes were generated with (``meta["context"]``),
+            id to ``{"memory", "authors_note", "authors_note_depth", "world_info"}``.
         model: ``{"name", "source", "fingerprint"}`` of the model the tokens belong to.
         vocab: Display text of token ids that appear only as alternatives.
         models: Key to record of every model that wrote into the tree (the key is in
@@ -33,6 +35,7 @@ class SessionData:
     pieces: dict[int, list[str]]
     cursor: int
     settings: dict[str, Any] = field(default_factory=dict)
+    contexts: dict[str, Any] = field(default_factory=dict)
     model: dict[str, Any] = field(default_factory=dict)
     vocab: dict[int, str] = field(default_factory=dict)
     created: float = 0.0

@@ -141,6 +141,7 @@ def read_rows(conn: sqlite3.Connection, path: Path) -> SessionData:
         pieces=pieces,
         cursor=int(info.get("cursor", root.id)),
         settings=info.get("settings") or {},
+        contexts=info.get("contexts") or {},
         model=model,
         vocab={token: piece for token, piece in conn.execute("SELECT token, piece FROM vocab")},
         created=float(info.get("created", 0.0)),

@@ -289,6 +289,11 @@ class SessionStore:
         with self.transaction() as conn:
             self._set(conn, "models", table)
 
+    def set_contexts(self, contexts: dict[str, Any]) -> None:
+        """Replace the context versions (id to memory, author's note, world info)."""
+        with self.transaction() as conn:
+            self._set(conn, "contexts", contexts)
+
     def add_vocab(self, pieces: dict[int, str]) -> None:
         """Remember display text for token ids seen among alternatives."""
         if not pieces:
@@ -394,6 +399,8 @@ def write_session(
         store.add_vocab(data.vocab)
         if data.models:
             store.set_models(data.models)
+        if data.contexts:
+            store.set_contexts(data.contexts)
     except BaseException:
         store.close()
         raise

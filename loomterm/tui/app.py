@@ -45,6 +45,7 @@ from loomterm.tui.actions import (
     AlternativeActions,
     BookmarkActions,
     ChatActions,
+    ContextActions,
     GenerationActions,
     HygieneActions,
     LifecycleActions,
@@ -72,6 +73,7 @@ from loomterm.tui.messages import (
 from loomterm.tui.prefs import Prefs, load_prefs
 from loomterm.tui.sanitize import safe_line
 from loomterm.tui.widgets.branch_tree import BranchTree
+from loomterm.tui.widgets.context import ContextView
 from loomterm.tui.widgets.document_view import DocumentView
 from loomterm.tui.widgets.status_bar import StatusBar, StatusInfo
 
@@ -104,6 +106,7 @@ class LoomApp(
     WeaveActions,
     SearchActions,
     RatingActions,
+    ContextActions,
     App[None],
 ):
     """A terminal loom over ``loom``. ``session_name`` names the session in titles and
@@ -183,6 +186,7 @@ class LoomApp(
         with Horizontal(id="main"):
             yield self.branches
             yield self.view
+            yield self.context_view
         yield self.model_legend()
         yield self.status
         yield Footer(compact=True)
@@ -200,6 +204,7 @@ class LoomApp(
         self.view.surprisal = self.prefs.surprisal
         self.view.approx_marks = self.prefs.approx
         self.status = StatusBar(id="status")
+        self.context_view = ContextView(id="context-view", classes="-hidden")
 
     def on_mount(self) -> None:
         self._load_themes()

@@ -87,6 +87,13 @@ ACTIONS: tuple[Action, ...] = (
         short="Regen",
     ),
     Action(
+        "regenerate_own_context",
+        "",
+        "regenerate_own_context",
+        "Regenerate with its own context",
+        "A new sibling made with the memory, author's note and world info the node was made with.",
+    ),
+    Action(
         "generate_n",
         "ctrl+n",
         "siblings",
@@ -98,7 +105,7 @@ ACTIONS: tuple[Action, ...] = (
     ),
     Action(
         "next_model",
-        "f3",
+        "alt+l",
         "next_model",
         "Next model",
         "Make the next attached model the active one (several models in one tree).",
@@ -419,7 +426,25 @@ ACTIONS: tuple[Action, ...] = (
     Action(
         "theme", "", "change_theme", "Theme", "Pick a colour theme (remembered).", False, "View"
     ),
+    Action(
+        "context_view",
+        "alt+v",
+        "toggle_context_view",
+        "Context view",
+        "Show exactly what the model sees (memory, world info, author's note marked), or the document.",
+        False,
+        "View",
+    ),
     # Session
+    Action(
+        "context",
+        "f3",
+        "context_dialog",
+        "Memory and notes",
+        "Edit memory, the author's note (and its depth) and world info, kept with the session.",
+        False,
+        "Session",
+    ),
     Action(
         "settings",
         "f2",

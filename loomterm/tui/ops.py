@@ -77,6 +77,7 @@ def session_data(loom: Loom, name: str = "") -> SessionData:
         pieces={node.id: pieces.node_pieces(node) for node in loom.tree.nodes.values()},
         cursor=loom.cursor.id,
         settings=loom.settings.as_dict(),
+        contexts=loom.contexts.versions.as_dict(),
         model=model_record(loom),
         vocab=vocab,
         created=loom.root.created,

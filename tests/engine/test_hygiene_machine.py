@@ -8,8 +8,7 @@ import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import rule, run_state_machine_as_test
 
-from tests.engine.test_state_machine import SETTINGS, LoomMachine
-from tests.helpers import assert_matches_recompute
+from tests.engine.test_state_machine import SETTINGS, LoomMachine, assert_matches_context
 
 HYGIENE_SETTINGS = SETTINGS  # the same budget as the plain state machine
 
@@ -96,8 +95,10 @@ class HygieneMachine(LoomMachine):
         self._retrack()
         for item in node.walk():
             self._check(item)
-        if node.end:
-            assert_matches_recompute(self.loom, node)
+        # What the model sees (memory, notes and world info may be on); a node moved
+        # under a re-roped (approximate) path is approximate too, until refreshed.
+        if node.end and self.loom.is_exact(node):
+            assert_matches_context(self.loom, node)
 
     @rule(data=st.data())
     def save_and_reopen(self, data):

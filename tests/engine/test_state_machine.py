@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from loomterm.session import close_session, open_loom, save_loom, session_of
-from tests.helpers import assert_matches_recompute, make_loom
+from tests.helpers import REL_TOL, WORST, make_loom, reference_logits, relative_error
 
 # Sequences and steps run, for the record (printed with -s).
 STATS = {"sequences": 0, "steps": 0}
@@ -16,6 +16,17 @@ STATS = {"sequences": 0, "steps": 0}
 WORDS = st.sampled_from(
     [" the", " fox", " caf\u00e9", " \u65e5\u672c", ".", " once upon", "\n", " weaver"]
 )
+
+
+def assert_matches_context(loom, node, tol: float = REL_TOL) -> None:
+    """next_logits(node) equals a plain forward over exactly what the model sees for it:
+    ``loom.context_tokens`` (memory, world info, the author's note inside the path; the
+    path's window when nothing is injected)."""
+    seen = loom.context_tokens(node)
+    err = relative_error(loom.next_logits(node), reference_logits(loom, seen))
+    WORST["relative"] = max(WORST["relative"], err)
+    WORST["checks"] += 1
+    assert err < tol, f"next_logits differs from a recompute of the context by {err:.2e}"
 
 
 class LoomMachine(RuleBasedStateMachine):
@@ -44,7 +55,24 @@ class LoomMachine(RuleBasedStateMachine):
 
     def _check(self, node):
         if node.end and self.loom.is_exact(node):
-            assert_matches_recompute(self.loom, node)
+            assert_matches_context(self.loom, node)
+
+    @rule(
+        memory=st.sampled_from(["", "The weaver.", " fox\n"]),
+        note=st.sampled_from(["", "[terse]", " once upon"]),
+        depth=st.integers(0, 3),
+        world=st.booleans(),
+        scan=st.integers(1, 8),
+    )
+    def change_context(self, memory, note, depth, world, scan):
+        entries = [{"keys": ["fox", "the"], "text": "A fox."}] if world else []
+        self.loom.update_settings(
+            memory=memory,
+            authors_note=note,
+            authors_note_depth=depth,
+            world_info={"scan_depth": scan, "entries": entries},
+        )
+        self._check(self.nodes[-1])
 
     @rule(data=st.data(), text=st.lists(WORDS, min_size=1, max_size=3))
     def append(self, data, text):
@@ -94,7 +122,7 @@ class LoomMachine(RuleBasedStateMachine):
         node = data.draw(st.sampled_from(approx))
         self.loom.refresh(node)
         assert self.loom.is_exact(node)
-        assert_matches_recompute(self.loom, node)
+        assert_matches_context(self.loom, node)
 
     @rule(data=st.data())
     def pick(self, data):

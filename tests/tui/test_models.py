@@ -1,4 +1,4 @@
-"""Several models in the editor: switching the active model (f3, the palette),
+"""Several models in the editor: switching the active model (alt+l, the palette),
 attaching one (and one-line refusals), siblings from several models at once (ctrl+n's
 dialog), a colour per model with a legend, and blind mode (alt+w) revealing who wrote
 what only once a branch is picked."""
@@ -54,11 +54,11 @@ def hex_of(colour: str) -> str:
     return Color.parse(colour).get_truecolor().hex
 
 
-async def test_f3_and_the_palette_switch_the_active_model(make_app, two):
+async def test_alt_l_and_the_palette_switch_the_active_model(make_app, two):
     llama = two.active_model
     app = make_app(two)
     async with app.run_test(size=TERMINAL) as pilot:
-        await pilot.press("f3")
+        await pilot.press("alt+l")
         await settle(pilot)
         assert two.active_model == "g"
         assert "tiny-gpt2" in screen_text(app).splitlines()[-2]  # the status bar
@@ -77,10 +77,10 @@ async def test_f3_and_the_palette_switch_the_active_model(make_app, two):
         assert f"{llama} (active)" in legend and "g" in legend
 
 
-async def test_f3_with_one_model_says_how_to_attach_one(make_app, loom):
+async def test_alt_l_with_one_model_says_how_to_attach_one(make_app, loom):
     app = make_app()
     async with app.run_test(size=TERMINAL) as pilot:
-        await pilot.press("f3")
+        await pilot.press("alt+l")
         await settle(pilot)
         assert any("attach another" in m for m in messages(app))
         assert app.model_legend().has_class("-hidden")  # one model: no legend

@@ -300,7 +300,10 @@ class RemoteRunner(Runner):
     def window_tokens(self, node: Node, reserve: int = 0) -> list[int]:
         """The token ids the server is sent for ``node``'s path, leaving ``reserve``
         positions free: past the server's context, the first ``n_keep`` and the latest
-        rest, shifted in blocks so the server's cached prefix stays valid between shifts."""
+        rest, shifted in blocks so the server's cached prefix stays valid between shifts;
+        with injected text, the sequence ``engine.context`` assembles."""
+        if (assembled := self.context_for(node, reserve)) is not None:
+            return assembled.tokens
         tokens = node.path_tokens()
         if len(tokens) + reserve <= self.n_ctx:
             return tokens

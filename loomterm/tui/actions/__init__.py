@@ -9,6 +9,7 @@
 - ``chat.py``: new chats and turns through the chat template;
 - ``presets.py``: sampler presets from the palette, and which one is in use;
 - ``sessions.py``: the session picker, and switching sessions in place;
+- ``context.py``: memory, author's note and world info, and the context view;
 - ``looks.py``: themes, the key map and the help screen's rows;
 - ``lifecycle.py``: prefill progress, read-only sessions, quitting;
 - ``view.py``: the branch pane, focus, view toggles, and the settings, export and
@@ -30,6 +31,7 @@ is silently never called.
 from loomterm.tui.actions.alternatives import AlternativeActions
 from loomterm.tui.actions.bookmarks import BookmarkActions
 from loomterm.tui.actions.chat import ChatActions
+from loomterm.tui.actions.context import ContextActions
 from loomterm.tui.actions.generation import GenerationActions, Streamer
 from loomterm.tui.actions.hygiene import HygieneActions
 from loomterm.tui.actions.lifecycle import LifecycleActions
@@ -46,6 +48,7 @@ __all__ = [
     "AlternativeActions",
     "BookmarkActions",
     "ChatActions",
+    "ContextActions",
     "GenerationActions",
     "HygieneActions",
     "LifecycleActions",

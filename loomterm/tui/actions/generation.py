@@ -107,7 +107,9 @@ class GenerationActions:
     def action_regenerate(self) -> None:
         self.when_idle(self._regenerate)
 
-    def _regenerate(self) -> None:
+    def _regenerate(self, own_context: bool = False) -> None:
+        """A new sibling of the generated node at the caret; ``own_context``: with the
+        memory, author's note and world info it was generated with, not today's."""
         node = self._caret_node()
         if node is None or node.origin is not Origin.MODEL:
             node = self.doc.node
@@ -123,7 +125,8 @@ class GenerationActions:
         ):
             node = node.parent
         assert node.parent is not None
-        self._generate(1, start=node.parent)
+        context = self.loom.context_version(node) if own_context else None
+        self._generate(1, start=node.parent, context=context)
 
     def _generate(
         self,
@@ -132,6 +135,7 @@ class GenerationActions:
         then: Callable[[], None] | None = None,
         models: list[tuple[str, int]] | None = None,
         meta: dict | None = None,
+        context: str | None = None,
     ) -> None:
         """Generate ``n`` siblings at the caret (or from ``start``); ``models`` and
         ``meta`` go to ``Loom.generate`` (siblings from several models)."""
@@ -193,6 +197,7 @@ class GenerationActions:
                     cancel=cancel,
                     models=models,
                     meta=meta,
+                    context=context,
                     **sampling,
                 )
                 streamer.flush()

@@ -163,7 +163,7 @@ class ModelActions:
 
         def job() -> None:
             key = loom.open_model(source)
-            self.call_from_thread(self.notify, f"Attached {key}: f3 switches to it", timeout=4)
+            self.call_from_thread(self.notify, f"Attached {key}: alt+l switches to it", timeout=4)
 
         self.submit("attach model", job)
 

@@ -1,0 +1,202 @@
+"""The local runner's KV for an injected context (memory, world info, author's note).
+
+When something is injected the model sees ``engine.context.Assembled.tokens``, not the
+path, so the KV stored on nodes (keyed to the plain path's positions) is no use after
+the first injected token. :class:`ContextKV` brings such a sequence into the working
+cache the way llama-server's ``cache_prompt`` does: it keeps the longest common prefix
+already in the buffer and computes the rest, exactly.
+
+- Injected runs are laid out as segments of stand-in nodes, one per distinct run of
+  tokens (kind and ids), so the buffer's own bookkeeping
+  (``WorkingCache.common_prefix_segments``) compares sequences run by run: memory is
+  the common prefix of every branch, and moving the author's note recomputes from its
+  old insertion point only.
+- The path tokens before the first injected one sit at their own positions: their KV
+  comes from the nodes, as in the plain case (an author's note alone reuses the
+  whole document above it).
+- The memory's KV (with the start tokens before it) is kept once more beside the
+  buffer, so coming back from a plain path or another memory loads it instead of
+  computing it again.
+- Nothing computed after an injected token is stored on a node, but typed tokens get
+  their records (log-probability, alternatives) from the prefill, as in the plain
+  case. ``computed`` counts the tokens each ``ensure`` ran through the model.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from loomterm.engine.context import MEMORY, PATH, Assembled
+from loomterm.engine.kvcache import Segment, kv_len
+from loomterm.engine.window import segments
+from loomterm.errors import PrefillCancelled
+from loomterm.tree import Node
+
+if TYPE_CHECKING:
+    from loomterm.engine.path_cache import PathCache
+
+CHUNK = 512  # tokens per forward pass of a long prefill
+_MAX_STANDINS = 256
+
+
+class ContextKV:
+    """The working cache holding an assembled context (see the module docstring).
+
+    Attributes:
+        computed: Tokens the latest :meth:`ensure` ran through the model.
+        total_computed: The same, summed over every call.
+    """
+
+    def __init__(self, cache: PathCache) -> None:
+        self.cache = cache
+        self.runner = cache.runner
+        self.work = cache.work
+        self._standins: dict[tuple, Node] = {}
+        self._memory: tuple[tuple[int, ...], torch.Tensor] | None = None  # ids, (L,2,H,T,D)
+        self.computed = 0
+        self.total_computed = 0
+
+    def standin(self, kind: str, tokens: tuple[int, ...]) -> Node:
+        """The one node that stands for this injected run in the buffer's layout."""
+        key = (kind, tokens)
+        node = self._standins.get(key)
+        if node is None:
+            if len(self._standins) >= _MAX_STANDINS:
+                self._standins.clear()  # the buffer no longer matches: recomputed once
+            node = self._standins[key] = Node(id=-1 - len(self._standins), tokens=list(tokens))
+        return node
+
+    def layout(self, assembled: Assembled, node: Node) -> list[Segment]:
+        """``assembled`` as buffer segments: path runs of real nodes, stand-ins."""
+        out: list[Segment] = []
+        for piece in assembled.pieces:
+            if piece.kind == PATH:
+                out += [Segment(n, lo, hi) for n, lo, hi in segments(node, piece.lo, piece.hi)]
+            else:
+                out.append(Segment(self.standin(piece.kind, piece.tokens), 0, piece.size))
+        return out
+
+    def ensure(self, node: Node, assembled: Assembled) -> torch.Tensor:
+        """Make row 0 of the working cache hold ``assembled`` (the sequence for
+        ``node``) and return the (V,) logits after it."""
+        cache, work = self.cache, self.work
+        if work.batch != 1:
+            work.select_row(0, work.segments)
+        target = self.layout(assembled, node)
+        columns = len(assembled.tokens)
+        keep = work.common_prefix_segments(target)
+        self.computed = 0
+        if keep == columns and cache._logits_len == columns and cache._logits is not None:
+            return cache._logits
+        keep = min(keep, columns - 1)
+        work.truncate(keep)
+        if cache._logits_len > keep:
+            cache.invalidate()
+        keep = self._load_memory(assembled, target, keep, columns)
+        plan: list[tuple[Node, int, int]] = []
+        col = 0
+        for seg in target:
+            begin, col = col, col + seg.size
+            if col <= keep:
+                continue
+            lo = seg.lo + max(0, keep - begin)
+            if col <= assembled.plain and cache.store_kv:  # path tokens in place: node KV
+                have = min(kv_len(seg.node.kv), seg.hi)
+                if col == columns:
+                    have = min(have, seg.hi - 1)  # the last token is computed, for logits
+                if lo < have:
+                    if plan:
+                        self._compute(plan)
+                    plan = []
+                    work.load(seg.node, lo, have)
+                    lo = have
+            if lo < seg.hi:
+                plan.append((seg.node, lo, seg.hi))
+        logits = self._compute(plan)
+        self._keep_memory(assembled)
+        self.total_computed += self.computed
+        cache.remember(logits)
+        path = node.path()
+        self.runner.touch(path)
+        self.runner.enforce_budget(path)
+        return cache._logits
+
+    # -- memory, computed once --------------------------------------------------------
+    @staticmethod
+    def _memory_end(assembled: Assembled) -> int:
+        """Columns of the start tokens and the memory (0 without memory)."""
+        col = 0
+        for piece in assembled.pieces:
+            col += piece.size
+            if piece.kind == MEMORY:
+                return col
+            if piece.kind != PATH:
+                return 0
+        return 0
+
+    def _load_memory(
+        self, assembled: Assembled, target: list[Segment], keep: int, columns: int
+    ) -> int:
+        """Load the kept memory KV into columns ``keep..`` when it is this memory's;
+        returns the columns held."""
+        end = min(self._memory_end(assembled), columns - 1)
+        if self._memory is None or keep >= end:
+            return keep
+        ids, kv = self._memory
+        if ids[:end] != tuple(assembled.tokens[:end]):
+            return keep
+        work = self.work
+        work.prepare(end - keep)
+        # Uncommitted columns past ``length``: no node's view reaches them.
+        work.buf[:, :, :1, :, keep:end] = kv[:, :, :, keep:end].unsqueeze(2)
+        col = 0
+        for seg in target:
+            begin, col = col, col + seg.size
+            lo, hi = max(begin, keep), min(col, end)
+            if lo < hi:
+                work.commit(hi - lo, seg.node, seg.lo + lo - begin)
+            if col >= end:
+                break
+        return end
+
+    def _keep_memory(self, assembled: Assembled) -> None:
+        end = self._memory_end(assembled)
+        ids = tuple(assembled.tokens[:end])
+        if end and (self._memory is None or self._memory[0] != ids) and self.work.length >= end:
+            self._memory = (ids, self.work.columns(0, end).clone())  # (L, 2, H, T, D)
+
+    # -- computing --------------------------------------------------------------------
+    def _compute(self, plan: list[tuple[Node, int, int]]) -> torch.Tensor:
+        """Run ``plan``'s tokens after the buffer's columns, in chunks; (V,) logits."""
+        runner, work, cache = self.runner, self.work, self.cache
+        ids = [t for n, lo, hi in plan for t in n.tokens[lo:hi]]
+        owners = [(n, i) for n, lo, hi in plan for i in range(lo, hi)]
+        # Typed tokens get their records (log-probability, alternatives) from this
+        # prefill's logits, as in the plain case: what the model saw predicting them.
+        need = [runner.keep_records and n.id >= 0 and n.logprobs[i] is None for n, i in owners]
+        before = cache._logits if cache._logits_len == work.length else None  # (V,) or None
+        filled: dict[int, Node] = {}
+        logits = None
+        try:
+            for begin in range(0, len(ids), CHUNK):
+                if begin and runner.interrupt is not None and runner.interrupt.is_set():
+                    cache.invalidate()
+                    raise PrefillCancelled()
+                chunk = ids[begin : begin + CHUNK]
+                wanted = any(need[begin : begin + len(chunk)])
+                ids_t = torch.tensor([chunk], device=runner.device)  # (1, q)
+                out = runner.forward(ids_t, keep=len(chunk) if wanted else 1)  # (1, keep, V)
+                for owner, i in owners[begin : begin + len(chunk)]:
+                    work.commit(1, owner, i)
+                if wanted:
+                    cache._fill_records(out[0], before, ids_t[0], owners, need, begin, filled)
+                logits = before = out[0, -1]
+                self.computed += len(chunk)
+                if runner.progress is not None and len(ids) > CHUNK:
+                    runner.progress("prefill", min(begin + len(chunk), len(ids)), len(ids))
+        finally:
+            for node in filled.values():
+                runner.emit("records", node)
+        return logits

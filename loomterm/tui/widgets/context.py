@@ -1,0 +1,204 @@
+"""Memory, author's note and world info: the dialog that edits them, and the context
+view that shows exactly what the model sees.
+
+World info is edited as text, one entry per line, ``keys: text`` (keys split by
+commas; a ``\\n`` in the text is a line break), which :func:`parse_world_info` reads
+and the ``world_info`` setting validates. Nothing changes until every field is good;
+a bad one is named in one line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, Static, TextArea
+
+from loomterm.settings import SettingError, Settings
+from loomterm.tui.widgets.dialogs import DIALOG_CSS
+
+KIND_LABELS = {"memory": "memory", "world_info": "world info", "authors_note": "author's note"}
+
+
+def world_info_text(world_info: Mapping[str, Any]) -> str:
+    """The ``world_info`` setting as the dialog edits it: one ``keys: text`` per line."""
+    lines = []
+    for entry in world_info.get("entries", []):
+        text = entry["text"].replace("\\", "\\\\").replace("\n", "\\n")
+        lines.append(f"{', '.join(entry['keys'])}: {text}")
+    return "\n".join(lines)
+
+
+def parse_world_info(text: str, scan_depth: str) -> dict[str, Any]:
+    """The dialog's world info back as the setting's table; ``ValueError`` (one line)
+    names the first bad line."""
+    entries = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        keys, sep, body = line.partition(":")
+        if not sep:
+            raise ValueError(f"world info line {number}: write the keys, a colon, then the text")
+        body = body.strip().replace("\\n", "\n").replace("\\\\", "\\")
+        entries.append({"keys": keys.split(","), "text": body})
+    try:
+        depth = int(scan_depth.strip() or "64")
+    except ValueError:
+        raise ValueError(f"scan depth must be a whole number (got {scan_depth!r})") from None
+    return {"scan_depth": depth, "entries": entries}
+
+
+class ContextScreen(ModalScreen["dict[str, Any] | None"]):
+    """Edit memory, the author's note (and its depth) and world info; dismisses with
+    the four settings, checked, or None."""
+
+    DEFAULT_CSS = (
+        "ContextScreen {"
+        + DIALOG_CSS
+        + """
+        & > Vertical { width: 96; }
+        & TextArea { height: 4; }
+        & #context-note { height: 3; }
+        & #context-world { height: 5; }
+        & .context--row { height: 1; }
+        & .context--row Label { width: 30; }
+        & .context--row Input { width: 12; }
+        & .context--help { color: $text-muted; }
+        & #context-problem { color: $error; height: auto; }
+    }"""
+    )
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel", id="context_cancel"),
+        Binding("ctrl+s", "save", "Save", id="context_save"),
+    ]
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__()
+        self.settings = settings
+        self.problem = ""  # the one-line error shown, if any
+
+    def compose(self) -> ComposeResult:
+        s = self.settings
+        with Vertical():
+            yield Label("What the model sees besides the document", classes="dialog--title")
+            yield Label("Memory: before the document in every request", classes="context--help")
+            yield TextArea(s.memory, id="context-memory", soft_wrap=True)
+            yield Label("Author's note: inside the document, near its end", classes="context--help")  # fmt: skip
+            yield TextArea(s.authors_note, id="context-note", soft_wrap=True)
+            with Horizontal(classes="context--row"):
+                yield Label("Depth (lines from the end)")
+                yield Input(str(s.authors_note_depth), id="context-depth", type="integer", compact=True)  # fmt: skip
+            yield Label("World info: one entry per line, keys: text", classes="context--help")
+            yield TextArea(world_info_text(s.world_info), id="context-world", soft_wrap=True)
+            with Horizontal(classes="context--row"):
+                yield Label("Scan depth (tokens)")
+                yield Input(str(s.world_info["scan_depth"]), id="context-scan", type="integer", compact=True)  # fmt: skip
+            yield Label("", id="context-problem")
+            with Horizontal(classes="dialog--buttons"):
+                yield Button("Cancel", id="cancel", compact=True)
+                yield Button("Save", id="save", variant="primary", compact=True)
+            yield Label("ctrl+s saves · escape cancels", classes="dialog--hint")
+
+    def on_mount(self) -> None:
+        self.query_one("#context-memory", TextArea).focus()
+
+    def values(self) -> dict[str, Any]:
+        """The four settings as typed, checked by ``Settings.replace``; raises
+        ``ValueError`` or :class:`SettingError` with one line."""
+        depth = self.query_one("#context-depth", Input).value.strip()
+        try:
+            depth_value = int(depth or "0")
+        except ValueError:
+            raise ValueError(f"depth must be a whole number (got {depth!r})") from None
+        values = {
+            "memory": self.query_one("#context-memory", TextArea).text,
+            "authors_note": self.query_one("#context-note", TextArea).text,
+            "authors_note_depth": depth_value,
+            "world_info": parse_world_info(
+                self.query_one("#context-world", TextArea).text,
+                self.query_one("#context-scan", Input).value,
+            ),
+        }
+        checked = self.settings.replace(**values)  # the same check update_settings makes
+        return {name: getattr(checked, name) for name in values}
+
+    def action_save(self) -> None:
+        try:
+            values = self.values()
+        except (ValueError, SettingError) as exc:
+            self.problem = str(exc)
+            self.query_one("#context-problem", Label).update(self.problem)
+            return
+        self.dismiss(values)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "save":
+            self.action_save()
+        else:
+            self.dismiss(None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+@dataclass(frozen=True)
+class Run:
+    """A run of the sequence the model sees: its kind (path, memory...) and text."""
+
+    kind: str
+    text: str
+    tokens: int
+
+
+def render_context(runs: list[Run]) -> Text:
+    """The runs as one text, injected ones highlighted, opened by a ``▶kind│`` mark and
+    closed by ``◀`` before their final line break (the marks are the view's, not the
+    model's)."""
+    out = Text()
+    counts: dict[str, int] = {}
+    for run in runs:
+        counts[run.kind] = counts.get(run.kind, 0) + run.tokens
+    total = sum(counts.values())
+    parts = [f"{KIND_LABELS.get(k, 'document')} {n}" for k, n in counts.items()]
+    out.append(f"What the model sees: {total} tokens ({' · '.join(parts)})\n", "bold")
+    out.append("\u2500" * 40 + "\n", "dim")
+    for run in runs:
+        if run.kind == "path":
+            out.append(run.text)
+            continue
+        body = run.text.removesuffix("\n")  # the close mark before the line break
+        out.append(f"\u25b6{KIND_LABELS.get(run.kind, run.kind)}\u2502", "bold reverse")
+        out.append(body, "black on yellow" if run.kind == "authors_note" else "black on cyan")
+        out.append("\u25c0", "bold reverse")
+        out.append(run.text[len(body) :])
+    return out
+
+
+class ContextView(VerticalScroll):
+    """Read-only: the exact sequence the model sees for the document's path."""
+
+    DEFAULT_CSS = """
+    ContextView { width: 1fr; padding: 0 1; }
+    ContextView.-hidden { display: none; }
+    ContextView > Static { width: 1fr; }
+    """
+
+    rendered: Text = Text()
+    """What it shows now (its ``.plain`` is the text on screen)."""
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="context-text")
+
+    def show(self, runs: list[Run]) -> None:
+        self.rendered = render_context(runs)
+        self.query_one("#context-text", Static).update(self.rendered)
+
+    def show_problem(self, problem: str) -> None:
+        self.rendered = Text(problem, "bold red")
+        self.query_one("#context-text", Static).update(self.rendered)

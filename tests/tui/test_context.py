@@ -1,0 +1,135 @@
+"""The memory / author's note / world info dialog and the context view, driven by keys."""
+
+from __future__ import annotations
+
+from textual.widgets import Input, TextArea
+
+from loomterm.tui.widgets.context import ContextScreen, parse_world_info, world_info_text
+from tests.helpers import reference_logits, relative_error
+from tests.tui.conftest import TERMINAL, paste, settle, write_and_generate
+from tests.tui.screen_text import screen_text
+
+
+def test_world_info_round_trips_through_the_dialog_text():
+    table = {
+        "scan_depth": 32,
+        "entries": [{"keys": ["Ada", "the tower"], "text": "Ada lives\nin the tower."}],
+    }
+    text = world_info_text(table)
+    assert text == "Ada, the tower: Ada lives\\nin the tower."
+    assert parse_world_info(text, "32") == {
+        "scan_depth": 32,
+        "entries": [{"keys": ["Ada", " the tower"], "text": "Ada lives\nin the tower."}],
+    }
+
+
+async def test_dialog_sets_memory_note_and_world_info(make_app, loom):
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await write_and_generate(pilot, "Once upon a time\nthe fox ran")
+        await pilot.press("f3")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, ContextScreen)
+        screen.query_one("#context-memory", TextArea).text = "The weaver."
+        screen.query_one("#context-note", TextArea).text = "[terse]"
+        screen.query_one("#context-depth", Input).value = "1"
+        screen.query_one("#context-world", TextArea).text = "fox: A fox is red."
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        assert not isinstance(app.screen, ContextScreen)
+        s = loom.settings
+        assert (s.memory, s.authors_note, s.authors_note_depth) == ("The weaver.", "[terse]", 1)
+        assert s.world_info["entries"] == [{"keys": ["fox"], "text": "A fox is red."}]
+        # The normal view still shows the document only.
+        assert "The weaver." not in screen_text(app) and "Once upon a time" in screen_text(app)
+        # Generating now uses (and records) the context; it is exact.
+        await pilot.press("ctrl+g")
+        await settle(pilot)
+        kid = loom.cursor
+        assert loom.context_version(kid) == loom.context_spec().version != ""
+        with loom.exclusive():
+            got = loom.next_logits(kid)
+            want = reference_logits(loom, loom.context_tokens(kid))
+        assert relative_error(got, want) < 1e-4
+
+
+async def test_a_bad_field_is_named_and_changes_nothing(make_app, loom):
+    app = make_app()
+    async with app.run_test(size=(100, 40)) as pilot:
+        await paste(pilot, "Once upon a time")
+        await pilot.press("f3")
+        await settle(pilot)
+        screen = app.screen
+        screen.query_one("#context-memory", TextArea).text = "Kept?"
+        screen.query_one("#context-world", TextArea).text = "no colon on this line"
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert isinstance(app.screen, ContextScreen)
+        assert screen.problem.startswith("world info line 1: write the keys, a colon")
+        assert screen.problem in screen_text(app)
+        screen.query_one("#context-world", TextArea).text = "fox:"
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert screen.problem == "world_info entry 1 (fox) has no text"
+        assert screen.problem in screen_text(app)
+        await pilot.press("escape")
+        await settle(pilot)
+        assert loom.settings.memory == ""  # nothing changed
+
+
+async def test_context_view_shows_what_the_model_sees(make_app, loom):
+    loom.update_settings(
+        memory="The weaver.",
+        authors_note="[terse]",
+        authors_note_depth=1,
+        world_info={"entries": [{"keys": ["fox"], "text": "A fox is red."}]},
+    )
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await write_and_generate(pilot, "Once upon a time\nthe fox ran")
+        assert "The weaver." not in screen_text(app)
+        await pilot.press("alt+v")
+        await settle(pilot)
+        shown = app.context_view.rendered.plain
+        assert shown.startswith("What the model sees: ")
+        assert f"{len(loom.context_tokens(loom.cursor))} tokens" in shown
+        # Each injected part is marked, in the model's order.
+        marks = [shown.index(m) for m in ("\u25b6memory", "\u25b6world info", "\u25b6author's note")]  # fmt: skip
+        assert marks == sorted(marks)
+        assert "\u25b6memory\u2502The weaver.\u25c0\n" in shown
+        assert "Once upon a time\n\u25b6author's note\u2502[terse]\u25c0\nthe fox ran" in shown
+        text = screen_text(app)
+        assert "memory" in text and "[terse]" in text
+        # Changing the note updates the view at once.
+        loom.update_settings(authors_note="[lush]")
+        await settle(pilot)
+        assert "[lush]" in app.context_view.rendered.plain
+        await pilot.press("alt+v")
+        await settle(pilot)
+        assert app.view.display and "The weaver." not in screen_text(app)
+
+
+async def test_regenerate_with_the_nodes_own_context(make_app, loom):
+    loom.update_settings(memory="Old memory.")
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await write_and_generate(pilot, "Once upon a time")
+        old = loom.cursor
+        version = loom.context_version(old)
+        assert version
+        loom.update_settings(memory="New memory, quite different.")
+        await pilot.press("ctrl+r")  # the current context
+        await settle(pilot)
+        current = loom.cursor
+        assert current.parent is old.parent
+        assert loom.context_version(current) == loom.context_spec().version != version
+        await pilot.press("alt+left")  # back on the old node
+        await settle(pilot)
+        assert app.doc.node is old
+        await app.run_action("regenerate_own_context")  # as the palette runs it
+        await settle(pilot)
+        again = loom.cursor
+        assert again.parent is old.parent and again not in (old, current)
+        assert loom.context_version(again) == version
+        assert again.tokens == old.tokens  # greedy, same context: the same text
