@@ -8,8 +8,16 @@ from tests.tui.test_tmux import idle, needs_tmux, tmux_run  # noqa: F401 - fixtu
 
 
 def test_weave_in_a_real_terminal_and_escape_keeps_what_it_made(tmux_run, tiny_llama_dir):  # noqa: F811
-    from loomterm.session import load_session, session_path
+    from loomterm.engine import Loom
+    from loomterm.session import Session, load_session, session_path
 
+    # The weave is unseeded in the editor: a tiny model's end-of-text could end every
+    # level-1 branch (never expanded), and level 2 would never show. Never end.
+    loom = Loom.load(str(tiny_llama_dir), device="cpu")
+    loom.update_settings(logit_bias={str(eos): "never" for eos in loom.eos_ids})
+    path = session_path("woven")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Session.create(loom, path).close()
     args = ["--model", str(tiny_llama_dir), "--device", "cpu", "-s", "woven"]
     term = tmux_run(args)
     term.wait_for(lambda s: "^g" in s and "0 tok" in s, what="the editor to start")

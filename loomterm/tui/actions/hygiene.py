@@ -44,7 +44,7 @@ class HygieneActions:
     """Mixed into :class:`~loomterm.tui.app.LoomApp` before the navigation mixin (its
     ``_undo`` and ``_redo`` wrap navigation's)."""
 
-    _picked: Node | None = None
+    _picked_up: Node | None = None
 
     # -- the three operations ----------------------------------------------------------
     def _caret_position(self) -> tuple[Node, int] | None:
@@ -94,8 +94,8 @@ class HygieneActions:
         if node is None or node.parent is None:
             self.bell()
             return
-        self._picked = branch_of(node, show_hidden=True)
-        preview = safe_line(self.node_text(self._picked).strip())[:30]
+        self._picked_up = branch_of(node, show_hidden=True)
+        preview = safe_line(self.node_text(self._picked_up).strip())[:30]
         key = self._key_for("move_branch_here")
         self.notify(f"Picked up {preview!r}: put the caret where it goes, then {key}", timeout=5)
 
@@ -103,7 +103,7 @@ class HygieneActions:
         self.when_idle(self._move_branch, stop=True)
 
     def _move_branch(self) -> None:
-        branch = self._picked
+        branch = self._picked_up
         if branch is None:
             key = self._key_for("pick_up_branch")
             self.notify(f"Pick up a branch first ({key} on it)", timeout=3)
@@ -124,7 +124,7 @@ class HygieneActions:
     # -- showing the result, undo and redo ------------------------------------------------
     def on_restructured(self, message: Restructured) -> None:
         if message.change is not None and isinstance(message.change, hygiene.Move):
-            self._picked = None
+            self._picked_up = None
         self._note_change()
         self._rebuild_tree_soon()
         node = message.node
