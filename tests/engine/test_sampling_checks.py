@@ -1,0 +1,108 @@
+"""SamplingParams refuses exactly what the sampler settings refuse, in the same words:
+its range rules are the specs of ``loomterm.settings`` (one place), so a value the
+settings dialog takes is one the engine samples with, and the other way round."""
+
+from __future__ import annotations
+
+import pytest
+
+from loomterm.engine.sampling import SamplingParams
+from loomterm.errors import InputError
+from loomterm.settings import DEFAULTS, SettingError, Settings
+
+SAMPLERS = [name for name, spec in Settings.SPECS.items() if spec.sampling]
+RANGED = [n for n in SAMPLERS if Settings.spec(n).kind in (int, float)]
+
+
+def _edges(name: str) -> tuple[list, list]:
+    """(accepted, refused) values at and just past each bound of a numeric sampler."""
+    spec = Settings.spec(name)
+    step = 1 if spec.kind is int else 1e-6
+    good, bad = [], [float("nan"), float("inf"), -float("inf"), True, "1", None]
+    if spec.at_least is not None:
+        good.append(spec.at_least)
+        bad.append(spec.at_least - step)
+    if spec.above is not None:
+        good.append(spec.above + step)
+        bad.append(spec.above)
+    if spec.at_most is not None:
+        good.append(spec.at_most)
+        bad.append(spec.at_most + step)
+    if spec.below is not None:
+        good.append(spec.below - step)
+        bad.append(spec.below)
+    if spec.choices is not None:
+        good.extend(spec.choices)
+        bad.extend([1, 3, -1])
+    if spec.kind is int:
+        bad.append(1.5)
+    return good, bad
+
+
+@pytest.mark.parametrize("name", RANGED)
+def test_engine_and_settings_refuse_the_same_values_in_the_same_words(name):
+    good, bad = _edges(name)
+    assert good, f"{name} has no bound: nothing to check"
+    for value in good:
+        assert getattr(SamplingParams(**{name: value}), name) == value
+        assert getattr(DEFAULTS.replace(**{name: value}), name) == value
+    for value in bad:
+        with pytest.raises(SettingError) as engine:
+            SamplingParams(**{name: value})
+        with pytest.raises(SettingError) as settings:
+            DEFAULTS.replace(**{name: value})
+        assert str(engine.value) == str(settings.value)
+        assert str(engine.value).startswith(f"{name} must be ")
+        assert "\n" not in str(engine.value)
+
+
+def test_the_engine_takes_each_value_in_its_fields_type():
+    params = SamplingParams(top_k=40.0, temperature=1, mirostat=2.0, penalty_last_n=64.0)
+    assert params.top_k == 40 and type(params.top_k) is int
+    assert params.mirostat == 2 and type(params.mirostat) is int
+    assert params.penalty_last_n == 64 and type(params.penalty_last_n) is int
+    assert params.temperature == 1.0 and type(params.temperature) is float
+    assert SamplingParams(dry_sequence_breakers=["a", "b"]).dry_sequence_breakers == ("a", "b")
+
+
+def test_every_sampler_setting_is_checked_by_the_engine():
+    """A sampler setting the engine did not check would let a bad value through to the
+    chain: each refuses something (its wrong kind) in SamplingParams."""
+    for name in SAMPLERS:
+        with pytest.raises(InputError) as info:
+            SamplingParams(**{name: object()})
+        assert name in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [["\n", ""], "\n", [1], ("a", None)],
+)
+def test_breakers_must_be_a_list_of_non_empty_strings(value):
+    with pytest.raises(InputError) as info:
+        SamplingParams(dry_sequence_breakers=value)
+    assert str(info.value).startswith("dry_sequence_breakers must be ")
+    assert "\n" not in str(info.value).replace("\\n", "")
+
+
+def test_the_messages_state_each_range():
+    messages = {}
+    for name, value in [
+        ("top_p", 0.0),
+        ("min_p", 1.0),
+        ("presence_penalty", 2.5),
+        ("penalty_last_n", -2),
+        ("mirostat", 1),
+        ("dry_base", 0.5),
+    ]:
+        with pytest.raises(InputError) as info:
+            SamplingParams(**{name: value})
+        messages[name] = str(info.value)
+    assert messages == {
+        "top_p": "top_p must be a number in (0, 1] (got 0.0)",
+        "min_p": "min_p must be a number in [0, 1) (got 1.0)",
+        "presence_penalty": "presence_penalty must be a number in [-2, 2] (got 2.5)",
+        "penalty_last_n": "penalty_last_n must be a whole number >= -1 (got -2)",
+        "mirostat": "mirostat must be one of 0, 2 (got 1)",
+        "dry_base": "dry_base must be a number >= 1 (got 0.5)",
+    }
