@@ -258,3 +258,57 @@ def test_bounds_are_inclusive_or_exclusive_as_declared():
         spec(at_least=1).check(0.999)
     with pytest.raises(SettingError):
         spec(at_most=1).check(1.001)
+
+
+# -- text in, text out ------------------------------------------------------------------------
+def _spec(kind, **rules):
+    return Spec(name="k", kind=kind, default=None, help="", label="", **rules)
+
+
+def test_none_is_read_for_an_optional_field_only():
+    for text in ("", "none", "None", " NONE "):
+        assert _spec(int, optional=True).parse(text) is None
+    with pytest.raises(SettingError, match=r"^k must be a whole number \(got 'none'\)$"):
+        _spec(int).parse("none")
+    assert _spec(int).parse(" 010 ") == 10  # decimal, leading zeros and spaces allowed
+
+
+@pytest.mark.parametrize(
+    "kind, text",
+    [(bool, "perhaps"), (int, "0x10"), (float, "1,5"), (tuple, "[1"), (dict, "a")],
+)
+def test_unreadable_text_is_quoted_as_typed(kind, text):
+    with pytest.raises(SettingError) as info:
+        _spec(kind).parse(text)
+    assert str(info.value).endswith(f"(got {text!r})")
+
+
+def test_values_as_a_dialog_shows_them():
+    assert _spec(int, optional=True).text(None) == ""
+    assert _spec(bool).text(True) == "true" and _spec(bool).text(False) == "false"
+    assert _spec(float).text(0.05) == "0.05" and _spec(float).text(1e-7) == "1e-07"
+    assert _spec(tuple).text(("\n", "é")) == '["\\n", "\\u00e9"]'
+    assert _spec(dict).text({"é": 1.0, "7": "never"}) == '{"é": 1.0, "7": "never"}'
+    assert _spec(str).text("fast") == "fast" and _spec(int).text(3) == "3"
+
+
+def test_lists_from_json_or_commas():
+    assert S._parse_list('["a,b", "c"]') == ["a,b", "c"]
+    assert S._parse_list("a, b,,c ,") == ["a", "b", "c"]
+    assert S._parse_list("a b") == ["a b"]
+    assert S._parse_list("[1") is None
+
+
+def test_bias_tables_from_json_or_pairs():
+    assert S._parse_bias("") == {}
+    assert S._parse_bias('{"the": -2}') == {"the": -2}
+    assert S._parse_bias('{"the": ') is None
+    assert S._parse_bias('"a:b": 2, 50256:never') == {"a:b": 2.0, "50256": "never"}
+    assert S._parse_bias('\'x\': 1, "": 3, "ab: 4, XaX: 5') == {
+        "x": 1.0,
+        "": 3.0,
+        '"ab': 4.0,
+        "XaX": 5.0,
+    }
+    for bad in (":5", "abc", "a:b:", "a: lots"):
+        assert S._parse_bias(bad) is None, bad
