@@ -253,3 +253,41 @@ def test_dry_ignores_followers_past_the_vocabulary():
     logits = torch.zeros(1, 5)
     out = P.apply_dry(logits, [[1, 2, 7, 1, 2, 3, 1, 2]], params, DryBreakers.from_sequences([]))
     assert torch.equal(out, torch.tensor([[0.0, 0.0, 0.0, -0.8, 0.0]]))
+
+
+def test_a_bias_on_the_token_just_past_the_vocabulary_is_ignored():
+    logits = torch.zeros(1, 3)
+    assert P.apply_logit_bias(logits, {3: 1.0}) is logits
+    assert P.apply_logit_bias(logits, {2: 1.0, 3: 1.0}).tolist() == [[0.0, 0.0, 1.0]]
+
+
+def test_the_dry_exponent_cap_follows_llama_cpp_for_every_base():
+    """llama.cpp: ``max_exponent = FLOAT_MAX_LOG / log(base)`` when base > 1.000001, and
+    the exponent is clamped only when that cap is > 0."""
+
+    def penalty(length, base):
+        return P.dry_penalty(length, SamplingParams(**{**DRY, "dry_base": base}))
+
+    cap = int(88.7228391 / math.log(1.75))  # 158 at the default base
+    assert penalty(1000, 1.75) == 0.8 * 1.75**cap
+    assert penalty(2 + cap, 1.75) == 0.8 * 1.75**cap
+    assert penalty(1 + cap, 1.75) == 0.8 * 1.75 ** (cap - 1)
+    assert int(88.7228391 / math.log(1e20)) == 1 and penalty(7, 1e20) == 0.8 * 1e20
+    # A base so large the cap comes out 0: no clamp at all (as llama.cpp).
+    assert int(88.7228391 / math.log(1e39)) == 0 and penalty(4, 1e39) == 0.8 * 1e39**2
+
+
+def test_a_two_token_breaker_cuts_only_where_its_tail_follows():
+    history = [7, 11, 12, 13, 20, 7, 11, 12]  # "7 11 12" repeats; 7 is not followed by 10
+    params = SamplingParams(**DRY)
+    two = DryBreakers.from_sequences([[7, 10]])
+    assert P.dry_repeat_lengths(history, params, two) == {13: 3}
+    assert P.dry_repeat_lengths(history, params, DryBreakers.from_sequences([[7]])) == {13: 2}
+
+
+def test_dry_reads_a_history_tensor_like_a_list():
+    params = SamplingParams(**DRY)
+    history = [1, 2, 3, 4, 1, 2, 3]
+    assert P.dry_repeat_lengths(torch.tensor([history]), params) == {4: 3}
+    assert P.dry_repeat_lengths(torch.tensor(history), params) == {4: 3}
+    assert P.dry_repeat_lengths(history, params) == {4: 3}
