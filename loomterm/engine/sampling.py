@@ -155,10 +155,10 @@ class SamplingParams:
         # words; each value comes back in its field's type (``top_k=40.0`` is 40).
         for name in _RANGE_CHECKED:
             object.__setattr__(self, name, Settings.spec(name).check(getattr(self, name)))
-        # What a setting holds differently from the engine: the breakers as strings
-        # (none empty: each is matched against token text), the bias by token id.
+        # Beyond the spec (a list of strings): none empty, as each is matched against
+        # token text. The bias is held by token id here, by id or text in a setting.
         breakers = self.dry_sequence_breakers
-        if not all(isinstance(b, str) and b for b in breakers):
+        if not all(breakers):
             raise InputError(f"dry_sequence_breakers must be non-empty strings, got {breakers!r}")
         object.__setattr__(self, "logit_bias", _normalise_bias(self.logit_bias))
 
