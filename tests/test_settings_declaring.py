@@ -14,20 +14,24 @@ from loomterm import settings as S
 from loomterm.settings import EngineOptions, SettingError, Settings, Spec
 
 
-@dataclass(frozen=True)
-class Knobs:
-    """A settings class of its own, declared the way ``Settings`` is."""
+def knobs() -> type:
+    """A settings class of its own, declared the way ``Settings`` is: defined when a test
+    runs, so the declaring functions run under the test too."""
 
-    max_new_tokens: int = S.setting(8, "", "how many", at_least=1, at_most=9)
-    ratio: float = S.sampler(0.5, "Ratio", "a share", above=0, below=1)
-    mode: str = S.setting("a", "Mode", "which", choices=("a", "b"), legacy={True: "a"}, dialog=False)  # fmt: skip
-    words: tuple[str, ...] = S.setting(("x",), "Words", "some words")
-    table: dict[str, float | str] = S.sampler({"t": 1.0}, "Table", "a bias table")
-    maybe: int | None = S.setting(None, "Maybe", "a count or none", at_least=0)
+    @dataclass(frozen=True)
+    class Knobs:
+        max_new_tokens: int = S.setting(8, "", "how many", at_least=1, at_most=9)
+        ratio: float = S.sampler(0.5, "Ratio", "a share", above=0, below=1)
+        mode: str = S.setting("a", "Mode", "which", choices=("a", "b"), legacy={True: "a"}, dialog=False)  # fmt: skip
+        words: tuple[str, ...] = S.setting(("x",), "Words", "some words")
+        table: dict[str, float | str] = S.sampler({"t": 1.0}, "Table", "a bias table")
+        maybe: int | None = S.setting(None, "Maybe", "a count or none", at_least=0)
+
+    return Knobs
 
 
 def test_a_field_keeps_its_default_label_help_and_every_rule():
-    specs = S._specs(Knobs)
+    specs = S._specs(knobs())
     assert list(specs) == ["max_new_tokens", "ratio", "mode", "words", "table", "maybe"]
     got = {
         name: (
