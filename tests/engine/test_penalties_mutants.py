@@ -152,6 +152,13 @@ def test_histories_as_tensor_lists_or_ragged_rows():
     assert rect.dtype == torch.long
     ragged = P._history_rows([[1], [2, 3]], 2)
     assert [r.tolist() for r in ragged] == [[1], [2, 3]]
+    # Rows given as int32 tensors come back as the int64 ids gather and scatter need.
+    small = [torch.tensor([1, 2], dtype=torch.int32), torch.tensor([3], dtype=torch.int32)]
+    assert all(r.dtype == torch.long for r in P._history_rows(small, 2))
+    assert P._history_rows(small[:1] * 2, 2).dtype == torch.long
+    params = SamplingParams(repetition_penalty=2.0)
+    out = P.apply_penalties(torch.ones(2, 4), small, params)
+    assert out.tolist() == [[1.0, 0.5, 0.5, 1.0], [1.0, 1.0, 1.0, 0.5]]
     with pytest.raises(ValueError, match=r"history must be \(B=2, T\), got \(3, 1\)"):
         P._history_rows(torch.zeros(3, 1, dtype=torch.long), 2)
     with pytest.raises(ValueError, match=r"history must be \(B=2, T\), got \(2,\)"):
