@@ -5,6 +5,7 @@ settings dialog takes is one the engine samples with, and the other way round.""
 from __future__ import annotations
 
 import pytest
+import torch
 
 from loomterm.engine.sampling import SamplingParams
 from loomterm.errors import InputError
@@ -106,3 +107,23 @@ def test_the_messages_state_each_range():
         "mirostat": "mirostat must be one of 0, 2 (got 1)",
         "dry_base": "dry_base must be a number >= 1 (got 0.5)",
     }
+
+
+def test_token_records_unpack_to_the_chosen_ids_and_top_alternatives():
+    from loomterm.engine.sampling import token_record_tensor, unpack_token_records
+
+    logits = torch.tensor([[0.0, 3.0, 1.0, 2.0], [5.0, 4.0, 0.0, 1.0]])
+    chosen = torch.tensor([2, 0])
+    picks, logprobs, alternatives = unpack_token_records(
+        token_record_tensor(logits, chosen, k=3).tolist()
+    )
+    logp = logits.log_softmax(-1)
+    assert picks == [2, 0] and all(type(p) is int for p in picks)
+    assert logprobs == pytest.approx([logp[0, 2].item(), logp[1, 0].item()], abs=1e-6)
+    assert [[t for t, _ in row] for row in alternatives] == [[1, 3, 2], [0, 1, 3]]
+    assert [lp for _, lp in alternatives[0]] == pytest.approx(
+        [logp[0, 1].item(), logp[0, 3].item(), logp[0, 2].item()], abs=1e-6
+    )
+    # k larger than the vocabulary: every token, best first.
+    _, _, every = unpack_token_records(token_record_tensor(logits, chosen, k=10).tolist())
+    assert [t for t, _ in every[1]] == [0, 1, 3, 2]

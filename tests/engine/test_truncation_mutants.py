@@ -100,3 +100,10 @@ def test_xtc_on_its_coin_removes_all_but_the_least_likely_above_the_threshold():
     assert T.xtc_filter(logits, 1.0, 0.51, coins) is logits  # above 0.5: never acts
     edge = T.xtc_filter(logits, 1.0, 0.5, torch.zeros(3))  # nothing reaches 0.5
     assert kept(edge, 0) == {0, 1, 2, 3}
+
+
+def test_xtc_at_a_threshold_of_one_half_still_acts_on_an_exact_tie():
+    """llama.cpp returns only for a threshold *above* 0.5: at 0.5, two tokens of p = 0.5
+    are both top choices, and the first (in order) goes."""
+    logits = torch.zeros(1, 2)  # p = 0.5 each, exactly
+    assert kept(T.xtc_filter(logits, 1.0, 0.5, torch.zeros(1))) == {1}
