@@ -316,3 +316,23 @@ def test_bias_tables_from_json_or_pairs():
     }
     for bad in (":5", "abc", "a:b:", "a: lots"):
         assert S._parse_bias(bad) is None, bad
+
+
+def test_a_bias_table_takes_ids_or_text_to_a_float_or_never():
+    spec = Settings.spec("logit_bias")
+    out = spec.check({"the": 2, 7: -1.5, "x": "never"})
+    assert out == {"the": 2.0, "7": -1.5, "x": "never"} and type(out["the"]) is float
+    for bad in ({True: 1.0}, {1.5: 1.0}, {("a",): 1.0}, {"": 1.0}, {"a": True}, {"a": "often"}):
+        with pytest.raises(SettingError) as info:
+            spec.check(bad)
+        assert str(info.value).endswith(f"(got {bad!r})")
+
+
+def test_a_bad_annotation_names_its_field():
+    @dataclass(frozen=True)
+    class Odd:
+        fine: int = S.setting(1, "Fine", "fine")
+        listed: list = S.setting(None, "Listed", "a list")
+
+    with pytest.raises(TypeError, match=r"^setting listed: "):
+        S._specs(Odd)
