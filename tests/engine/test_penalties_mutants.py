@@ -298,3 +298,15 @@ def test_dry_reads_a_history_tensor_like_a_list():
     assert P.dry_repeat_lengths(torch.tensor([history]), params) == {4: 3}
     assert P.dry_repeat_lengths(torch.tensor(history), params) == {4: 3}
     assert P.dry_repeat_lengths(history, params) == {4: 3}
+
+
+def test_a_frequency_penalty_of_one_alone_applies():
+    out = P.apply_penalties(torch.zeros(1, 3), [[1, 1, 2]], SamplingParams(frequency_penalty=1.0))
+    assert out.tolist() == [[0.0, -2.0, -1.0]]
+
+
+def test_dry_ignores_a_follower_equal_to_the_vocabulary_size():
+    params = SamplingParams(**DRY)
+    logits = torch.zeros(1, 5)
+    out = P.apply_dry(logits, [[1, 2, 5, 1, 2]], params, DryBreakers.from_sequences([]))
+    assert out is logits

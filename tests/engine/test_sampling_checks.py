@@ -127,3 +127,80 @@ def test_token_records_unpack_to_the_chosen_ids_and_top_alternatives():
     # k larger than the vocabulary: every token, best first.
     _, _, every = unpack_token_records(token_record_tensor(logits, chosen, k=10).tolist())
     assert [t for t, _ in every[1]] == [0, 1, 3, 2]
+
+
+# -- the chain's glue (sampling.py) ----------------------------------------------------------
+from loomterm.engine import sampling as S  # noqa: E402
+from loomterm.engine.sampling import DryBreakers, SamplerState, make_generators  # noqa: E402
+
+LOGITS = torch.tensor([[0.5, 2.0, 1.0, -1.0], [1.5, 0.0, 0.2, 1.4]])
+XTC = dict(xtc_probability=0.5, xtc_threshold=0.2)
+
+
+def test_sample_step_draws_the_xtc_coin_then_the_token_from_each_row():
+    params = SamplingParams(**XTC)
+    chosen, state = S.sample_step(LOGITS, params, make_generators(9, 2))
+    gens = make_generators(9, 2)
+    coins = torch.cat([torch.rand(1, generator=g) for g in gens])
+    probs = S.filter_logits(LOGITS, params, coins).softmax(-1)
+    want = torch.cat([torch.multinomial(probs[b], 1, generator=g) for b, g in enumerate(gens)])
+    assert torch.equal(chosen, want) and isinstance(state, SamplerState)
+    # Without generators: still one coin per row (any draw), one token per row.
+    assert S.sample_step(LOGITS, params)[0].shape == (2,)
+    assert S.xtc_coins(params, None, 3).shape == (3,)
+
+
+def test_without_coins_xtc_acts_on_every_row_and_the_law_is_the_mixture():
+    params = SamplingParams(**XTC)
+    assert torch.equal(
+        S.filter_logits(LOGITS, params), S.filter_logits(LOGITS, params, torch.zeros(2))
+    )
+    plain = S.filter_logits(LOGITS, params, torch.ones(2)).softmax(-1)
+    excluded = S.filter_logits(LOGITS, params, torch.zeros(2)).softmax(-1)
+    assert torch.allclose(S.sampling_probs(LOGITS, params), 0.5 * plain + 0.5 * excluded)
+    off = SamplingParams(xtc_probability=0.3, xtc_threshold=0.6)  # above 0.5: XTC never acts
+    assert torch.equal(S.sampling_probs(LOGITS, off), S.filter_logits(LOGITS, off).softmax(-1))
+
+
+def test_mirostat_tempers_before_truncating_and_starts_its_own_state():
+    params = SamplingParams(mirostat=2, mirostat_tau=1.0, temperature=0.5)
+    state = SamplerState.start(params, 2)
+    want = S.mirostat_v2_filter(LOGITS / 0.5, state.mu).softmax(-1)
+    assert torch.allclose(S.sampling_probs(LOGITS, params, state=state), want)
+    chosen, after = S.sample_step(LOGITS, params, make_generators(1, 2))  # no state given
+    assert after.mu.shape == (2,) and after.mu.dtype == torch.float32
+    with pytest.raises(ValueError, match=r"^mirostat needs its state: SamplerState\.start\(params, rows\)$"):  # fmt: skip
+        S.sampling_probs(LOGITS, params)
+    with pytest.raises(ValueError, match=r"^mirostat carries state from token to token: use sample_step$"):  # fmt: skip
+        S.sample(LOGITS, params)
+
+
+def test_advance_moves_mu_only_for_a_sampled_mirostat_step():
+    state = SamplerState(torch.tensor([4.0, 4.0]))
+    probs = LOGITS.softmax(-1)
+    chosen = torch.tensor([1, 0])
+    for params in (SamplingParams(), SamplingParams(mirostat=2, temperature=0)):
+        assert S.advance(state, params, probs, chosen) is state
+    moved = S.advance(
+        state, SamplingParams(mirostat=2, mirostat_tau=1.0, mirostat_eta=0.5), probs, chosen
+    )
+    surprise = -probs[[0, 1], [1, 0]].log2()
+    assert torch.allclose(moved.mu, 4.0 - 0.5 * (surprise - 1.0))
+    off = SamplerState(None)
+    assert S.advance(off, SamplingParams(mirostat=2), probs, chosen) is off
+
+
+def test_the_state_s_dry_breakers_reach_greedy_and_sampled_steps():
+    params = SamplingParams(dry_multiplier=5.0, dry_allowed_length=1, temperature=0)
+    history = [[1, 2, 0, 1]]  # 2 followed 1 before: DRY cuts 2 (the best logit)
+    logits = torch.tensor([[0.0, 0.0, 3.0, 0.0]])
+    state = SamplerState(None, DryBreakers.from_sequences([[3]]))
+    chosen, _ = S.sample_step(logits, params, None, history, state)
+    assert chosen.tolist() != [2]
+    sampled = SamplingParams(dry_multiplier=50.0, dry_allowed_length=1)
+    picks = {
+        int(S.sample(logits, sampled, make_generators(s, 1), history, state)[0]) for s in range(20)
+    }
+    assert 2 not in picks
+    with pytest.raises(ValueError, match=r"^DRY's sequence breakers must be resolved to token ids: SamplerState\.start\(\.\.\., dry_breakers=resolve_dry_breakers\(\.\.\.\)\)$"):  # fmt: skip
+        S.sample_step(logits, params, None, history)

@@ -107,3 +107,9 @@ def test_xtc_at_a_threshold_of_one_half_still_acts_on_an_exact_tie():
     are both top choices, and the first (in order) goes."""
     logits = torch.zeros(1, 2)  # p = 0.5 each, exactly
     assert kept(T.xtc_filter(logits, 1.0, 0.5, torch.zeros(1))) == {1}
+
+
+def test_typical_keeps_a_token_whose_mass_before_is_exactly_p():
+    """llama.cpp stops once the running sum *exceeds* p: at exactly p it goes on."""
+    logits = torch.zeros(1, 2)  # p = 0.5 each, exactly
+    assert kept(T.typical_filter(logits, 0.5)) == {0, 1}
