@@ -21,9 +21,9 @@ def knobs() -> type:
     @dataclass(frozen=True)
     class Knobs:
         max_new_tokens: int = S.setting(8, "", "how many", at_least=1, at_most=9)
-        ratio: float = S.sampler(0.5, "Ratio", "a share", above=0, below=1)
+        ratio: float = S.sampler(0.5, "Share", "a share", above=0, below=1)
         mode: str = S.setting("a", "Mode", "which", choices=("a", "b"), legacy={True: "a"}, dialog=False)  # fmt: skip
-        words: tuple[str, ...] = S.setting(("x",), "Words", "some words")
+        words: tuple[str, ...] = S.setting(("x",), "Some words", "some words")
         table: dict[str, float | str] = S.sampler({"t": 1.0}, "Table", "a bias table")
         maybe: int | None = S.setting(None, "Maybe", "a count or none", at_least=0)
 
