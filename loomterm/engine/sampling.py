@@ -74,7 +74,7 @@ why drafted decoding stays exact with those too, and what it must not do).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -111,8 +111,14 @@ from loomterm.engine.truncation import (
     xtc_filter,
 )
 from loomterm.errors import InputError
+from loomterm.settings import Settings
 
 TOP_ALTERNATIVES = 10
+# The fields checked by the sampler settings' specs: all but ``logit_bias``, which the
+# engine holds by token id and a setting by token id or text.
+_RANGE_CHECKED = tuple(
+    name for name, spec in Settings.SPECS.items() if spec.sampling and name != "logit_bias"
+)
 
 
 @dataclass(frozen=True)
@@ -144,51 +150,16 @@ class SamplingParams:
     logit_bias: tuple[tuple[int, float], ...] = field(default=())
 
     def __post_init__(self) -> None:
-        if self.temperature < 0:
-            raise InputError(f"temperature must be >= 0, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise InputError(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.top_k < 0:
-            raise InputError(f"top_k must be >= 0, got {self.top_k}")
-        if not 0 <= self.min_p < 1:
-            raise InputError(f"min_p must be in [0, 1), got {self.min_p}")
-        if self.repetition_penalty <= 0:
-            raise InputError(f"repetition_penalty must be > 0, got {self.repetition_penalty}")
-
-        def check(name: str, ok: Callable[[float], bool], allowed: str) -> None:
-            value = getattr(self, name)
-            number = not isinstance(value, bool) and isinstance(value, (int, float))
-            if not number or math.isnan(value) or not ok(value):
-                raise InputError(f"{name} must be {allowed}, got {value!r}")
-
-        def check_int(name: str, ok: Callable[[int], bool], allowed: str) -> None:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not ok(value):
-                raise InputError(f"{name} must be an integer {allowed}, got {value!r}")
-
-        check("typical_p", lambda v: 0 < v <= 1, "in (0, 1]")
-        check("xtc_probability", lambda v: 0 <= v <= 1, "in [0, 1]")
-        check("xtc_threshold", lambda v: 0 <= v <= 1, "in [0, 1] (above 0.5 XTC never acts)")
-        check("dry_multiplier", lambda v: 0 <= v < math.inf, ">= 0")
-        check("dry_base", lambda v: 1 <= v < math.inf, ">= 1")
-        check_int("dry_allowed_length", lambda v: v >= 0, ">= 0")
-        check_int("dry_penalty_last_n", lambda v: v >= -1, ">= -1 (-1: whole history, 0: off)")
+        # The ranges are the sampler settings' own (``loomterm.settings``), so the
+        # dialog, the command line and the engine refuse the same values, in the same
+        # words; each value comes back in its field's type (``top_k=40.0`` is 40).
+        for name in _RANGE_CHECKED:
+            object.__setattr__(self, name, Settings.spec(name).check(getattr(self, name)))
+        # Beyond the spec (a list of strings): none empty, as each is matched against
+        # token text. The bias is held by token id here, by id or text in a setting.
         breakers = self.dry_sequence_breakers
-        if isinstance(breakers, str) or not isinstance(breakers, Iterable):
-            raise InputError(f"dry_sequence_breakers must be a list of strings, got {breakers!r}")
-        breakers = tuple(breakers)
-        if not all(isinstance(b, str) and b for b in breakers):
+        if not all(breakers):
             raise InputError(f"dry_sequence_breakers must be non-empty strings, got {breakers!r}")
-        object.__setattr__(self, "dry_sequence_breakers", breakers)
-        if self.mirostat not in (0, 2) or isinstance(self.mirostat, (bool, float)):
-            raise InputError(f"mirostat must be 0 (off) or 2 (mirostat v2), got {self.mirostat!r}")
-        check("mirostat_tau", lambda v: 0 <= v < math.inf, ">= 0")
-        check("mirostat_eta", lambda v: 0 <= v < math.inf, ">= 0")
-        check("presence_penalty", lambda v: -2 <= v <= 2, "in [-2, 2]")
-        check("frequency_penalty", lambda v: -2 <= v <= 2, "in [-2, 2]")
-        check_int("penalty_last_n", lambda v: v >= -1, ">= -1 (-1: whole history, 0: off)")
-        check("dynatemp_range", lambda v: 0 <= v < math.inf, ">= 0")
-        check("dynatemp_exponent", lambda v: 0 <= v < math.inf, ">= 0")
         object.__setattr__(self, "logit_bias", _normalise_bias(self.logit_bias))
 
     # -- what the chain does with these knobs --

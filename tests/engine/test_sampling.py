@@ -51,13 +51,13 @@ def probs_for(logits: torch.Tensor, history=None, **params) -> torch.Tensor:
 @pytest.mark.parametrize(
     "field, value, message",
     [
-        ("temperature", -0.5, "temperature must be >= 0, got -0.5"),
-        ("top_p", 0.0, "top_p must be in (0, 1], got 0.0"),
-        ("top_p", 1.5, "top_p must be in (0, 1], got 1.5"),
-        ("top_k", -1, "top_k must be >= 0, got -1"),
-        ("min_p", -0.1, "min_p must be in [0, 1), got -0.1"),
-        ("min_p", 1.0, "min_p must be in [0, 1), got 1.0"),
-        ("repetition_penalty", 0.0, "repetition_penalty must be > 0, got 0.0"),
+        ("temperature", -0.5, "temperature must be a number >= 0 (got -0.5)"),
+        ("top_p", 0.0, "top_p must be a number in (0, 1] (got 0.0)"),
+        ("top_p", 1.5, "top_p must be a number in (0, 1] (got 1.5)"),
+        ("top_k", -1, "top_k must be a whole number >= 0 (got -1)"),
+        ("min_p", -0.1, "min_p must be a number in [0, 1) (got -0.1)"),
+        ("min_p", 1.0, "min_p must be a number in [0, 1) (got 1.0)"),
+        ("repetition_penalty", 0.0, "repetition_penalty must be a number > 0 (got 0.0)"),
     ],
 )
 def test_out_of_range_parameters_are_refused_with_their_range(field, value, message):
