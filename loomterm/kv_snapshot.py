@@ -89,7 +89,7 @@ def load_kv_snapshot(loom: Loom, snapshot: str | os.PathLike) -> bool:
     node's KV depends on) is skipped with a warning; the engine then computes the KV
     itself, so a stale snapshot can cost time but never give wrong logits.
     """
-    from safetensors import safe_open
+    from safetensors import SafetensorError, safe_open
 
     snapshot = Path(snapshot)
     try:
@@ -117,7 +117,9 @@ def load_kv_snapshot(loom: Loom, snapshot: str | os.PathLike) -> bool:
                 above = node.parent.path_tokens() if node.parent is not None else []
                 if _prefix_hash(above + node.tokens[:length]) == digest:
                     plan.append((node, handle.get_tensor(f"node.{node_id}")))
-    except (OSError, ValueError, KeyError, json.JSONDecodeError, RuntimeError) as exc:
+    except (
+        OSError, ValueError, KeyError, json.JSONDecodeError, RuntimeError, SafetensorError
+    ) as exc:  # fmt: skip
         return _ignore(snapshot, f"unreadable ({exc})")
     if not plan:
         return _ignore(snapshot, "its token path no longer matches the session")

@@ -140,12 +140,6 @@ def test_a_refused_snapshot_is_named_and_never_used(snapshotted, changes, why):
         close_session(loom)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=Exception,
-    reason="bug: load_kv_snapshot does not catch safetensors' SafetensorError, so a damaged "
-    "snapshot file makes the session fail to open with a traceback",
-)
 def test_a_snapshot_that_is_not_safetensors_is_unreadable(snapshotted):
     path, logits = snapshotted
     snapshot_path(path).write_bytes(b"\x00garbage" * 10)
@@ -159,11 +153,6 @@ def test_a_snapshot_that_is_not_safetensors_is_unreadable(snapshotted):
         close_session(loom)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=Exception,
-    reason="bug: a missing tensor raises SafetensorError, not the KeyError caught",
-)
 def test_a_snapshot_missing_a_node_s_tensor_is_unreadable(snapshotted):
     path, logits = snapshotted
     target = snapshot_path(path)

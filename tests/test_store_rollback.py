@@ -148,12 +148,6 @@ def test_write_session_releases_the_lock_when_writing_fails(tmp_path):
     assert_unlocked(path)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: write_session creates the file before the tree is written, so a failed "
-    "write (an import) leaves a session with no root that cannot be opened and blocks "
-    "the name",
-)
 def test_a_failed_write_session_leaves_no_file_behind(tmp_path):
     path, data = _short_of_a_piece(tmp_path)
     with pytest.raises(ValueError):

@@ -110,7 +110,6 @@ from loomterm.engine.truncation import (
     xtc_coins,
     xtc_filter,
 )
-from loomterm.errors import InputError
 from loomterm.settings import Settings
 
 TOP_ALTERNATIVES = 10
@@ -155,11 +154,11 @@ class SamplingParams:
         # words; each value comes back in its field's type (``top_k=40.0`` is 40).
         for name in _RANGE_CHECKED:
             object.__setattr__(self, name, Settings.spec(name).check(getattr(self, name)))
-        # Beyond the spec (a list of strings): none empty, as each is matched against
-        # token text. The bias is held by token id here, by id or text in a setting.
-        breakers = self.dry_sequence_breakers
-        if not all(breakers):
-            raise InputError(f"dry_sequence_breakers must be non-empty strings, got {breakers!r}")
+        # An empty breaker matches nothing: skipped, as llama.cpp skips it (so a preset
+        # with a stray "" works the same here). The bias is held by token id here, by
+        # id or text in a setting.
+        breakers = tuple(b for b in self.dry_sequence_breakers if b)
+        object.__setattr__(self, "dry_sequence_breakers", breakers)
         object.__setattr__(self, "logit_bias", _normalise_bias(self.logit_bias))
 
     # -- what the chain does with these knobs --

@@ -392,7 +392,9 @@ class SessionStore:
 def write_session(
     path: str | os.PathLike, data: SessionData, *, overwrite: bool = False
 ) -> SessionStore:
-    """Create a session file holding ``data`` (used by import) and return it, open."""
+    """Create a session file holding ``data`` (used by import) and return it, open. A
+    write that fails leaves no file behind (a file without its tree could not be
+    opened, and would block the name)."""
     store = SessionStore.create(path, model=data.model, settings=data.settings, overwrite=overwrite)
     try:
         store.write_tree(data.tree, lambda node: data.pieces.get(node.id, []), data.cursor_node)
@@ -403,5 +405,9 @@ def write_session(
             store.set_contexts(data.contexts)
     except BaseException:
         store.close()
+        target = Path(path)
+        for leftover in (target, target.with_name(target.name + "-wal"),
+                         target.with_name(target.name + "-shm")):  # fmt: skip
+            leftover.unlink(missing_ok=True)
         raise
     return store

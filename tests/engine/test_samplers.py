@@ -499,7 +499,6 @@ def test_logit_bias_from_strings_and_through_json():
         ("dry_allowed_length", -1),
         ("dry_allowed_length", 1.5),
         ("dry_penalty_last_n", -2),
-        ("dry_sequence_breakers", ["\n", ""]),
         ("dry_sequence_breakers", "\n"),
         ("mirostat", 1),
         ("mirostat_tau", -1.0),

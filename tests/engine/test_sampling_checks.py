@@ -75,11 +75,22 @@ def test_every_sampler_setting_is_checked_by_the_engine():
         assert name in str(info.value)
 
 
+def test_empty_breakers_are_skipped_as_llama_cpp_skips_them():
+    """llama.cpp's DRY ignores an empty breaker; so do the engine and the settings, so a
+    stray "" neither fails every generation nor changes what the others do."""
+    from loomterm.settings import Settings
+
+    params = SamplingParams(dry_sequence_breakers=["\n", "", ":"])
+    assert params.dry_sequence_breakers == ("\n", ":")
+    settings = Settings().replace(dry_sequence_breakers=["\n", ""], dry_multiplier=0.8)
+    assert SamplingParams(**settings.sampling()).dry_sequence_breakers == ("\n",)
+
+
 @pytest.mark.parametrize(
     "value",
-    [["\n", ""], "\n", [1], ("a", None)],
+    ["\n", [1], ("a", None)],
 )
-def test_breakers_must_be_a_list_of_non_empty_strings(value):
+def test_breakers_must_be_a_list_of_strings(value):
     with pytest.raises(InputError) as info:
         SamplingParams(dry_sequence_breakers=value)
     assert str(info.value).startswith("dry_sequence_breakers must be ")
