@@ -139,3 +139,17 @@ async def test_one_theme_command_and_only_loomterms_themes_bundled_first(make_ap
         await pilot.pause(0.5)
         hits = [hit.text async for hit in ThemeCommands(app.screen).discover()]
         assert hits == names
+
+
+def test_no_two_actions_share_a_key():
+    """Each default key runs one action: branches that each claimed a free key met at
+    merge time once (f3 was both the context dialog and the next model)."""
+    from collections import Counter
+
+    from loomterm.tui.keymap import ACTIONS
+    from loomterm.tui.widgets.document_view import DocumentView
+
+    keys = [k.strip() for a in ACTIONS for k in a.key.split(",") if k.strip()]
+    keys += [b.key for b in DocumentView.BINDINGS]
+    shared = sorted(key for key, count in Counter(keys).items() if count > 1)
+    assert shared == []
