@@ -66,9 +66,11 @@ def test_the_editor_on_a_server_in_tmux(term, llama_server, default_gguf):
     from loomterm.engine import Loom
     from loomterm.session import close_session, save_loom
 
-    # A session on the server with short generations (the settings travel with it).
+    # A session on the server (the settings travel with it). Generations long enough
+    # to be seen streaming: llama-server writes 24 tokens faster than two captures of
+    # the screen on an idle machine.
     loom = Loom.load(llama_server.url)
-    loom.update_settings(max_new_tokens=24, n=3, temperature=0.8)
+    loom.update_settings(max_new_tokens=96, n=3, temperature=0.8)
     save_loom(loom, session_path("served"))
     close_session(loom)
 
@@ -86,7 +88,7 @@ def test_the_editor_on_a_server_in_tmux(term, llama_server, default_gguf):
         lengths.add(len(" ".join(document_lines(screen))))
         if idle(screen) and "2 nodes" in screen:
             break
-        time.sleep(0.02)
+        time.sleep(0.01)
     first = quiet(term, lambda s: settled(s) and "2 nodes" in s, "the first generation")
     first_text = document_lines(first)
     final = len(" ".join(first_text))
