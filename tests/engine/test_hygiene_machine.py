@@ -5,12 +5,15 @@ tracked path's tokens as expected, and a save and reopen that loses nothing."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import rule, run_state_machine_as_test
 
 from tests.engine.test_state_machine import SETTINGS, LoomMachine, assert_matches_context
 
-HYGIENE_SETTINGS = SETTINGS  # the same budget as the plain state machine
+# The plain state machine's budget, derandomized: the test asserts that every tidying
+# operation ran, which a random draw of 20 short sequences can miss (CI saw no split).
+HYGIENE_SETTINGS = settings(SETTINGS, derandomize=True)
 
 DONE = {"split": 0, "merge": 0, "unmerge": 0, "move": 0}  # operations that ran, all runs
 
