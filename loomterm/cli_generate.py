@@ -60,12 +60,15 @@ def visible(text: str) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
-def run(args: argparse.Namespace) -> int:
+def open_or_create(args: argparse.Namespace):
+    """The Loom of session ``args.session``: opened, or made and saved with the
+    editor's starting samplers (llama.cpp's, or the model's generation_config, not the
+    neutral raw distribution). Shared by ``generate`` and ``weave``."""
     from loomterm.engine import Loom
     from loomterm.engine.models import end_progress_line, print_progress
-    from loomterm.errors import InputError
-    from loomterm.session import close_session, open_loom, save_loom, session_path
+    from loomterm.session import open_loom, save_loom, session_path
     from loomterm.settings import EngineOptions
+    from loomterm.tui.defaults import start_new_session
 
     options = EngineOptions.from_args(args)
     path = session_path(args.session)
@@ -73,14 +76,18 @@ def run(args: argparse.Namespace) -> int:
         loom = open_loom(path, **options.load_kwargs(), progress=print_progress)
     else:
         loom = Loom.load(**options.load_kwargs(), progress=print_progress)
-        # A new session starts where the editor's do: llama.cpp's samplers, or the
-        # model's generation_config (not the neutral raw distribution).
-        from loomterm.tui.defaults import start_new_session
-
         start_new_session(loom)
         path.parent.mkdir(parents=True, exist_ok=True)
         save_loom(loom, path)
     end_progress_line()
+    return loom
+
+
+def run(args: argparse.Namespace) -> int:
+    from loomterm.errors import InputError
+    from loomterm.session import close_session
+
+    loom = open_or_create(args)
     cancel = threading.Event()
     previous = signal.signal(signal.SIGINT, lambda *_: cancel.set())
     try:

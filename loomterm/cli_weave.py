@@ -75,23 +75,12 @@ def count(top: int):
 
 
 def run(args: argparse.Namespace) -> int:
-    from loomterm.cli_generate import overridable, visible
-    from loomterm.engine import Loom
-    from loomterm.engine.models import end_progress_line, print_progress
+    from loomterm.cli_generate import open_or_create, overridable, visible
     from loomterm.engine.weave import WeaveRequest, weave
     from loomterm.errors import InputError
-    from loomterm.session import close_session, open_loom, save_loom, session_path
-    from loomterm.settings import EngineOptions
+    from loomterm.session import close_session
 
-    options = EngineOptions.from_args(args)
-    path = session_path(args.session)
-    if path.exists():
-        loom = open_loom(path, **options.load_kwargs(), progress=print_progress)
-    else:
-        loom = Loom.load(**options.load_kwargs(), progress=print_progress)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        save_loom(loom, path)
-    end_progress_line()
+    loom = open_or_create(args)
     cancel = threading.Event()
     previous = signal.signal(signal.SIGINT, lambda *_: cancel.set())
     try:
