@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from loomterm.engine import Loom
+from loomterm.engine.cpu_linear import stock_linears
 
 if TYPE_CHECKING:
     from loomterm.engine.models import LoadedModel
@@ -66,8 +67,9 @@ def stock_attention(model):
 @contextlib.contextmanager
 def stock_layout(model):
     """Give every linear weight that loomterm stored transposed (``quant.decode_layout``)
-    a contiguous (out, in) copy for the block, as ``from_pretrained`` leaves it, then
-    put loomterm's layout back. Baselines that stand for plain transformers run so."""
+    a contiguous (out, in) copy and the plain ``nn.Linear`` product for the block
+    (``cpu_linear.stock_linears``), as ``from_pretrained`` leaves them, then put
+    loomterm's layout back. Baselines that stand for plain transformers run so."""
     swapped = []
     for module in model.modules():
         weight = getattr(module, "weight", None)
@@ -75,7 +77,8 @@ def stock_layout(model):
             swapped.append((weight, weight.data))
             weight.data = weight.data.contiguous()
     try:
-        yield
+        with stock_linears(model):
+            yield
     finally:
         for weight, data in swapped:
             weight.data = data

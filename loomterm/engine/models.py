@@ -211,9 +211,11 @@ def load_model(
     if quant != "none":
         _quantize(loaded, quant, torch_dtype, report)
     if torch_device.type == "cpu":
+        from loomterm.engine.cpu_linear import use_onednn
         from loomterm.engine.quant import decode_layout
 
         decode_layout(loaded.model)
+        use_onednn(loaded.model)
     return loaded
 
 

@@ -1,0 +1,76 @@
+"""oneDNN's float32 products for CPU linear layers: same numbers, class-only swap."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from loomterm.engine.cpu_linear import OneDnnLinear, onednn_available, stock_linears, use_onednn
+from loomterm.engine.models import load_model
+
+needs_onednn = pytest.mark.skipif(not onednn_available(), reason="no oneDNN on this CPU")
+
+
+@needs_onednn
+@pytest.mark.parametrize("rows", [1, 2, 3, 8, 64])
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_product_equals_f_linear(rows, bias, transposed):
+    torch.manual_seed(rows)
+    layer = nn.Linear(96, 40, bias=bias)
+    if transposed:  # the decode layout (quant.decode_layout)
+        layer.weight.data = layer.weight.data.t().contiguous().t()
+    x = torch.randn(2, rows, 96)  # (B, T, in)
+    with torch.inference_mode():
+        want = F.linear(x, layer.weight, layer.bias)
+        layer.__class__ = OneDnnLinear
+        got = layer(x)
+    assert got.shape == want.shape == (2, rows, 40)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+@needs_onednn
+def test_swap_keeps_parameters_and_ties_and_stock_puts_it_back():
+    model = nn.Sequential(nn.Embedding(50, 16), nn.Linear(16, 50, bias=False))
+    model[1].weight = model[0].weight  # tied, as an output layer often is
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    assert use_onednn(model) == 1
+    assert type(model[1]) is OneDnnLinear and model[1].weight is model[0].weight
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    with stock_linears(model):
+        assert type(model[1]) is nn.Linear
+    assert type(model[1]) is OneDnnLinear
+    assert use_onednn(model) == 0  # already swapped: nothing to do
+
+
+@needs_onednn
+def test_autograd_falls_back_to_f_linear():
+    layer = nn.Linear(8, 4)
+    layer.__class__ = OneDnnLinear
+    x = torch.randn(3, 8, requires_grad=True)
+    layer(x).sum().backward()
+    assert x.grad is not None and layer.weight.grad is not None
+
+
+def test_switch_off_by_environment(monkeypatch):
+    monkeypatch.setenv("LOOMTERM_ONEDNN", "0")
+    assert not onednn_available()
+    model = nn.Sequential(nn.Linear(8, 8))
+    assert use_onednn(model) == 0 and type(model[0]) is nn.Linear
+
+
+@needs_onednn
+def test_loaded_cpu_model_uses_it_and_matches_the_stock_forward(tiny_llama_dir):
+    loaded = load_model(tiny_llama_dir, device="cpu", dtype="float32")
+    swapped = [m for m in loaded.model.modules() if type(m) is OneDnnLinear]
+    assert swapped, "float32 CPU linears run on oneDNN"
+    ids = torch.randint(0, 300, (1, 17))
+    with torch.inference_mode():
+        ours = loaded.model(ids).logits
+        with stock_linears(loaded.model):
+            stock = loaded.model(ids).logits
+    torch.testing.assert_close(ours, stock, rtol=1e-4, atol=1e-4)
+    bf16 = load_model(tiny_llama_dir, device="cpu", dtype="bfloat16")
+    assert not any(type(m) is OneDnnLinear for m in bf16.model.modules())  # float32 only
