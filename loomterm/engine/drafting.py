@@ -50,8 +50,10 @@ class Cost:
     ``1 + jump + slope * d`` for ``d >= 1``.
 
     On a CPU one token runs as matrix-vector products, and any second token turns them
-    into matrix-matrix products: measured on SmolLM2-135M (float32, one thread), two
-    tokens cost 1.55x one, sixteen 2.35x, thirty-two 3.3x. With int8 weights a few
+    into matrix-matrix products: measured on SmolLM2-135M (float32, one thread, oneDNN's
+    products, ``cpu_linear``), two to four tokens cost 1.12x one, five to nine 1.28x,
+    seventeen 1.58x, thirty-two 2.25x (with PyTorch's own products: 1.55x, 2.35x for sixteen, 3.3x for
+    thirty-two). With int8 weights a few
     tokens cost little more than one (the int8 kernel reads each weight once for all
     rows): two 1.08x, eight 1.6x, sixteen 2.35x. On a GPU a small block is nearly free.
     """
@@ -67,7 +69,7 @@ class Cost:
     def for_device(cls, kind: str, quantized: bool = False) -> Cost:
         if kind != "cpu":
             return cls(0.05, 0.01)
-        return cls(0.0, 0.09) if quantized else cls(0.55, 0.05)
+        return cls(0.0, 0.09) if quantized else cls(0.1, 0.025)
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,9 @@ class DraftConfig:
         guesses: Pool n-grams kept per first token (``G``), all verified.
         cost: What a block of drafts costs next to a plain step (sets how deep
             drafting pays; see ``Acceptance``).
+        table_tokens: Tokens of the document and nearby branches whose recorded
+            alternatives feed the alternatives table (``draft_table``); 0: no table.
+        table_budget: At most this many table drafts per step.
         probe_every: When no source pays, still draft one token every this many steps,
             so a source that starts to repeat is noticed.
         adaptive: Stop drafting (but for probes, further and further apart) while the
@@ -107,6 +112,8 @@ class DraftConfig:
     ngram: int = 3
     guesses: int = 4
     cost: Cost = Cost(0.6, 0.045)
+    table_tokens: int = 2048
+    table_budget: int = 3
     probe_every: int = 8
     adaptive: bool = False
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from loomterm.engine.draft_table import TABLE, table_near
 from loomterm.engine.drafting import (
     POOL,
     Acceptance,
@@ -67,6 +68,7 @@ class DraftStats:
     accepted: int = 0  # of them, accepted
     lookahead: bool = False
     per_step: list[int] = field(default_factory=list)  # tokens emitted per forward
+    by_source: dict[int, int] = field(default_factory=dict)  # accepted drafts per source
 
     @property
     def tokens_per_step(self) -> float:
@@ -171,6 +173,11 @@ def drafted_decode(
     index = TreeIndex(config.max_ngram, config.per_key)
     for node in reversed(nearby_nodes(parent, None, config.pool_tokens)):
         index.add(node)  # closest last: hits are tried newest first
+    # The model's recorded expectations (``draft_table``), tempered as this request samples.
+    table = None
+    if config.table_tokens:
+        temperature = 0.0 if params.greedy else params.temperature
+        table = table_near(parent, temperature, config.table_tokens)
     look = None
     if config.lookahead:
         look = Lookahead(config.window, config.ngram, config.guesses, document[-256:])
@@ -193,9 +200,12 @@ def drafted_decode(
         cancelled. Returns how many were emitted."""
         chosen = torch.tensor(tokens, device=rows.device)
         logprobs, alternatives = token_records(rows, chosen)
+        at = len(document) - len(tokens)  # where ``tokens`` start in the document
         for i, token in enumerate(tokens):
             writer.push(kid, token, logprobs[i], alternatives[i])
             index.add(kid, len(kid.tokens) - 1)
+            if table is not None:
+                table.add_position(document[max(0, at + i - 2) : at + i], token, alternatives[i])
             if on_token is not None:
                 on_token(kid, token, stream.push(token))
             if cancel is not None and cancel.is_set():
@@ -241,7 +251,19 @@ def drafted_decode(
                 return min(planned or int(probe), room)
 
             tail = document[-config.max_ngram :]
-            index.propose(tree, tail, config.min_ngram, depth_for, limit=1 + config.tree_budget)
+            if table is not None and not params.greedy:
+                # A sampled draw rarely follows a draft for long: a small block, where a
+                # forward costs least over a plain step (``Cost``), the table first.
+                sources = (TABLE, *range(config.min_ngram, config.max_ngram + 1))
+                cap = min(config.table_budget, max(depth_for(k) for k in sources))
+                table.propose(tree, tail, min(depth_for(TABLE), cap))
+                index.propose(tree, tail, config.min_ngram, depth_for, limit=1 + cap)
+            else:
+                limit = 1 + config.tree_budget
+                index.propose(tree, tail, config.min_ngram, depth_for, limit=limit)
+                if table is not None:
+                    budget = min(depth_for(TABLE), config.table_budget, limit - len(tree))
+                    table.propose(tree, tail, budget)
             if look is not None and depth_for(POOL):
                 for gram in look.candidates(pending):
                     tree.add_sequence(gram, depth_for(POOL), POOL)
@@ -270,6 +292,9 @@ def drafted_decode(
             ledger.record(len(walk), config.cost.of(len(block.ids) - 1))
         trials = walk_trials(tree, walk)
         acceptance.update(trials)
+        for source, ok in trials:
+            if ok:
+                stats.by_source[source] = stats.by_source.get(source, 0) + 1
         if trials:
             hit = any(ok for _, ok in trials)
             if config.adaptive:
