@@ -10,7 +10,8 @@ from the continuations another mode's pass left in the tree:
   splice of one token in the middle of the document (the continuation moves with it),
   then one regeneration per seed from the edited document's end.
 
-Each seed gives the same text with drafting on and off (the acceptance rule keeps the
+The drafts that win here come mostly from the alternatives table (``draft_table``);
+the rows say how many. Each seed gives the same text with drafting on and off (the acceptance rule keeps the
 model's distribution and its draws exactly); the rows check it.
 """
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 from loomterm.bench.common import make_loom
 from loomterm.bench.report import Row, ratio
 from loomterm.bench.timing import timed
+from loomterm.engine.draft_table import TABLE
 
 TEMPERATURE = 0.8
 MODES = ("off", "auto")
@@ -60,8 +62,8 @@ def _interleaved(loaded, prompt, new_tokens, seeds, setup) -> dict:
     modes (off first, then auto first, ...), so a busy moment on the machine falls on
     both alike."""
     looms = {mode: setup(loaded, prompt, new_tokens, mode) for mode in MODES}
-    out = {mode: {"seconds": 0.0, "tokens": 0, "texts": [], "steps": 0, "accepted": 0}
-           for mode in MODES}  # fmt: skip
+    out = {mode: {"seconds": 0.0, "tokens": 0, "texts": [], "steps": 0, "accepted": 0,
+                  "from_table": 0} for mode in MODES}  # fmt: skip
     for seed in range(seeds):
         order = MODES if seed % 2 == 0 else MODES[::-1]
         for mode in order:
@@ -80,6 +82,7 @@ def _interleaved(loaded, prompt, new_tokens, seeds, setup) -> dict:
             if stats is not None:
                 run["steps"] += stats.steps
                 run["accepted"] += stats.accepted
+                run["from_table"] += stats.by_source.get(TABLE, 0)
     for run in out.values():
         run["rate"] = run["tokens"] / run["seconds"]
     return out
@@ -98,6 +101,12 @@ def _row(section: str, name: str, runs: dict) -> Row:
         ratio(auto["rate"], off["rate"]),
         ">=1.3",
         note=("same text per seed" if same else "TEXT DIFFERS PER SEED")
-        + f", {per_step:.2f} accepted/step",
-        extra={"identical": same, "steps": auto["steps"], "accepted": auto["accepted"]},
+        + f", {per_step:.2f} accepted/step ({auto['from_table']} of {auto['accepted']} from"
+        " the alternatives table)",
+        extra={
+            "identical": same,
+            "steps": auto["steps"],
+            "accepted": auto["accepted"],
+            "from_table": auto["from_table"],
+        },
     )

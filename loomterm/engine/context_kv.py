@@ -31,13 +31,11 @@ import torch
 from loomterm.engine.context import MEMORY, PATH, Assembled
 from loomterm.engine.kvcache import Segment, kv_len
 from loomterm.engine.window import segments
-from loomterm.errors import PrefillCancelled
 from loomterm.tree import Node
 
 if TYPE_CHECKING:
     from loomterm.engine.path_cache import PathCache
 
-CHUNK = 512  # tokens per forward pass of a long prefill
 _MAX_STANDINS = 256
 
 
@@ -170,33 +168,14 @@ class ContextKV:
     # -- computing --------------------------------------------------------------------
     def _compute(self, plan: list[tuple[Node, int, int]]) -> torch.Tensor:
         """Run ``plan``'s tokens after the buffer's columns, in chunks; (V,) logits."""
-        runner, work, cache = self.runner, self.work, self.cache
+        runner = self.runner
         ids = [t for n, lo, hi in plan for t in n.tokens[lo:hi]]
         owners = [(n, i) for n, lo, hi in plan for i in range(lo, hi)]
         # Typed tokens get their records (log-probability, alternatives) from this
         # prefill's logits, as in the plain case: what the model saw predicting them.
         need = [runner.keep_records and n.id >= 0 and n.logprobs[i] is None for n, i in owners]
-        before = cache._logits if cache._logits_len == work.length else None  # (V,) or None
-        filled: dict[int, Node] = {}
-        logits = None
-        try:
-            for begin in range(0, len(ids), CHUNK):
-                if begin and runner.interrupt is not None and runner.interrupt.is_set():
-                    cache.invalidate()
-                    raise PrefillCancelled()
-                chunk = ids[begin : begin + CHUNK]
-                wanted = any(need[begin : begin + len(chunk)])
-                ids_t = torch.tensor([chunk], device=runner.device)  # (1, q)
-                out = runner.forward(ids_t, keep=len(chunk) if wanted else 1)  # (1, keep, V)
-                for owner, i in owners[begin : begin + len(chunk)]:
-                    work.commit(1, owner, i)
-                if wanted:
-                    cache._fill_records(out[0], before, ids_t[0], owners, need, begin, filled)
-                logits = before = out[0, -1]
-                self.computed += len(chunk)
-                if runner.progress is not None and len(ids) > CHUNK:
-                    runner.progress("prefill", min(begin + len(chunk), len(ids)), len(ids))
-        finally:
-            for node in filled.values():
-                runner.emit("records", node)
-        return logits
+
+        def count(tokens: int) -> None:
+            self.computed += tokens
+
+        return self.cache.run_chunks(ids, owners, need, on_chunk=count)

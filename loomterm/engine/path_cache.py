@@ -10,6 +10,7 @@ children's KV back through :meth:`store_generated` and remember the last logits 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import torch
@@ -173,26 +174,7 @@ class PathCache:
         # anyway; the row before each token predicts it.
         need = [runner.keep_records and n.logprobs[i] is None for n, i in owners]
         start_col = work.length
-        before = self._logits if self._logits_len == start_col else None  # (V,) or None
-        logits = None
-        total = len(ids)
-        filled: dict[int, Node] = {}
-        for begin in range(0, total, PREFILL_CHUNK):
-            if begin and runner.interrupt is not None and runner.interrupt.is_set():
-                self._stop(filled)
-            chunk = ids[begin : begin + PREFILL_CHUNK]
-            wanted = any(need[begin : begin + len(chunk)])
-            ids_t = torch.tensor([chunk], device=runner.device)  # (1, q)
-            out = runner.forward(ids_t, keep=len(chunk) if wanted else 1)  # (1, keep, V)
-            for node, i in owners[begin : begin + len(chunk)]:
-                work.commit(1, node, i)
-            if wanted:
-                self._fill_records(out[0], before, ids_t[0], owners, need, begin, filled)
-            logits = before = out[0, -1]
-            if runner.progress is not None and total > PREFILL_CHUNK:
-                runner.progress("prefill", min(begin + len(chunk), total), total)
-        for node in filled.values():
-            runner.emit("records", node)
+        logits = self.run_chunks(ids, owners, need)
         if not self.store_kv:
             return logits
         col = start_col
@@ -257,14 +239,48 @@ class PathCache:
             node.top[i] = top
             filled[node.id] = node
 
-    def _stop(self, filled: dict[int, Node]) -> None:
-        """Stop a prefill between chunks (``runner.interrupt``). The buffer keeps the
-        columns computed so far (its segments say whose they are, so the next
-        ``ensure`` starts from them); the logits memo no longer matches it."""
-        self.invalidate()
-        for node in filled.values():
-            self.runner.emit("records", node)
-        raise PrefillCancelled()
+    def run_chunks(
+        self,
+        ids: list[int],
+        owners: list[tuple[Node, int]],
+        need: list[bool],
+        on_chunk: Callable[[int], None] | None = None,
+    ) -> torch.Tensor:
+        """Run ``ids`` after the buffer's columns in chunks of ``PREFILL_CHUNK``, each
+        token committed to its owner ``(node, index)``; tokens whose ``need`` is set get
+        their records from the logits (the row before a token predicts it). Reports
+        progress, and stops between chunks when ``runner.interrupt`` is set
+        (``PrefillCancelled``: the buffer keeps the columns computed so far -- its
+        segments say whose they are, so the next ``ensure`` starts from them -- and the
+        logits memo no longer matches it). ``on_chunk(count)`` hears each chunk's
+        size. Returns the (V,) logits after the last token."""
+        runner, work = self.runner, self.work
+        before = self._logits if self._logits_len == work.length else None  # (V,) or None
+        logits = None
+        total = len(ids)
+        filled: dict[int, Node] = {}
+        try:
+            for begin in range(0, total, PREFILL_CHUNK):
+                if begin and runner.interrupt is not None and runner.interrupt.is_set():
+                    self.invalidate()
+                    raise PrefillCancelled()
+                chunk = ids[begin : begin + PREFILL_CHUNK]
+                wanted = any(need[begin : begin + len(chunk)])
+                ids_t = torch.tensor([chunk], device=runner.device)  # (1, q)
+                out = runner.forward(ids_t, keep=len(chunk) if wanted else 1)  # (1, keep, V)
+                for node, i in owners[begin : begin + len(chunk)]:
+                    work.commit(1, node, i)
+                if wanted:
+                    self._fill_records(out[0], before, ids_t[0], owners, need, begin, filled)
+                logits = before = out[0, -1]
+                if on_chunk is not None:
+                    on_chunk(len(chunk))
+                if runner.progress is not None and total > PREFILL_CHUNK:
+                    runner.progress("prefill", min(begin + len(chunk), total), total)
+        finally:
+            for node in filled.values():
+                runner.emit("records", node)
+        return logits
 
     # -- after a generation ---------------------------------------------------------------
     def store_generated(self, kids: list[Node], base: int, stored: list[int]) -> None:
