@@ -167,6 +167,15 @@ def drafted_decode(
 
     document = parent.path_tokens()  # grows with kid's tokens
     penalize = params.uses_history
+    # (1, T + new): the history the penalties read, written in place as tokens are
+    # chosen and read through a view of its first ``len(document)`` columns, so a step
+    # does not copy the path (as in ``decoding.plain_decode``).
+    history_buf = None
+    if penalize:
+        history_buf = torch.empty(
+            (1, len(document) + max_new_tokens), dtype=torch.long, device=device
+        )
+        history_buf[0, : len(document)] = torch.tensor(document, dtype=torch.long)
     # One state, threaded through every emitted token in order: mirostat's mu and the
     # XTC coins then follow plain decoding's draws exactly (sampling.SamplerState).
     state = SamplerState.start(params, 1, device, dry_breakers=runner.dry_breakers(params))
@@ -189,11 +198,14 @@ def drafted_decode(
     def choose(row: torch.Tensor) -> int:
         """The model's token from one row of verified logits: (V,) -> id."""
         nonlocal state
-        history = None
-        if penalize:
-            history = torch.tensor([document], device=device, dtype=torch.long)  # (1, T)
+        history = history_buf[:, : len(document)] if history_buf is not None else None
         token, state = sample_step(row[None], params, generators, history, state)
         return int(token[0])
+
+    def extend(token: int) -> None:
+        document.append(token)
+        if history_buf is not None:
+            history_buf[0, len(document) - 1] = token
 
     def emit(rows: torch.Tensor, tokens: list[int]) -> int:
         """Record and stream ``tokens`` (chosen from ``rows`` (k, V)); stop early when
@@ -220,7 +232,7 @@ def drafted_decode(
     if cancel is not None and cancel.is_set():
         return result  # nothing generated: the cache still holds the parent
     first = choose(logits[0])
-    document.append(first)
+    extend(first)
     kid = writer.new_child(parent, params.as_dict(), seed)
     result.children.append(kid)
     emit(logits[:1], [first])
@@ -284,7 +296,7 @@ def drafted_decode(
 
         def choose_at(i: int, rows: torch.Tensor = tree_rows) -> int:
             token = choose(rows[i])
-            document.append(token)  # the penalty and the lookups read it
+            extend(token)  # the penalty and the lookups read it
             return token
 
         walk = accept_walk(tree, choose_at, stop)
