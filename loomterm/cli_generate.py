@@ -9,10 +9,14 @@ came. Useful for scripts, and for testing that a killed process loses nothing.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import signal
 import sys
 import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
 
 
 def overridable() -> list[str]:
@@ -83,7 +87,24 @@ def open_or_create(args: argparse.Namespace):
     return loom
 
 
-def run(args: argparse.Namespace) -> int:
+@dataclass
+class SessionRun:
+    """One command-line run on a session (``session_run``): the loom, the node to
+    continue from, this run's settings and the Ctrl+C event."""
+
+    loom: Any
+    node: Any
+    settings: Any
+    cancel: threading.Event
+
+
+@contextlib.contextmanager
+def session_run(args: argparse.Namespace, echo_prompt: bool = False) -> Iterator[SessionRun]:
+    """Open or make ``args.session``, append ``args.prompt`` at the cursor (echoed to
+    standard output with ``echo_prompt``), refuse an empty document, and take the
+    session's settings with what the command line gives (not saved). Ctrl+C sets the
+    run's ``cancel`` meanwhile; on the way out the session is closed. Shared by
+    ``generate`` and ``weave``."""
     from loomterm.errors import InputError
     from loomterm.session import close_session
 
@@ -95,14 +116,22 @@ def run(args: argparse.Namespace) -> int:
         if args.prompt:
             node = loom.append(node, args.prompt)
             loom.cursor = node
-            sys.stdout.write(args.prompt if not sys.stdout.isatty() else visible(args.prompt))
+            if echo_prompt:
+                sys.stdout.write(args.prompt if not sys.stdout.isatty() else visible(args.prompt))
         if node.end == 0:
             raise InputError("the session is empty: give a --prompt to start from")
-        # This run's settings: the session's, with what the command line gives.
         settings = loom.settings.replace(
             **{name: getattr(args, name) for name in overridable() if hasattr(args, name)}
         )
+        yield SessionRun(loom, node, settings, cancel)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        close_session(loom)
 
+
+def run(args: argparse.Namespace) -> int:
+    with session_run(args, echo_prompt=True) as session:
+        loom, settings = session.loom, session.settings
         raw = not sys.stdout.isatty()  # pipes get the text as is
 
         def show(_node, _token, piece: str) -> None:
@@ -110,17 +139,14 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.flush()
 
         kids = loom.generate(
-            node,
+            session.node,
             settings.max_new_tokens,
             seed=args.seed,
             on_token=show,
-            cancel=cancel,
+            cancel=session.cancel,
             **settings.sampling(),
         )
         if kids:
             loom.cursor = kids[0]
         sys.stdout.write("\n")
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        close_session(loom)
     return 0

@@ -11,9 +11,7 @@ made.
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
 
 
 def register(sub: argparse._SubParsersAction, engine: argparse.ArgumentParser) -> None:
@@ -75,25 +73,11 @@ def count(top: int):
 
 
 def run(args: argparse.Namespace) -> int:
-    from loomterm.cli_generate import open_or_create, overridable, visible
+    from loomterm.cli_generate import session_run, visible
     from loomterm.engine.weave import WeaveRequest, weave
-    from loomterm.errors import InputError
-    from loomterm.session import close_session
 
-    loom = open_or_create(args)
-    cancel = threading.Event()
-    previous = signal.signal(signal.SIGINT, lambda *_: cancel.set())
-    try:
-        node = loom.cursor
-        if args.prompt:
-            node = loom.append(node, args.prompt)
-            loom.cursor = node
-        if node.end == 0:
-            raise InputError("the session is empty: give a --prompt to start from")
-        # This run's settings: the session's, with what the command line gives.
-        settings = loom.settings.replace(
-            **{name: getattr(args, name) for name in overridable() if hasattr(args, name)}
-        )
+    with session_run(args) as session:
+        loom, node, settings = session.loom, session.node, session.settings
 
         def progress(level: int, done: int, total: int) -> None:
             print(
@@ -111,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
             tokens=args.tokens,
             seed=args.seed,
             settings=settings.sampling(),
-            cancel=cancel,
+            cancel=session.cancel,
             progress=progress,
         )
         result = weave(loom, request)
@@ -128,7 +112,4 @@ def run(args: argparse.Namespace) -> int:
             + ("; the cursor is on the best branch" if best is not None else ""),
             file=sys.stderr,
         )
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        close_session(loom)
     return 0

@@ -112,7 +112,7 @@ class DraftConfig:
     ngram: int = 3
     guesses: int = 4
     cost: Cost = Cost(0.6, 0.045)
-    table_tokens: int = 2048
+    table_tokens: int = 1024
     table_budget: int = 3
     probe_every: int = 8
     adaptive: bool = False
