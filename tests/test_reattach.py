@@ -103,13 +103,14 @@ def test_a_model_whose_folder_is_gone_is_a_note_and_its_branches_stay(folders, t
         assert mine_again.meta["model"] == main
     finally:
         session.close()
-    # Still wanted: once the folder is back, the next open brings it back.
-    assert load_session(path).model_state["attached"] == [main, "g"]
+    # Still wanted, and still the one to make active: once the folder is back, the
+    # next open brings it back.
+    assert load_session(path).model_state == {"active": "g", "attached": [main, "g"]}
     shutil.move(kept, gpt2)
     session, notes = reopen(path)
     try:
         assert notes == [] and list(session.loom.models) == [main, "g"]
-        assert session.loom.model_notes == {}
+        assert session.loom.active_model == "g" and session.loom.model_notes == {}
     finally:
         session.close()
 

@@ -256,6 +256,7 @@ class LoomModels:
         with self._lock:
             runner = self._models.runner(name)
             self._models.active = name
+            self._models.wanted_active = None
             self.runner = runner
             self._events.emit("models", None)
             return runner
@@ -279,10 +280,12 @@ class LoomModels:
         """Take in the model table a session file recorded (``Session.open`` does) and
         its ``model_state``: the models it names as attached are wanted back
         (``reopen_models``); a file without a state wants every one."""
-        attached = (state or {}).get("attached")
+        attached, active = (state or {}).get("attached"), (state or {}).get("active")
         with self._lock:
             self._models.adopt(
-                table or {}, [str(k) for k in attached] if isinstance(attached, list) else None
+                table or {},
+                [str(k) for k in attached] if isinstance(attached, list) else None,
+                active if isinstance(active, str) else None,
             )
 
 

@@ -206,6 +206,9 @@ class Models:
         self.active = key
         self.kv_owner: str | None = key if runner.capabilities.node_kv else None
         self._vocab: dict[str, Any] | None = None
+        # The session's active model while it is only recorded (``adopt``): kept in
+        # ``state`` until it comes back or another is made active (``Loom.use``).
+        self.wanted_active: str | None = None
 
     # -- reading -----------------------------------------------------------------------
     def runner(self, key: str | None = None) -> Runner:
@@ -228,7 +231,11 @@ class Models:
         """What the session keeps besides the table: ``active`` (the active key) and
         ``attached`` (the keys attached now, and those wanted but not reopened)."""
         wanted = [k for k, s in self._slots.items() if s.runner is not None or s.wanted]
-        return {"active": self.active, "attached": wanted}
+        active = self.active
+        slot = self._slots.get(self.wanted_active or "")
+        if slot is not None and slot.runner is None and slot.wanted:
+            active = slot.key  # it did not come back: it is still the one to make active
+        return {"active": active, "attached": wanted}
 
     def recorded(self) -> dict[str, Slot]:
         """The slots with no runner (only recorded), by key."""
@@ -276,10 +283,17 @@ class Models:
         slot = self._slots[key] = Slot(key, runner, record)
         return slot
 
-    def adopt(self, table: dict[str, dict[str, Any]], attached: list[str] | None = None) -> None:
+    def adopt(
+        self,
+        table: dict[str, dict[str, Any]],
+        attached: list[str] | None = None,
+        active: str | None = None,
+    ) -> None:
         """Take in a session's recorded table: its entries join as recorded models, and
         an attached runner that one of them names takes that entry's key. The entries
-        ``attached`` names (None, a file that does not say: all) are *wanted*."""
+        ``attached`` names (None, a file that does not say: all) are *wanted*, and
+        ``active`` is the key to make active once it is attached (``wanted_active``)."""
+        self.wanted_active = active
         for key, record in table.items():
             if not isinstance(record, dict):
                 continue
