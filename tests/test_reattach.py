@@ -199,3 +199,26 @@ def test_a_file_written_before_the_state_was_kept_reattaches_every_model(folders
     data = load_session(path)
     assert data.models["g"]["dtype"] == "float32"  # the records are complete again
     assert data.model_state == {"active": main, "attached": [main, "g"]}
+
+
+def test_a_moved_folder_attached_by_its_key_takes_its_place(folders, tmp_path):
+    from loomterm.errors import InputError
+
+    path = tmp_path / "two.loom"
+    main, prompt, _mine, theirs = two_models(folders, path)
+    moved = shutil.move(folders[1], tmp_path / "moved-gpt2")
+    session, [note] = reopen(path)
+    loom = session.loom
+    try:
+        other = build_tiny_llama(tmp_path / "models" / "other", seed=3)
+        with pytest.raises(InputError, match="'g' is the key of a recorded model: choose another"):
+            loom.open_model(str(other), "g")
+        assert loom.open_model(str(moved), "g") == "g"  # the same fingerprint, elsewhere
+        assert list(loom.models) == [main, "g"] and loom.model_notes == {}
+        assert loom.model_table["g"]["source"] == str(moved)
+        [same] = loom.generate(loom.tree.nodes[prompt.id], 6, model="g")
+        assert same.tokens == theirs.tokens
+    finally:
+        session.close()
+    data = load_session(path)
+    assert data.models["g"]["source"] == str(moved) and "g" in data.model_state["attached"]

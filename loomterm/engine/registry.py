@@ -163,11 +163,22 @@ def reopen_plan(record: dict[str, Any]) -> Reopen:
     return Reopen(source, False, options)
 
 
+FINGERPRINT_KEYS = ("config", "weights", "tokenizer")
+
+
+def same_fingerprint(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two table records name the same model (config, weights, tokenizer, at
+    least one of them known), wherever it is."""
+    fa, fb = a.get("fingerprint") or {}, b.get("fingerprint") or {}
+    known = any(fa.get(k) for k in FINGERPRINT_KEYS)
+    return known and all(fa.get(k) == fb.get(k) for k in FINGERPRINT_KEYS)
+
+
 def same_record(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """Whether two table records name the same model at the same place."""
-    keys = ("config", "weights", "tokenizer")
     fa, fb = a.get("fingerprint") or {}, b.get("fingerprint") or {}
-    return a.get("source") == b.get("source") and all(fa.get(k) == fb.get(k) for k in keys)
+    same = all(fa.get(k) == fb.get(k) for k in FINGERPRINT_KEYS)
+    return a.get("source") == b.get("source") and same
 
 
 def slug(name: str) -> str:
@@ -271,15 +282,19 @@ class Models:
 
     def add(self, key: str, runner: Runner) -> Slot:
         """Attach ``runner`` as ``key`` (a recorded entry of the same model is taken
-        over, keeping its key)."""
+        over, keeping its key; so is the recorded entry ``key`` when ``runner`` is its
+        model found elsewhere, e.g. a folder that moved: the same fingerprint)."""
         record = model_record(runner)
+        named = self._slots.get(key)
         for slot in self._slots.values():
-            if slot.runner is None and same_record(slot.record, record):
+            moved = slot is named and same_fingerprint(slot.record, record)
+            if slot.runner is None and (same_record(slot.record, record) or moved):
                 slot.runner, slot.record, slot.missing = runner, record, None
                 slot.wanted = False
                 return slot
-        if key in self._slots:
-            raise InputError(f"a model named {key!r} is already attached: choose another name")
+        if named is not None:
+            what = "an attached model" if named.runner is not None else "a recorded model"
+            raise InputError(f"{key!r} is the key of {what}: choose another name")
         slot = self._slots[key] = Slot(key, runner, record)
         return slot
 
