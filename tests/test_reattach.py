@@ -222,3 +222,28 @@ def test_a_moved_folder_attached_by_its_key_takes_its_place(folders, tmp_path):
         session.close()
     data = load_session(path)
     assert data.models["g"]["source"] == str(moved) and "g" in data.model_state["attached"]
+
+
+def test_a_gguf_file_comes_back_and_a_gone_one_is_a_note(folders, tmp_path):
+    from tests.tiny_gguf import write_llama_gguf
+
+    gguf = write_llama_gguf(folders[0], tmp_path / "models" / "tiny.gguf")
+    loom = make_loom(folders[0])
+    path = tmp_path / "gguf.loom"
+    session = Session.create(loom, path)
+    assert loom.open_model(str(gguf), "gg") == "gg"
+    [kid] = loom.generate(loom.append(loom.root, PROMPT), 4, model="gg", temperature=0.0)
+    session.close()
+    session, notes = reopen(path)
+    try:
+        assert notes == [] and "gg" in session.loom.models
+        assert session.loom.model_table["gg"]["source"] == str(gguf)
+    finally:
+        session.close()
+    gguf.unlink()
+    session, [note] = reopen(path)
+    try:
+        assert f"its file {gguf} is gone" in note and "gg" not in session.loom.models
+        assert session.loom.tree.nodes[kid.id].meta["model"] == "gg"
+    finally:
+        session.close()
