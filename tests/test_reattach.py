@@ -201,7 +201,7 @@ def test_a_file_written_before_the_state_was_kept_reattaches_every_model(folders
     assert data.model_state == {"active": main, "attached": [main, "g"]}
 
 
-def test_a_moved_folder_attached_by_its_key_takes_its_place(folders, tmp_path):
+def test_a_moved_folder_attached_again_takes_its_place(folders, tmp_path):
     from loomterm.errors import InputError
 
     path = tmp_path / "two.loom"
@@ -213,11 +213,13 @@ def test_a_moved_folder_attached_by_its_key_takes_its_place(folders, tmp_path):
         other = build_tiny_llama(tmp_path / "models" / "other", seed=3)
         with pytest.raises(InputError, match="'g' is the key of a recorded model: choose another"):
             loom.open_model(str(other), "g")
-        assert loom.open_model(str(moved), "g") == "g"  # the same fingerprint, elsewhere
+        assert loom.open_model(str(moved)) == "g"  # the same fingerprint, elsewhere
         assert list(loom.models) == [main, "g"] and loom.model_notes == {}
         assert loom.model_table["g"]["source"] == str(moved)
         [same] = loom.generate(loom.tree.nodes[prompt.id], 6, model="g")
         assert same.tokens == theirs.tokens
+        loom.detach("g")
+        assert loom.open_model(str(moved), "g") == "g"  # named by its key: the same
     finally:
         session.close()
     data = load_session(path)

@@ -124,7 +124,7 @@ class LoomModels:
                     from loomterm.engine.kvcache import split_kv
 
                     self.tree.split_kv = split_kv
-            slot = self._models.add(key, runner)
+            slot = self._models.add(key, runner, named=bool((name or "").strip()))
             if runner.capabilities.node_kv:
                 self._models.kv_owner = slot.key
             runner.attach(self.tree, self._events.emit)

@@ -280,20 +280,26 @@ class Models:
                 "token ids of one tokenizer (re-tokenizing across vocabularies is not done)"
             )
 
-    def add(self, key: str, runner: Runner) -> Slot:
-        """Attach ``runner`` as ``key`` (a recorded entry of the same model is taken
-        over, keeping its key; so is the recorded entry ``key`` when ``runner`` is its
-        model found elsewhere, e.g. a folder that moved: the same fingerprint)."""
+    def add(self, key: str, runner: Runner, named: bool = True) -> Slot:
+        """Attach ``runner`` as ``key``. A recorded entry of the same model takes it
+        instead, keeping its key: the same source and fingerprint, or the same
+        fingerprint found elsewhere (a folder that moved) when ``key`` is that entry's
+        or was not ``named`` by the caller (made from the model's name)."""
         record = model_record(runner)
-        named = self._slots.get(key)
-        for slot in self._slots.values():
-            moved = slot is named and same_fingerprint(slot.record, record)
-            if slot.runner is None and (same_record(slot.record, record) or moved):
-                slot.runner, slot.record, slot.missing = runner, record, None
-                slot.wanted = False
-                return slot
-        if named is not None:
-            what = "an attached model" if named.runner is not None else "a recorded model"
+        recorded = [s for s in self._slots.values() if s.runner is None]
+        same = [s for s in recorded if same_record(s.record, record)]
+        moved = [
+            s
+            for s in recorded
+            if same_fingerprint(s.record, record) and (s.key == key or not named)
+        ]
+        if same or moved:
+            slot = (same or moved)[0]
+            slot.runner, slot.record, slot.missing, slot.wanted = runner, record, None, False
+            return slot
+        taken = self._slots.get(key)
+        if taken is not None:
+            what = "an attached model" if taken.runner is not None else "a recorded model"
             raise InputError(f"{key!r} is the key of {what}: choose another name")
         slot = self._slots[key] = Slot(key, runner, record)
         return slot
