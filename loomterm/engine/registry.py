@@ -154,10 +154,13 @@ def reopen_plan(record: dict[str, Any]) -> Reopen:
         dtype, quant = record_precision(record)
         return Reopen(source, True, {"dtype": dtype, "quant": quant})
     kind = record.get("kind")
+    tokenizer = record.get("tokenizer_source")
+    if isinstance(tokenizer, str) and os.path.isabs(tokenizer) and not os.path.exists(tokenizer):
+        tokenizer = None  # gone from here: let the server's own be found again
     options = {
         "server_kind": kind if kind in SERVER_KINDS else None,
         "server_model": record.get("server_model_arg"),
-        "tokenizer": record.get("tokenizer_source"),
+        "tokenizer": tokenizer,
         "expect": dict(record.get("fingerprint") or {}) or None,
     }
     return Reopen(source, False, options)
