@@ -8,6 +8,7 @@ module and is imported only when chosen.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import warnings
 
@@ -35,6 +36,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--prompt",
         help="print a greedy completion of PROMPT and exit, instead of opening the editor",
+    )
+    parser.add_argument(
+        "--attach",
+        action="append",
+        default=[],
+        type=attach_value,
+        metavar="[NAME=]MODEL",
+        help="also attach MODEL to the session in the editor (as --model takes it: a "
+        "folder, .gguf file, hub id or server URL; NAME= gives its key); repeatable",
     )
     parser.add_argument(
         "--max-new-tokens", type=int, default=argparse.SUPPRESS, help=argparse.SUPPRESS
@@ -84,6 +94,27 @@ def argument_type(spec: Spec):
     return read
 
 
+# A key given as NAME=MODEL: what ``engine.registry.slug`` keeps, with no ':' or '/', so
+# that a URL or a path holding '=' is never read as a name.
+_ATTACH_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,39}")
+
+
+def attach_value(text: str) -> tuple[str | None, str]:
+    """``--attach [NAME=]MODEL`` read as ``(name or None, model)``."""
+    head, sep, tail = text.partition("=")
+    if sep and _ATTACH_NAME.fullmatch(head.strip()):
+        name, model = head.strip(), tail.strip()
+    elif sep and not head.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: NAME=MODEL needs a name before '='")
+    else:
+        name, model = None, text.strip()
+    if not model:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} names no model: give a folder, .gguf file, hub id or server URL"
+        )
+    return name, model
+
+
 def given_engine_options(args: argparse.Namespace) -> list[str]:
     """The engine options on the command line, as flags."""
     return ["--" + name.replace("_", "-") for name in EngineOptions.SPECS if hasattr(args, name)]
@@ -97,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
         given = given_engine_options(args)
         if given:
             parser.error(f"{args.command} loads no model: {', '.join(given)} cannot be given")
+    if args.attach and (args.command is not None or args.prompt is not None):
+        used = args.command or "--prompt"
+        parser.error(f"--attach adds models to the editor: it cannot be given with {used}")
     # Warnings (a session that stopped saving, a stale KV snapshot) are one line each.
     warnings.formatwarning = lambda message, *rest, **kw: f"loomterm: warning: {message}\n"
     try:

@@ -4,6 +4,9 @@
 - ``loomterm -s NAME|PATH`` opens that session, or creates it if it does not exist.
 - The engine options (``--model``, ``--device``, ``--dtype``, ``--n-ctx``,
   ``--kv-budget``: :class:`~loomterm.settings.EngineOptions`) reach every Loom built.
+- A session reopened in the editor attaches again the other models it had attached and
+  makes the active one active again (``Session.open(reattach=True)``); one that cannot
+  come back is a one-line warning. ``--attach [NAME=]MODEL`` (repeatable) attaches more.
 - ``loomterm --prompt TEXT`` prints a greedy completion and exits (no editor): a quick
   check that fetching, converting, loading and decoding work on this machine.
 
@@ -80,7 +83,7 @@ def open_session(args: argparse.Namespace) -> tuple[Loom, str]:
             if path.exists():
                 loom = _open(open_loom, path, args, options, print_progress)
                 return loom, _name(path, SESSION_SUFFIX)
-            return _create(path, options, print_progress), _name(path, SESSION_SUFFIX)
+            return _create(path, args, options, print_progress), _name(path, SESSION_SUFFIX)
         recent = next((s for s in list_sessions() if s.error is None), None)
         if recent is not None:
             try:
@@ -94,7 +97,7 @@ def open_session(args: argparse.Namespace) -> tuple[Loom, str]:
                     file=sys.stderr,
                 )
         path = session_path(new_session_name())
-        return _create(path, options, print_progress), _name(path, SESSION_SUFFIX)
+        return _create(path, args, options, print_progress), _name(path, SESSION_SUFFIX)
     finally:
         end_progress_line()  # a failed stage leaves its line open before the error
 
@@ -120,17 +123,19 @@ def _open(
         progress=progress,
         read_only=getattr(args, "read_only", False),
         retokenize=getattr(args, "retokenize", False),
+        reattach=True,
     )
     try:
         require_terminal()
-    except LoomError:
+        attach_more(loom, getattr(args, "attach", []), options, progress)
+    except BaseException:
         close_session(loom)
         raise
     print(f"loomterm: session {path}", file=sys.stderr)
     return loom
 
 
-def _create(path: Path, options: EngineOptions, progress) -> Loom:
+def _create(path: Path, args: argparse.Namespace, options: EngineOptions, progress) -> Loom:
     from loomterm.engine import Loom
     from loomterm.session import save_loom
     from loomterm.tui.defaults import start_new_session
@@ -138,10 +143,56 @@ def _create(path: Path, options: EngineOptions, progress) -> Loom:
     loom = Loom.load(**options.load_kwargs(), progress=progress)
     start_new_session(loom)  # llama.cpp's samplers, or the model's generation_config
     require_terminal()  # before any file is written
+    attach_more(loom, getattr(args, "attach", []), options, progress)
     path.parent.mkdir(parents=True, exist_ok=True)
     save_loom(loom, path)
     print(f"loomterm: new session {path}", file=sys.stderr)
     return loom
+
+
+def attach_more(
+    loom: Loom, wanted: list[tuple[str | None, str]], options: EngineOptions, progress
+) -> list[str]:
+    """``--attach``: load or connect to each ``(name, model)`` and attach it (in the
+    command line's dtype and quant, on the main model's device); one the session has
+    attached already is said and skipped. Returns the keys attached."""
+    from loomterm.engine.registry import slug
+    from loomterm.progress import end_progress_line
+
+    keys = []
+    for name, source in wanted:
+        already = attached_as(loom, source)
+        if already is not None:
+            print(f"loomterm: {source} is attached already, as {already}", file=sys.stderr)
+            continue
+        who = name or slug(source)
+
+        def stages(stage: str, done: int, total: int | None, who: str = who) -> None:
+            progress(f"{who}: {stage}", done, total)
+
+        try:
+            key = loom.open_model(
+                source, name, dtype=options.dtype, quant=options.quant, progress=stages
+            )
+        finally:
+            end_progress_line()
+        print(f"loomterm: attached {key} ({source})", file=sys.stderr)
+        keys.append(key)
+    return keys
+
+
+def attached_as(loom: Loom, source: str) -> str | None:
+    """The key of the attached model loaded from or served at ``source``, if any."""
+    from loomterm.engine.remote import is_server_url
+    from loomterm.engine.remote.http import public_url
+
+    if is_server_url(source):
+        where = public_url(source)
+    else:
+        path = Path(source).expanduser()
+        where = str(path.resolve()) if path.exists() else source
+    table = loom.model_table
+    return next((key for key in loom.models if table[key].get("source") == where), None)
 
 
 def new_session_name() -> str:

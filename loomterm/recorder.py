@@ -143,7 +143,7 @@ class SessionRecorder:
         elif event == "settings":
             store.set_settings(self.loom.settings.as_dict())
         elif event == "models":
-            store.set_models(self.loom.model_table)
+            store.set_models(self.loom.model_table, self.loom.model_state)
         elif event == "contexts":
             store.set_contexts(self.loom.contexts.versions.as_dict())
         # Other events carry nothing the file keeps.

@@ -20,7 +20,7 @@ import shutil
 import time
 import warnings
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -181,7 +181,7 @@ class Session:
             try:
                 pieces = PieceMaker(loom.codec)
                 store.write_tree(loom.tree, pieces.node_pieces, loom.cursor)
-                store.set_models(loom.model_table)
+                store.set_models(loom.model_table, loom.model_state)
                 store.add_vocab(
                     {t: pieces.piece(t) for t in alternative_ids(list(loom.tree.nodes.values()))}
                 )
@@ -212,6 +212,9 @@ class Session:
         server_model: str | None = None,
         loaded: LoadedModel | None = None,
         quant: str | None = "none",
+        reattach: bool = False,
+        loaded_models: Sequence[LoadedModel] = (),
+        on_note: Callable[[str], None] | None = None,
     ) -> Session:
         """Open a saved session on a live Loom.
 
@@ -231,6 +234,11 @@ class Session:
             loaded: A local model already loaded (the editor's, to switch sessions in
                 place): used instead of loading or connecting to ``model``; checked
                 against the session's like any other.
+            reattach: Attach again the other models the session had attached and
+                make the one that was active active again (``session_models``); one
+                that cannot come back is a one-line note (``on_note``, default a
+                warning) and stays recorded. ``loaded_models``: local models already
+                in memory that may serve instead of loading them again.
 
         Raises:
             SessionError: missing, damaged, newer-schema or locked file.
@@ -288,7 +296,8 @@ class Session:
             for note in notes:
                 warnings.warn(f"session {path.name}: {note}", stacklevel=2)
             loom.settings = settings
-            loom.adopt_models(data.models)  # who wrote what: keys stay those of the file
+            # Who wrote what: keys stay those of the file.
+            loom.adopt_models(data.models, data.model_state)
             loom.cursor = data.cursor_node
             if progress is not None:
                 loom.progress = progress
@@ -301,6 +310,10 @@ class Session:
                 and snapshot.exists()
             ):
                 restored = load_kv_snapshot(loom, snapshot)
+            if reattach:
+                from loomterm.session_models import reattach_models
+
+                reattach_models(loom, data, progress, on_note, loaded_models, path.name)
         except BaseException:
             if store is not None:
                 store.close()
@@ -309,8 +322,9 @@ class Session:
             loom, store, path, pieces, kv_snapshot=bool(kv_snapshot) or restored
         )
         session = cls(loom, recorder)
-        if store is not None and loom.model_table != data.models:
-            store.set_models(loom.model_table)
+        state_changed = reattach and loom.model_state != data.model_state
+        if store is not None and (loom.model_table != data.models or state_changed):
+            store.set_models(loom.model_table, loom.model_state if reattach else None)
         _settle_approx(loom, recorder)
         return session
 

@@ -124,7 +124,7 @@ class LoomModels:
                     from loomterm.engine.kvcache import split_kv
 
                     self.tree.split_kv = split_kv
-            slot = self._models.add(key, runner)
+            slot = self._models.add(key, runner, named=bool((name or "").strip()))
             if runner.capabilities.node_kv:
                 self._models.kv_owner = slot.key
             runner.attach(self.tree, self._events.emit)
@@ -134,36 +134,129 @@ class LoomModels:
             return slot.key
 
     def open_model(
-        self, source: str, name: str | None = None, device: str = "auto", **server: Any
+        self,
+        source: str,
+        name: str | None = None,
+        device: str = "auto",
+        *,
+        dtype: str = "auto",
+        quant: str | None = "none",
+        progress: Callable[..., None] | None = None,
+        record: dict[str, Any] | None = None,
+        **server: Any,
     ) -> str:
-        """Load (a local model folder or name) or connect to (a server URL) ``source`` and
-        ``attach`` it; returns its key. ``server`` takes ``remote.connect``'s options. A
-        model that cannot join is let go again, with the one-line error."""
+        """Load (a local model folder, ``.gguf`` file or name, in ``dtype``/``quant``,
+        reporting to ``progress``) or connect to (a server URL) ``source`` and ``attach``
+        it; returns its key. ``server`` takes ``remote.connect``'s options. With
+        ``record`` (a table entry being reopened) the model must still be the one the
+        record names (its fingerprint). A model that cannot join is let go again, with
+        the one-line error."""
+        from loomterm.engine.registry import model_record, same_record
+
+        runner = self._open_runner(source, device, dtype, quant, progress, server)
+        try:
+            if record is not None and not same_record(record, model_record(runner)):
+                raise InputError(
+                    f"{source} now holds another model than the one that wrote this tree "
+                    "(its fingerprint differs)"
+                )
+            return self.attach(name, runner)
+        except BaseException:
+            runner.close()
+            raise
+
+    def _open_runner(
+        self,
+        source: str,
+        device: str,
+        dtype: str,
+        quant: str | None,
+        progress: Callable[..., None] | None,
+        server: dict[str, Any],
+    ) -> Runner:
         from loomterm.engine.remote import connect, is_server_url
 
         if not isinstance(source, str) or not source.strip():
             raise InputError("name a model: a server URL, a local model folder or a name")
         source = source.strip()
         if is_server_url(source):
-            runner: Runner = connect(source, **server)
-        else:
-            from loomterm.engine.local_runner import LocalRunner
-            from loomterm.engine.models import load_model
+            return connect(source, **server)
+        from loomterm.engine.local_runner import LocalRunner
+        from loomterm.engine.models import load_model
 
-            if device == "auto":
-                device = str(getattr(self.runner, "device", "auto"))
-            runner = LocalRunner(load_model(source, device=device))
-        try:
-            return self.attach(name, runner)
-        except BaseException:
-            runner.close()
-            raise
+        if device == "auto":
+            device = str(getattr(self.runner, "device", "auto"))
+        loaded = load_model(source, device=device, dtype=dtype, quant=quant, progress=progress)
+        return LocalRunner(loaded)
+
+    @property
+    def model_state(self) -> dict[str, Any]:
+        """``{"active": key, "attached": [keys]}``: which models were attached (or
+        wanted but not reopened) and which was active; the session file keeps it beside
+        the table so a reopened session can come back as it was (``reopen_models``)."""
+        return self._models.state()
+
+    @property
+    def model_notes(self) -> dict[str, str]:
+        """Key to why, for each recorded model that ``reopen_models`` could not reopen."""
+        return {k: s.missing for k, s in self._models.recorded().items() if s.missing}
+
+    def reopen_models(
+        self,
+        keys: Sequence[str] | None = None,
+        progress: Callable[..., None] | None = None,
+        on_note: Callable[[str], None] | None = None,
+        loaded: Sequence[Any] = (),
+    ) -> list[str]:
+        """Attach again, under their recorded keys, the recorded models ``keys`` names
+        (None: the wanted ones, those the session had attached) that can be reopened (``registry.reopen_plan``): a
+        local one loaded in its recorded dtype and quant on the active model's device,
+        reporting to ``progress`` (stages named ``KEY: stage``), a server connected to
+        and checked against its recorded fingerprint. A model among ``loaded``
+        (``LoadedModel``s already in memory) with the record's source and fingerprint
+        is used as it is. One that cannot come back stays recorded, its nodes
+        untouched, and gets a one-line note (``on_note`` hears each as it happens,
+        besides ``model_notes``); returns the notes, in order."""
+        from loomterm.engine.registry import reopen_plan
+        from loomterm.errors import LoomError
+
+        wanted = self._models.recorded()
+        if keys is None:
+            keys = [k for k, slot in wanted.items() if slot.wanted]
+        order = [k for k in keys if k in wanted]
+        notes: list[str] = []
+        for key in order:
+            slot = wanted[key]
+            name = slot.record.get("name") or key
+            who = key if name == key else f"{key} ({name})"
+            try:
+                plan = reopen_plan(slot.record)
+                if plan.local:
+                    match = _loaded_for(slot.record, loaded)
+                    if match is not None:  # already in memory (the editor's last session)
+                        from loomterm.engine.local_runner import LocalRunner
+
+                        self.attach(key, LocalRunner(match))
+                        continue
+                    options = dict(plan.options, progress=_prefixed(progress, key))
+                else:
+                    options = plan.options
+                self.open_model(plan.source, key, record=slot.record, **options)
+            except (LoomError, OSError, ValueError, RuntimeError) as exc:
+                reason = " ".join(str(exc).split()) or type(exc).__name__
+                slot.missing = reason
+                note = f"model {who} was not re-attached: {reason}; its branches stay, recorded"
+                notes.append(note)
+                if on_note is not None:
+                    on_note(note)
+        return notes
 
     def use(self, name: str) -> Runner:
         """Make the attached model ``name`` the active one; returns its runner."""
         with self._lock:
             runner = self._models.runner(name)
             self._models.active = name
+            self._models.wanted_active = None
             self.runner = runner
             self._events.emit("models", None)
             return runner
@@ -181,10 +274,41 @@ class LoomModels:
             runner.close()
             self._events.emit("models", None)
 
-    def adopt_models(self, table: dict[str, dict[str, Any]]) -> None:
-        """Take in the model table a session file recorded (``Session.open`` does)."""
+    def adopt_models(
+        self, table: dict[str, dict[str, Any]], state: dict[str, Any] | None = None
+    ) -> None:
+        """Take in the model table a session file recorded (``Session.open`` does) and
+        its ``model_state``: the models it names as attached are wanted back
+        (``reopen_models``); a file without a state wants every one."""
+        attached, active = (state or {}).get("attached"), (state or {}).get("active")
         with self._lock:
-            self._models.adopt(table or {})
+            self._models.adopt(
+                table or {},
+                [str(k) for k in attached] if isinstance(attached, list) else None,
+                active if isinstance(active, str) else None,
+            )
+
+
+def _loaded_for(record: dict[str, Any], loaded: Sequence[Any]) -> Any:
+    """The model among ``loaded`` that ``record`` names (source, fingerprint and
+    precision), or None."""
+    from loomterm.engine.registry import record_precision, same_record
+
+    want = record_precision(record)
+    for model in loaded:
+        identity = model.identity()
+        if same_record(record, identity) and record_precision(identity) == want:
+            return model
+    return None
+
+
+def _prefixed(
+    progress: Callable[..., None] | None, key: str
+) -> Callable[[str, int, int | None], None] | None:
+    """``progress`` with each stage named after the model it loads (``KEY: load``)."""
+    if progress is None:
+        return None
+    return lambda stage, done, total: progress(f"{key}: {stage}", done, total)
 
 
 class ModelWriter(NodeWriter):

@@ -27,6 +27,9 @@ class SessionData:
         vocab: Display text of token ids that appear only as alternatives.
         models: Key to record of every model that wrote into the tree (the key is in
             each model-written node's ``meta["model"]``; ``engine.registry``).
+        model_state: ``{"active": key, "attached": [keys]}``: which of them were
+            attached when the session was last changed, and which was active (empty
+            in files written before it was kept: then every recorded model is tried).
         created, modified: Times (seconds since the epoch) of creation and last change.
         name: The session's name (its file stem), or a title.
     """
@@ -42,6 +45,7 @@ class SessionData:
     modified: float = 0.0
     name: str = ""
     models: dict[str, Any] = field(default_factory=dict)
+    model_state: dict[str, Any] = field(default_factory=dict)
 
     @property
     def cursor_node(self) -> Node:

@@ -148,6 +148,7 @@ def read_rows(conn: sqlite3.Connection, path: Path) -> SessionData:
         modified=float(info.get("modified", 0.0)),
         name=path.name.removesuffix(SESSION_SUFFIX),
         models=info.get("models") or {},
+        model_state=info.get("model_state") or {},
     )
 
 

@@ -5,7 +5,12 @@ Layout (schema version 1, kept in ``PRAGMA user_version``; the file is marked as
 
     session(key TEXT PRIMARY KEY, value TEXT)      -- JSON values: format, created,
                                                     -- modified, cursor, settings,
-                                                    -- model {name, source, fingerprint}
+                                                    -- model {name, source, fingerprint},
+                                                    -- models (key to record), model_state
+                                                    -- {active, attached}: a key added
+                                                    -- without a new version (an older
+                                                    -- reader ignores it, and a file
+                                                    -- without it reads as {})
     nodes(id, parent, position, origin, approx, sampling, seed, created, meta)
                                                     -- one row per node; ``position`` is
                                                     -- the order among its siblings

@@ -284,10 +284,13 @@ class SessionStore:
         with self.transaction() as conn:
             self._set(conn, "settings", settings)
 
-    def set_models(self, table: dict[str, Any]) -> None:
-        """Replace the table of models that write into the tree (key to record)."""
+    def set_models(self, table: dict[str, Any], state: dict[str, Any] | None = None) -> None:
+        """Replace the table of models that write into the tree (key to record) and,
+        when given, ``state`` (which were attached, which was active), together."""
         with self.transaction() as conn:
             self._set(conn, "models", table)
+            if state is not None:
+                self._set(conn, "model_state", state)
 
     def set_contexts(self, contexts: dict[str, Any]) -> None:
         """Replace the context versions (id to memory, author's note, world info)."""
@@ -400,7 +403,7 @@ def write_session(
         store.write_tree(data.tree, lambda node: data.pieces.get(node.id, []), data.cursor_node)
         store.add_vocab(data.vocab)
         if data.models:
-            store.set_models(data.models)
+            store.set_models(data.models, data.model_state or None)
         if data.contexts:
             store.set_contexts(data.contexts)
     except BaseException:

@@ -132,20 +132,31 @@ def save_as(loom: Loom, name: str) -> Path:
 
 
 def open_in_place(current: Loom, path: Path) -> Loom:
-    """The session at ``path`` as a live Loom, on ``current``'s model when it is the
-    session's (no loading), else on the session's own model (loaded now)."""
+    """The session at ``path`` as a live Loom, on one of ``current``'s models when it is
+    the session's (no loading), else on the session's own model (loaded now). The other
+    models it had attached come back too, those ``current`` has in memory without
+    loading; the ones that cannot are in the new loom's ``model_notes``."""
     from loomterm.session import Session
     from loomterm.store import ModelMismatchError
 
     runner = current.runner
-    loaded = getattr(runner, "loaded", None)
-    options = {"n_ctx": current.n_ctx, "kv_budget": getattr(runner, "kv_budget", None)}
-    if loaded is not None:
+    in_memory = [runner, *current.models.values()]
+    loaded = [r.loaded for r in in_memory if getattr(r, "loaded", None) is not None]
+    loaded = list({id(m): m for m in loaded}.values())  # the active one first
+    options = {
+        "n_ctx": current.n_ctx,
+        "kv_budget": getattr(runner, "kv_budget", None),
+        "reattach": True,
+        "loaded_models": loaded,
+        "on_note": lambda _note: None,  # the editor shows ``model_notes`` itself
+    }
+    for model in loaded:
         try:
-            return Session.open(path, loaded=loaded, **options).loom
+            return Session.open(path, loaded=model, **options).loom
         except ModelMismatchError:
             pass
-        options |= {"device": str(loaded.device)}
+    if loaded:
+        options |= {"device": str(loaded[0].device)}
     return Session.open(path, **options).loom
 
 

@@ -68,6 +68,17 @@ class ModelActions:
         self.branches.writer_colour = self.writer_colour
         self.theme_changed_signal.subscribe(self, lambda _theme: self.models_changed())
         self.models_changed()
+        self.show_model_notes()
+
+    def show_model_notes(self: LoomApp) -> None:
+        """Say, one line each, which of the session's models did not come back when it
+        was reopened, and why (their branches stay, recorded)."""
+        for key, why in self.loom.model_notes.items():
+            self.notify(
+                f"Model {key} was not re-attached: {why}; its branches stay (recorded)",
+                severity="warning",
+                timeout=10,
+            )
 
     # -- colours -----------------------------------------------------------------------
     def model_colours(self: LoomApp) -> dict[str, str]:
@@ -246,3 +257,4 @@ class ModelActions:
     def on_session_switched(self: LoomApp, message: SessionSwitched) -> None:
         # Another session (another loom) is open now: its models, its colours.
         self.call_after_refresh(self.models_changed)
+        self.call_after_refresh(self.show_model_notes)
