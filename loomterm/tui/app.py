@@ -154,6 +154,7 @@ class LoomApp(
         self._interrupt = threading.Event()
         # Reading in progress: (done, total, done at the first report, its time).
         self._prefill: tuple[int, int, int, float] | None = None
+        self._loading: tuple[str, int, int | None] | None = None  # stage, done, total
         self._deferred: list[tuple[Callable[[], None], bool]] = []
         self._after_generation: Callable[[], None] | None = None
         self._sync_due = False
@@ -327,6 +328,7 @@ class LoomApp(
         if self._prefill is not None:
             self._prefill = None
             self.refresh_bindings()
+        self._loading = None
         if message.label in self._locked_jobs:
             self._locked_jobs.discard(message.label)
             self._unlock()
@@ -481,6 +483,8 @@ class LoomApp(
         state = ""
         if self._prefill is not None:
             state = self.prefill_state()
+        elif self._loading is not None:
+            state = self.loading_state()
         elif self.generating:
             state = self.weave_state() or "generating\u2026 esc stops"
         elif self._jobs_in_flight:

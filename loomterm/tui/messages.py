@@ -137,6 +137,17 @@ class SavedAs(Message):
         self.name = name
 
 
+class Loading(Message):
+    """Long work other than reading tokens (a model loading, converting, quantizing
+    while a session opens): the status bar shows its stage and how far it is."""
+
+    def __init__(self, stage: str, done: int, total: int | None) -> None:
+        super().__init__()
+        self.stage = stage
+        self.done = done
+        self.total = total
+
+
 class Prefill(Message):
     """The model has read ``done`` of the ``total`` tokens it must read (a long edit,
     a generation far from the cache): the status bar shows it, escape stops it."""

@@ -131,11 +131,12 @@ def save_as(loom: Loom, name: str) -> Path:
     return path
 
 
-def open_in_place(current: Loom, path: Path) -> Loom:
+def open_in_place(current: Loom, path: Path, progress=None) -> Loom:
     """The session at ``path`` as a live Loom, on one of ``current``'s models when it is
     the session's (no loading), else on the session's own model (loaded now). The other
     models it had attached come back too, those ``current`` has in memory without
-    loading; the ones that cannot are in the new loom's ``model_notes``."""
+    loading; the ones that cannot are in the new loom's ``model_notes``. ``progress``
+    hears the loading (``loomterm.progress``)."""
     from loomterm.session import Session
     from loomterm.store import ModelMismatchError
 
@@ -149,6 +150,7 @@ def open_in_place(current: Loom, path: Path) -> Loom:
         "reattach": True,
         "loaded_models": loaded,
         "on_note": lambda _note: None,  # the editor shows ``model_notes`` itself
+        "progress": progress,
     }
     for model in loaded:
         try:

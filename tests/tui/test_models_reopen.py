@@ -14,6 +14,7 @@ from loomterm.engine.local_runner import LocalRunner
 from loomterm.engine.models import load_model
 from loomterm.session import Session, close_session, save_loom, session_path
 from tests.tui.conftest import TERMINAL, settle
+from tests.tui.screen_text import screen_text
 from tests.tui.test_models import messages
 
 
@@ -84,3 +85,36 @@ async def test_switching_sessions_brings_their_models_back(make_app, tiny_loaded
         await settle(pilot)
         assert new.cursor.meta["model"] == "g"
     close_session(app.loom)
+
+
+def test_opening_in_place_reports_the_loading(tiny_loaded, gpt2_folder, tiny_gpt2_dir):
+    """A session whose model is not in memory is loaded with progress reports."""
+    from loomterm.tui import sessions
+
+    gpt2 = load_model(str(gpt2_folder))
+    other = Loom.from_loaded(gpt2, n_ctx=512)
+    path = session_path("on-gpt2")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_loom(other, path)
+    close_session(other)
+    current = Loom.from_loaded(tiny_loaded, n_ctx=512)
+    heard: list[tuple[str, int, int | None]] = []
+    new = sessions.open_in_place(current, path, progress=lambda *report: heard.append(report))
+    assert new.runner.loaded is not tiny_loaded  # its own model, loaded now
+    stages = {stage for stage, _, _ in heard}
+    assert "load" in stages, heard
+    assert any(done == total for stage, done, total in heard if stage == "load")  # it ended
+    close_session(new)
+
+
+async def test_the_status_bar_shows_loading_until_it_ends(make_app, tiny_loaded):
+    loom = Loom.from_loaded(tiny_loaded, n_ctx=512)
+    app = make_app(loom)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        app._on_progress("load", 3, 10)  # as the worker thread reports it
+        await pilot.pause(0.3)
+        assert "load 3/10\u2026" in screen_text(app).splitlines()[-2]
+        app._on_progress("load", 10, 10)
+        await pilot.pause(0.3)
+        assert "load 10/10" not in screen_text(app) and "load 3/10" not in screen_text(app)

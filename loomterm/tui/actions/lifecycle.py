@@ -1,5 +1,5 @@
 """The editor's life around the work: prefill progress in the status bar (escape stops
-the reading), read-only sessions (a change is kept in memory and offered as a new
+the reading), model loading progress while a session opens, read-only sessions (a change is kept in memory and offered as a new
 session on quit), and quitting.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 from loomterm.tui import sessions
-from loomterm.tui.messages import Prefill, SavedAs
+from loomterm.tui.messages import Loading, Prefill, SavedAs
 
 
 class LifecycleActions:
@@ -16,10 +16,26 @@ class LifecycleActions:
     sessions and quitting."""
 
     # -- prefill progress --------------------------------------------------------------
-    def _on_progress(self, stage: str, done: int, total: int) -> None:
-        """Runner progress, on the worker thread: to the UI as a message."""
+    def _on_progress(self, stage: str, done: int, total: int | None) -> None:
+        """Runner and model-loading progress, on the worker thread: to the UI as a
+        message."""
         if stage == "prefill":
             self.post_message(Prefill(done, total))
+        else:
+            self.post_message(Loading(stage, done, total))
+
+    def on_loading(self, message: Loading) -> None:
+        finished = message.total is not None and message.done >= message.total
+        self._loading = None if finished else (message.stage, message.done, message.total)
+        self._refresh_status_soon()
+
+    def loading_state(self) -> str:
+        """``loading g: load 12/30`` or, for a stage of unknown length, its seconds."""
+        if self._loading is None:
+            return ""
+        stage, done, total = self._loading
+        amount = f"{done:,}/{total:,}" if total else f"{done} s"
+        return f"{stage} {amount}\u2026"
 
     def on_prefill(self, message: Prefill) -> None:
         previous = self._prefill

@@ -61,7 +61,7 @@ class SessionActions:
             name = name_of(path)
             if choice.kind == "rename":
                 path, name = self._rename_open(path, choice.name), choice.name
-            new = sessions.open_in_place(old, path)
+            new = sessions.open_in_place(old, path, progress=self._on_progress)
             self.post_message(SessionSwitched(new, name, new.cursor, False))
 
         self.when_idle(lambda: self.submit("session", job, lock=True), stop=True)
