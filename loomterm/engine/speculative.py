@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from loomterm.engine.draft_table import TABLE, table_near
+from loomterm.engine.draft_sources import draft_sources
+from loomterm.engine.draft_table import TABLE
 from loomterm.engine.drafting import (
     POOL,
     Acceptance,
@@ -34,10 +35,8 @@ from loomterm.engine.drafting import (
     DraftConfig,
     DraftTree,
     Lookahead,
-    TreeIndex,
     accept_walk,
     build_block,
-    nearby_nodes,
     walk_trials,
 )
 from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter
@@ -179,14 +178,12 @@ def drafted_decode(
     # One state, threaded through every emitted token in order: mirostat's mu and the
     # XTC coins then follow plain decoding's draws exactly (sampling.SamplerState).
     state = SamplerState.start(params, 1, device, dry_breakers=runner.dry_breakers(params))
-    index = TreeIndex(config.max_ngram, config.per_key)
-    for node in reversed(nearby_nodes(parent, None, config.pool_tokens)):
-        index.add(node)  # closest last: hits are tried newest first
-    # The model's recorded expectations (``draft_table``), tempered as this request samples.
-    table = None
-    if config.table_tokens:
-        temperature = 0.0 if params.greedy else params.temperature
-        table = table_near(parent, temperature, config.table_tokens)
+    # The tree index and the model's recorded expectations (``draft_table``, tempered as
+    # this request samples), kept from the last generation from this parent if still good.
+    temperature = 0.0 if params.greedy else params.temperature
+    tree_nodes = runner.tree.nodes if getattr(runner, "tree", None) is not None else {}
+    sources = draft_sources(runner, tree_nodes, parent, config, temperature)
+    index, table = sources.index, sources.table
     look = None
     if config.lookahead:
         look = Lookahead(config.window, config.ngram, config.guesses, document[-256:])
@@ -266,8 +263,8 @@ def drafted_decode(
             if table is not None and not params.greedy:
                 # A sampled draw rarely follows a draft for long: a small block, where a
                 # forward costs least over a plain step (``Cost``), the table first.
-                sources = (TABLE, *range(config.min_ngram, config.max_ngram + 1))
-                cap = min(config.table_budget, max(depth_for(k) for k in sources))
+                offered = (TABLE, *range(config.min_ngram, config.max_ngram + 1))
+                cap = min(config.table_budget, max(depth_for(k) for k in offered))
                 table.propose(tree, tail, min(depth_for(TABLE), cap))
                 index.propose(tree, tail, config.min_ngram, depth_for, limit=1 + cap)
             else:
@@ -331,6 +328,7 @@ def drafted_decode(
             break
     stats.emitted = len(kid.tokens)
     assert fed == len(kid.tokens), "every emitted token is fed"
+    sources.note(kid)  # indexed as it grew
     runner.cache.store_generated([kid], base, [fed])
     runner.touch([*parent.path(), kid])
     work.select_row(0, work.segments)
