@@ -41,14 +41,14 @@ class DraftSources:
     seen: dict[int, tuple[Node, tuple[int, int | None, int | None]]] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, parent: Node, config: DraftConfig, temperature: float, key: tuple):
+    def build(cls, parent: Node, config: DraftConfig, sampler: tuple, key: tuple):
         nodes = nearby_nodes(parent, None, config.pool_tokens)
         index = TreeIndex(config.max_ngram, config.per_key)
         for node in reversed(nodes):
             index.add(node)  # closest last: hits are tried newest first
         table = None
         if config.table_tokens:
-            table = table_near(parent, temperature, config.table_tokens)
+            table = table_near(parent, sampler, config.table_tokens)
         sources = cls(parent, key, index, table)
         for node in nodes:
             sources.note(node)
@@ -83,18 +83,13 @@ class DraftSources:
 
 
 def draft_sources(
-    holder, tree_nodes: dict[int, Node], parent: Node, config: DraftConfig, temperature: float
+    holder, tree_nodes: dict[int, Node], parent: Node, config: DraftConfig, sampler: tuple
 ) -> DraftSources:
     """The sources to draft a continuation of ``parent`` from: ``holder``'s kept ones
     (``holder.draft_sources``), caught up, when they are still good, else new ones
-    (then kept). ``tree_nodes``: the tree's nodes by id."""
-    key = (
-        config.max_ngram,
-        config.per_key,
-        config.pool_tokens,
-        config.table_tokens,
-        float(temperature),
-    )
+    (then kept). ``tree_nodes``: the tree's nodes by id; ``sampler``: the table's
+    (temperature, top-k, top-p, min-p)."""
+    key = (config.max_ngram, config.per_key, config.pool_tokens, config.table_tokens, sampler)
     kept: DraftSources | None = getattr(holder, "draft_sources", None)
     if (
         kept is not None
@@ -104,6 +99,6 @@ def draft_sources(
     ):
         kept.catch_up(nearby_nodes(parent, None, config.pool_tokens))
         return kept
-    fresh = DraftSources.build(parent, config, temperature, key)
+    fresh = DraftSources.build(parent, config, sampler, key)
     holder.draft_sources = fresh
     return fresh

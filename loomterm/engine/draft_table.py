@@ -42,11 +42,16 @@ class AlternativesTable:
     """next-token weights after one and after two tokens, from recorded positions.
 
     ``temperature`` tempers the recorded (untempered) log-probabilities as the sampler
-    will; 0 (greedy) keeps only each position's top token.
+    will; 0 (greedy) keeps only each position's top token. ``top_k``, ``top_p`` and
+    ``min_p`` (0, 1 and 0: off) then cut the tempered alternatives as the sampler cuts
+    the tempered distribution, so a token the sampler cannot draw is never drafted.
     """
 
-    def __init__(self, temperature: float) -> None:
+    def __init__(
+        self, temperature: float, top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0
+    ) -> None:
         self.temperature = float(temperature)
+        self.top_k, self.top_p, self.min_p = int(top_k), float(top_p), float(min_p)
         self.after_one: dict[int, dict[int, float]] = {}
         self.after_two: dict[tuple[int, int], dict[int, float]] = {}
 
@@ -83,11 +88,31 @@ class AlternativesTable:
     def _tempered(self, top: Sequence[tuple[int, float]]) -> list[tuple[int, float]]:
         if self.temperature <= 0:
             return [(int(top[0][0]), 1.0)]
+        # Tempered over the recorded alternatives alone (the rest of the vocabulary is
+        # a small share at the temperatures people sample at).
         scaled = [lp / self.temperature for _, lp in top]
         peak = max(scaled)
         mass = [math.exp(s - peak) for s in scaled]
         total = sum(mass)
-        return [(int(t), m / total) for (t, _), m in zip(top, mass, strict=True)]
+        probs = sorted(
+            ((int(t), m / total) for (t, _), m in zip(top, mass, strict=True)),
+            key=lambda item: -item[1],
+        )
+        if self.top_k > 0:
+            probs = probs[: self.top_k]
+        if self.min_p > 0:
+            floor = self.min_p * probs[0][1]
+            probs = [item for item in probs if item[1] >= floor]
+        if self.top_p < 1.0:
+            kept, mass = [], 0.0
+            for item in probs:
+                kept.append(item)
+                mass += item[1]
+                if mass >= self.top_p:
+                    break
+            probs = kept
+        total = sum(p for _, p in probs)
+        return [(t, p / total) for t, p in probs]
 
     def estimate(self, last: Sequence[int]) -> list[tuple[int, float]]:
         """The likeliest next tokens after ``last`` (its final two tokens), best first,
@@ -133,10 +158,22 @@ class AlternativesTable:
         return len(tree) - start
 
 
-def table_near(parent: Node, temperature: float, budget: int) -> AlternativesTable:
+def table_sampler(params) -> tuple[float, int, float, float]:
+    """The table's view of a request's sampler (``sampling.SamplingParams``): its
+    temperature (0 under greedy), top-k, top-p and min-p. Dynamic temperature and
+    mirostat are read as their base temperature with no cut."""
+    if params.greedy:
+        return (0.0, 0, 1.0, 0.0)
+    if getattr(params, "dynatemp_active", False) or getattr(params, "mirostat", 0):
+        return (float(params.temperature), 0, 1.0, 0.0)
+    return (float(params.temperature), int(params.top_k), float(params.top_p), float(params.min_p))
+
+
+def table_near(parent: Node, sampler: tuple, budget: int) -> AlternativesTable:
     """A table of the last ``budget`` tokens of ``parent``'s path and then the branches
-    nearest it (``drafting.nearby_nodes``), up to ``budget`` tokens more."""
-    table = AlternativesTable(temperature)
+    nearest it (``drafting.nearby_nodes``), up to ``budget`` tokens more. ``sampler``:
+    ``AlternativesTable``'s arguments (temperature, top-k, top-p, min-p)."""
+    table = AlternativesTable(*sampler)
     path = parent.path()
     left = budget
     for node in reversed(path):

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from loomterm.engine.draft_sources import draft_sources
-from loomterm.engine.draft_table import TABLE
+from loomterm.engine.draft_table import TABLE, table_sampler
 from loomterm.engine.drafting import (
     POOL,
     Acceptance,
@@ -180,9 +180,9 @@ def drafted_decode(
     state = SamplerState.start(params, 1, device, dry_breakers=runner.dry_breakers(params))
     # The tree index and the model's recorded expectations (``draft_table``, tempered as
     # this request samples), kept from the last generation from this parent if still good.
-    temperature = 0.0 if params.greedy else params.temperature
+    sampler = table_sampler(params)
     tree_nodes = runner.tree.nodes if getattr(runner, "tree", None) is not None else {}
-    sources = draft_sources(runner, tree_nodes, parent, config, temperature)
+    sources = draft_sources(runner, tree_nodes, parent, config, sampler)
     index, table = sources.index, sources.table
     look = None
     if config.lookahead:

@@ -25,7 +25,7 @@ def test_regenerating_catches_the_kept_sources_up_to_a_fresh_build(loom):
     second = _regenerate(loom, node, 1)
     assert loom.runner.draft_sources is kept  # reused, not rebuilt
     assert second.id in kept.seen
-    fresh = DraftSources.build(node, DraftConfig(), 0.8, kept.key)
+    fresh = DraftSources.build(node, DraftConfig(), kept.key[-1], kept.key)
     # Same tables (up to float sums in another order), same n-grams indexed.
     assert set(kept.table.after_two) == set(fresh.table.after_two)
     for key, weights in fresh.table.after_two.items():

@@ -52,7 +52,7 @@ def test_propose_grows_best_first_within_the_budget():
 def test_table_near_reads_the_path_tail_and_the_branches(loom):
     node = loom.append(loom.root, PROMPT)
     (kid,) = loom.generate(node, 12, temperature=0)
-    table = table_near(node, 0.0, budget=4)  # 4 tokens of the path, then the branch
+    table = table_near(node, (0.0,), budget=4)  # 4 tokens of the path, then the branch
     assert len(table.after_one) <= 4 + len(kid.tokens)
     # Every generated position's top token is in the table after its two tokens.
     path = loom.tokens(node) + kid.tokens
@@ -75,3 +75,26 @@ def test_sampled_regenerations_accept_table_drafts_and_keep_the_text(loom):
         assert drafted.tokens == plain.tokens
         from_table += loom.last_result.drafting.by_source.get(TABLE, 0)
     assert from_table > 0
+
+
+def test_the_samplers_cuts_leave_out_what_cannot_be_drawn():
+    top = [(1, math.log(0.5)), (2, math.log(0.3)), (3, math.log(0.15)), (4, math.log(0.01))]
+    plain = AlternativesTable(1.0)
+    min_p = AlternativesTable(1.0, min_p=0.05)  # 4 is under 5% of the best token
+    top_k = AlternativesTable(1.0, top_k=2)
+    top_p = AlternativesTable(1.0, top_p=0.75)  # 1 and 2 reach it
+    for table in (plain, min_p, top_k, top_p):
+        table.add_position([9], 99, top)
+    assert set(dict(plain.estimate([9]))) >= {1, 2, 3}  # 4 of them (WIDTH) kept
+    assert 4 not in dict(min_p.estimate([9]))
+    assert set(dict(top_k.estimate([9]))) == {1, 2, 99}
+    assert set(dict(top_p.estimate([9]))) == {1, 2, 99}
+
+
+def test_table_sampler_reads_the_request():
+    from loomterm.engine.draft_table import table_sampler
+    from loomterm.engine.sampling import SamplingParams
+
+    assert table_sampler(SamplingParams(temperature=0)) == (0.0, 0, 1.0, 0.0)
+    params = SamplingParams(temperature=0.8, top_k=40, top_p=0.95, min_p=0.05)
+    assert table_sampler(params) == (0.8, 40, 0.95, 0.05)
