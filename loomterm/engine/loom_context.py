@@ -41,11 +41,16 @@ class LoomContext:
         """The context version ``node`` was generated with ("" none, or typed text)."""
         return str(node.meta.get("context", ""))
 
-    def _provide_context(self, node: Node, reserve: int = 0) -> Assembled | None:
+    def _provide_context(
+        self, node: Node, reserve: int = 0, world_info: list[tuple[int, ...]] | None = None
+    ) -> Assembled | None:
+        """The runners' ``context_provider``: the sequence for ``node`` under the
+        running generation's context (or the settings'). ``world_info``: entries to keep
+        instead of scanning (``ContextKV.refill``)."""
         spec = self.context_spec(self._context_version)
         if not spec.active:  # the plain path: nothing more to read
             return None
-        return self.contexts.assemble(node.path_tokens(), spec, self.n_ctx, reserve)
+        return self.contexts.assemble(node.path_tokens(), spec, self.n_ctx, reserve, world_info)
 
     def context_layout(self, node: Node, version: str | None = None) -> Assembled:
         """What the model sees for ``node``'s path, as runs of path tokens and injected
