@@ -112,7 +112,12 @@ def drafting_config(runner: LocalRunner, request: GenerateRequest) -> DraftConfi
     """The draft settings for this generation, or None to decode plainly.
 
     Drafting covers one continuation (``n == 1``) that fits in the context window
-    without a shift: the block of drafts must fit too.
+    without a shift: the block of drafts must fit too. Under memory, an author's note
+    or world info it drafts the same way: the drafts come from the document and the
+    tree, the block runs after the assembled context's columns (``cache.assembled``),
+    and nothing is stored on the child (its columns are not at its path positions).
+    A generation that would fill the window decodes plainly, which refills it
+    (``ContextKV.refill``).
     """
     mode = request.drafting
     if mode not in MODES:
@@ -129,9 +134,10 @@ def drafting_config(runner: LocalRunner, request: GenerateRequest) -> DraftConfi
     block = config.tree_budget + 1
     if lookahead:
         block += config.guesses * (config.ngram - 1) + config.window * (config.ngram - 1)
-    parent = request.node
-    fits = parent.end + request.max_new_tokens + block <= runner.n_ctx
-    if not fits or runner.work.length != parent.end or runner.cache.assembled is not None:
+    parent, assembled = request.node, runner.cache.assembled
+    held = parent.end if assembled is None else len(assembled.tokens)  # the columns
+    fits = held + request.max_new_tokens + block <= runner.n_ctx
+    if not fits or runner.work.length != held:
         return None
     return config
 
@@ -331,7 +337,9 @@ def drafted_decode(
             break
     stats.emitted = len(kid.tokens)
     assert fed == len(kid.tokens), "every emitted token is fed"
-    runner.cache.store_generated([kid], base, [fed])
+    # Under an injected context the columns are not at the child's path positions.
+    stored = fed if runner.cache.assembled is None else 0
+    runner.cache.store_generated([kid], base, [stored])
     runner.touch([*parent.path(), kid])
     work.select_row(0, work.segments)
     runner.enforce_budget([*parent.path(), kid])

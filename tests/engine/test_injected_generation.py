@@ -80,3 +80,82 @@ def test_a_full_window_in_a_batch_keeps_each_rows_own_note(tiny_llama_dir):
         for i, (seq, token) in enumerate(seen_per_step(loom, node, kid, 40)):
             want = reference_logits(loom, seq).log_softmax(-1)
             assert kid.logprobs[i] == pytest.approx(float(want[token]), abs=2e-4), i
+
+
+# -- drafted decoding under an injected context ------------------------------------------
+PROMPT = "Once upon a time, in a land far away, there lived a weaver who wove stories."
+
+
+def inject(loom) -> None:
+    loom.update_settings(memory=MEMORY, authors_note="[terse]", authors_note_depth=1)
+    loom.update_settings(world_info={"entries": [{"keys": ["weaver"], "text": "Ada weaves."}]})
+
+
+def drafted(loom, node, mode, *args, **kwargs):
+    loom.update_settings(drafting=mode)
+    (kid,) = loom.generate(node, *args, **kwargs)
+    return kid, loom.last_result.drafting
+
+
+def test_greedy_drafting_under_an_injected_context_equals_plain(loom):
+    from tests.helpers import ForwardCounter
+
+    inject(loom)
+    node = loom.append(loom.root, PROMPT)
+    plain, none = drafted(loom, node, "off", 40, temperature=0)
+    assert none is None
+    first, _ = drafted(loom, node, "tree", 40, temperature=0)
+    again, stats = drafted(loom, node, "tree", 40, temperature=0)  # siblings are drafts
+    assert stats is not None and stats.accepted > 0 and stats.steps < 40  # drafts worked
+    assert first.tokens == plain.tokens == again.tokens
+    for kid in (first, again):
+        assert kid.logprobs == pytest.approx(plain.logprobs, abs=1e-4)
+        assert kid.kv is None  # its columns sat after the injected text
+        assert loom.context_version(kid) == loom.context_version(plain)
+    # The buffer holds the assembled context of the child: its logits are known...
+    with ForwardCounter(loom) as count:
+        logits = loom.next_logits(again)
+        assert count.tokens == 0
+    # ...and equal a recompute of exactly what the model sees.
+    want = reference_logits(loom, loom.context_tokens(again))
+    assert relative_error(logits, want) < 1e-4
+    # Every drafted token is the argmax of a recompute of the sequence it followed.
+    seen = loom.context_tokens(node)
+    for i, token in enumerate(again.tokens):
+        assert reference_logits(loom, seen + again.tokens[:i]).argmax().item() == token
+
+
+def test_sampled_drafting_under_an_injected_context_keeps_the_seed(loom):
+    inject(loom)
+    node = loom.append(loom.root, PROMPT)
+    accepted = 0
+    for seed in range(3):
+        plain, _ = drafted(loom, node, "off", 25, temperature=0.8, top_k=20, seed=seed)
+        kid, stats = drafted(loom, node, "tree", 25, temperature=0.8, top_k=20, seed=seed)
+        assert kid.tokens == plain.tokens
+        assert kid.logprobs == pytest.approx(plain.logprobs, abs=1e-4)
+        accepted += stats.accepted
+    assert accepted > 0  # the drafts (the plain siblings) were verified and taken
+
+
+def test_drafting_under_an_injected_context_needs_the_context_to_fit(tiny_llama_dir):
+    from loomterm.engine.generation import GenerateRequest
+    from loomterm.engine.sampling import SamplingParams
+    from loomterm.engine.speculative import drafting_config
+
+    loom = make_loom(tiny_llama_dir, n_ctx=128)
+    inject(loom)
+    node = loom.append(loom.root, PROMPT)
+    columns = len(loom.context_tokens(node))
+    loom.next_logits(node)
+
+    def config(max_new_tokens):
+        request = GenerateRequest(node, max_new_tokens, 1, SamplingParams(), drafting="tree")
+        return drafting_config(loom.runner, request)
+
+    block = config(1)
+    assert block is not None
+    room = loom.n_ctx - columns - block.tree_budget - 1  # the injected text counts
+    assert config(room) is not None and config(room + 1) is None
+    kid, stats = drafted(loom, node, "tree", room + 30, temperature=0)
+    assert stats is None and len(kid.tokens) == room + 30  # plainly, refilling the window
