@@ -206,6 +206,25 @@ class ContextKV:
                 break
         return end
 
+    def nbytes(self) -> int:
+        """Bytes of the memory's KV kept beside the buffer (0: none). Safe from any
+        thread: one read of the attribute."""
+        kept = self._memory
+        return 0 if kept is None else kept[1].untyped_storage().nbytes()
+
+    def kept_storage(self) -> dict[int, int]:
+        """The kept memory KV as ``budget.enforce``'s ``pinned``: storage -> bytes."""
+        kept = self._memory
+        if kept is None:
+            return {}
+        storage = kept[1].untyped_storage()
+        return {storage.data_ptr(): storage.nbytes()}
+
+    def release_memory(self) -> None:
+        """Drop the kept memory KV (the memory setting was cleared): a later memory
+        is computed, and kept, again."""
+        self._memory = None
+
     def _keep_memory(self, assembled: Assembled) -> None:
         end = self._memory_end(assembled)
         ids = tuple(assembled.tokens[:end])

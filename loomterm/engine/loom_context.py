@@ -25,12 +25,24 @@ class LoomContext:
     settings: Settings
     contexts: ContextBook
     runner: Runner
+    models: dict[str, Runner]  # LoomModels': every attached runner
     n_ctx: int
     _lock: threading.RLock
     _context_version: str | None
 
     def _check_node(self, node: Node) -> None:  # the Loom's
         raise NotImplementedError
+
+    def _context_settings_changed(self) -> None:
+        """After a settings change: a cleared memory frees the memory KV the local
+        runners keep beside their buffers (``ContextKV.release_memory``), so the KV
+        figures and the budget drop it too."""
+        if self.settings.memory:
+            return
+        for runner in self.models.values():
+            kept = getattr(getattr(runner, "cache", None), "context", None)
+            if kept is not None:
+                kept.release_memory()
 
     def context_spec(self, version: str | None = None) -> ContextSpec:
         """The memory, author's note and world info of the settings (None) or of a

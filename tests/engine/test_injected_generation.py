@@ -159,3 +159,33 @@ def test_drafting_under_an_injected_context_needs_the_context_to_fit(tiny_llama_
     assert config(room) is not None and config(room + 1) is None
     kid, stats = drafted(loom, node, "tree", room + 30, temperature=0)
     assert stats is None and len(kid.tokens) == room + 30  # plainly, refilling the window
+
+
+# -- the memory's kept KV in the figures and the budget ----------------------------------
+def test_the_kept_memory_kv_is_counted_and_freed_when_cleared(llama_loom):
+    loom = llama_loom
+    node = loom.append(loom.root, PROMPT)
+    other = loom.append(loom.root, "A different branch, with KV of its own.")
+    loom.next_logits(node)
+    plain = loom.kv_bytes()
+    assert plain.context == 0
+    loom.update_settings(memory="A long memory of the weaver, " * 4)
+    loom.next_logits(node)
+    layers, heads, dim = loom.runner.kv_geometry()
+    columns = len(loom.context_tokens(node)) - node.end  # start tokens: none here
+    assert columns == len(loom.encode("A long memory of the weaver, " * 4 + "\n"))
+    size = layers * 2 * heads * dim * 4 * columns  # float32 keys and values
+    held = loom.kv_bytes()
+    assert held.context == size
+    assert held.total == held.nodes + held.working + size
+    # The budget sees it: a budget the rest fits in, but not with it, evicts a branch.
+    loom.runner.kv_budget = held.total - size // 2
+    assert other.kv is not None
+    loom.runner.enforce_budget(node.path())
+    assert other.kv is None
+    assert loom.kv_bytes().context == size  # pinned: the memory is in use
+    loom.runner.kv_budget = 1 << 40
+    before = loom.kv_bytes()
+    loom.update_settings(memory="")  # cleared: freed at once
+    after = loom.kv_bytes()
+    assert after.context == 0 and after.total == before.total - size
