@@ -121,6 +121,17 @@ class ContextKV:
         self.runner.enforce_budget(path)
         return cache._logits
 
+    def history(self, node: Node) -> list[int]:
+        """The tokens the penalties and DRY read before a generation's own, for
+        ``node`` just ensured: what the model sees -- the assembled context under
+        injection, memory and notes included -- else the path. llama-server runs every
+        prompt token through its sampler chain (``common_sampler_accept``) and
+        koboldcpp fills its penalty range from the prompt, which holds the memory,
+        world info and note (Lite builds it so); ``penalty_last_n`` and
+        ``dry_penalty_last_n`` bound how far back it reaches, as there."""
+        assembled = self.cache.assembled
+        return node.path_tokens() if assembled is None else list(assembled.tokens)
+
     # -- a generation that fills the window ---------------------------------------------
     def refill(self, kids: list[Node], live: list[bool]) -> torch.Tensor:
         """The window is full in the middle of a generation (``decoding.plain_decode``):

@@ -51,12 +51,14 @@ def plain_decode(
     generators = make_generators(request.seed, n)
     streams = [StreamDecoder(runner.codec) for _ in range(n)]
     state = SamplerState.start(params, n, device, dry_breakers=runner.dry_breakers(params))
-    # (n, T + new): the path so far, typed text included, for penalties and DRY; a
-    # buffer written in place, read through a view of its first ``length`` columns.
+    # (n, T + new): what the model saw so far (the path, typed text included, or the
+    # assembled context with memory and notes: ``ContextKV.history``), for penalties
+    # and DRY; a buffer written in place, read through a view of its first ``length``.
     history = history_buf = None
-    length = parent.end
+    seen = cache.context.history(parent) if params.uses_history else []
+    length = len(seen)
     if params.uses_history:
-        prefix = torch.tensor(parent.path_tokens(), device=device, dtype=torch.long)
+        prefix = torch.tensor(seen, device=device, dtype=torch.long)
         history_buf = torch.empty(
             (n, length + request.max_new_tokens), dtype=torch.long, device=device
         )

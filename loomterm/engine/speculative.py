@@ -177,11 +177,13 @@ def drafted_decode(
     # chosen and read through a view of its first ``len(document)`` columns, so a step
     # does not copy the path (as in ``decoding.plain_decode``).
     history_buf = None
+    # The penalties read what the model saw: the assembled context under injection
+    # (``ContextKV.history``), ``lead`` tokens longer than the document.
+    seen = runner.cache.context.history(parent) if penalize else document
+    lead = len(seen) - len(document)
     if penalize:
-        history_buf = torch.empty(
-            (1, len(document) + max_new_tokens), dtype=torch.long, device=device
-        )
-        history_buf[0, : len(document)] = torch.tensor(document, dtype=torch.long)
+        history_buf = torch.empty((1, len(seen) + max_new_tokens), dtype=torch.long, device=device)
+        history_buf[0, : len(seen)] = torch.tensor(seen, dtype=torch.long)
     # One state, threaded through every emitted token in order: mirostat's mu and the
     # XTC coins then follow plain decoding's draws exactly (sampling.SamplerState).
     state = SamplerState.start(params, 1, device, dry_breakers=runner.dry_breakers(params))
@@ -204,14 +206,14 @@ def drafted_decode(
     def choose(row: torch.Tensor) -> int:
         """The model's token from one row of verified logits: (V,) -> id."""
         nonlocal state
-        history = history_buf[:, : len(document)] if history_buf is not None else None
+        history = history_buf[:, : lead + len(document)] if history_buf is not None else None
         token, state = sample_step(row[None], params, generators, history, state)
         return int(token[0])
 
     def extend(token: int) -> None:
         document.append(token)
         if history_buf is not None:
-            history_buf[0, len(document) - 1] = token
+            history_buf[0, lead + len(document) - 1] = token
 
     def emit(rows: torch.Tensor, tokens: list[int]) -> int:
         """Record and stream ``tokens`` (chosen from ``rows`` (k, V)); stop early when

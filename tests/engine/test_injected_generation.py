@@ -189,3 +189,71 @@ def test_the_kept_memory_kv_is_counted_and_freed_when_cleared(llama_loom):
     loom.update_settings(memory="")  # cleared: freed at once
     after = loom.kv_bytes()
     assert after.context == 0 and after.total == before.total - size
+
+
+# -- penalties read what the model sees ----------------------------------------------------
+def penalised_steps(loom, node, kid, **sampling):
+    """Each of ``kid``'s tokens is the argmax of a recompute of the sequence the model
+    saw for it, after the logit bias, penalties and DRY over the context the generation
+    started from and the tokens since (a refilled window leaves that history alone, as
+    a context shift leaves llama.cpp's sampler's)."""
+    import torch
+
+    from loomterm.engine.sampling import SamplerState, SamplingParams, adjust_logits
+
+    params = SamplingParams(temperature=0, **sampling)
+    breakers = loom.runner.dry_breakers(params)
+    state = SamplerState.start(params, 1, torch.device("cpu"), dry_breakers=breakers)
+    history = loom.context_tokens(node)
+    steps = seen_per_step(loom, node, kid, loom.n_ctx)
+    for i, (seq, token) in enumerate(steps):
+        past = torch.tensor([history + kid.tokens[:i]])
+        want = adjust_logits(reference_logits(loom, seq)[None], params, past, state)[0]
+        assert want.argmax().item() == token, f"token {i}"
+
+
+@pytest.mark.parametrize("decoder", ["plain", "drafted", "banned"])
+def test_a_memory_token_is_penalised(llama_loom, decoder):
+    loom = llama_loom
+    loom.update_settings(memory="Zebra zebra zebra.")
+    node = loom.append(loom.root, PROMPT)
+    zebra = loom.encode(" zebra")[-1]
+    assert zebra in loom.context_tokens(node) and zebra not in node.path_tokens()
+    extra = {"drafting": "tree" if decoder == "drafted" else "off"}
+    if decoder == "banned":
+        extra["banned_strings"] = ["qqqq"]
+    if decoder == "drafted":
+        loom.generate(node, 12, temperature=0, drafting="off")  # a sibling to draft from
+
+    logits = loom.next_logits(node)
+    bias = float(logits.max() - logits[zebra]) + 0.5  # just enough to make it the argmax
+
+    def first(**sampling):
+        (kid,) = loom.generate(
+            node, 12, temperature=0, logit_bias={str(zebra): bias}, **extra, **sampling
+        )
+        return kid
+
+    assert first().tokens[0] == zebra  # the bias makes it the model's choice...
+    penalties = dict(presence_penalty=1.0, frequency_penalty=1.0)  # -4 for three in memory
+    kid = first(**penalties)
+    assert kid.tokens[0] != zebra  # ...but it is in the memory: penalised
+    if decoder != "banned":
+        assert (loom.last_result.drafting is not None) == (decoder == "drafted")
+    penalised_steps(loom, node, kid, logit_bias={zebra: bias}, **penalties)
+    # A penalty window that ends before the memory leaves it alone, as llama.cpp's.
+    short = first(penalty_last_n=4, **penalties)
+    assert short.tokens[0] == zebra
+
+
+def test_penalties_over_the_context_past_a_full_window(tiny_llama_dir):
+    loom = make_loom(tiny_llama_dir, n_ctx=48)
+    loom.update_settings(memory=MEMORY, authors_note="[terse]", authors_note_depth=1)
+    node = loom.append(loom.root, START)
+    assert len(loom.context_tokens(node)) > 40  # the window fills within the generation
+    (kid,) = loom.generate(node, 30, temperature=0, repetition_penalty=1.6, drafting="off")
+    penalised_steps(loom, node, kid, repetition_penalty=1.6)
+    # DRY reads the memory too: the memory's words, repeated, are broken off.
+    dry = dict(dry_multiplier=2.0, dry_allowed_length=1)
+    (kid,) = loom.generate(node, 30, temperature=0, drafting="off", **dry)
+    penalised_steps(loom, node, kid, **dry)
