@@ -37,6 +37,9 @@ if TYPE_CHECKING:
     from loomterm.engine.path_cache import PathCache
 
 _MAX_STANDINS = 256
+# Columns per forward when a full window is refilled: path_cache's PREFILL_CHUNK (that
+# module sits above this one in the engine's layers, so the figure is repeated here).
+REFILL_CHUNK = 512
 
 
 class ContextKV:
@@ -147,8 +150,6 @@ class ContextKV:
         World info is not scanned again: the rows' sequences then keep one length (an
         entry triggered in one row only would make the batch ragged), as a request to
         koboldcpp scans once per request. The next operation assembles afresh."""
-        from loomterm.engine.path_cache import PREFILL_CHUNK
-
         cache, work, runner = self.cache, self.work, self.runner
         old = cache.assembled
         assert old is not None and runner.context_provider is not None
@@ -168,8 +169,8 @@ class ContextKV:
         work.truncate(keep)
         ids = torch.tensor([m.tokens[keep:] for m in rows], device=runner.device)  # (B, q)
         logits = None
-        for begin in range(0, width, PREFILL_CHUNK):
-            chunk = ids[:, begin : begin + PREFILL_CHUNK]  # (B, c)
+        for begin in range(0, width, REFILL_CHUNK):
+            chunk = ids[:, begin : begin + REFILL_CHUNK]  # (B, c)
             logits = runner.forward(chunk)[:, -1]  # (B, V)
             work.commit(chunk.shape[1])
         self.computed += width * len(made)

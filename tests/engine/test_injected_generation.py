@@ -65,9 +65,13 @@ def test_generation_under_an_injected_context_runs_past_n_ctx(
     assert refills >= 2 * n  # the window really was refilled, more than once per row
 
 
-def test_a_full_window_in_a_batch_keeps_each_rows_own_note(tiny_llama_dir):
+def test_a_full_window_in_a_batch_keeps_each_rows_own_note(tiny_llama_dir, monkeypatch):
     """Rows that wrote different line breaks re-assemble with the note in different
-    places; each row's steps still equal a recompute of its own sequence."""
+    places; each row's steps still equal a recompute of its own sequence (refilled in
+    chunks of 5 columns here, so the chunk loop is checked too)."""
+    from loomterm.engine import context_kv
+
+    monkeypatch.setattr(context_kv, "REFILL_CHUNK", 5)
     loom = make_loom(tiny_llama_dir, n_ctx=40)
     loom.update_settings(memory=MEMORY, authors_note="[note]", authors_note_depth=2)
     newline = loom.encode("\n")
