@@ -174,7 +174,7 @@ def drafted_decode(
     document = parent.path_tokens()  # grows with kid's tokens
     penalize = params.uses_history
     # (1, T + new): the history the penalties read, written in place as tokens are
-    # chosen and read through a view of its first ``len(document)`` columns, so a step
+    # chosen and read through a view of its first ``lead + len(document)`` columns, so a step
     # does not copy the path (as in ``decoding.plain_decode``).
     history_buf = None
     # The penalties read what the model saw: the assembled context under injection
