@@ -124,7 +124,7 @@ def _one_row(
     work, device = runner.work, runner.device
     base = work.length
     state = SamplerState.start(params, 1, device, dry_breakers=runner.dry_breakers(params))
-    prefix = parent.path_tokens()
+    prefix = runner.cache.context.history(parent)  # what penalties read (context_kv)
     watch = PhraseWatch(request.banned, request.banned_ignore_case)
     stream = StreamDecoder(runner.codec)
     kid: Node | None = None

@@ -167,13 +167,16 @@ def assemble(
     decode: Callable[[list[int]], str],
     start_tokens: tuple[int, ...] = (),
     reserve: int = 0,
+    world_info: list[tuple[int, ...]] | None = None,
 ) -> Assembled | None:
     """The sequence for ``path`` under ``encoded``, fitting ``n_ctx - reserve`` tokens;
     None when nothing is injected (the plain path, windowed by the runner as always).
     ``start_tokens``: the tokenizer's start-of-text tokens, kept first when the path
-    begins with them. Raises :class:`ContextError` when the injected text leaves no
-    room for the document."""
-    wi = triggered(encoded, path, decode)
+    begins with them. ``world_info``: the entries' tokens to put in instead of scanning
+    the path (a generation that refills its window keeps those it started with).
+    Raises :class:`ContextError` when the injected text leaves no room for the
+    document."""
+    wi = triggered(encoded, path, decode) if world_info is None else list(world_info)
     if not (encoded.memory or encoded.note or wi):
         return None
     start = len(start_tokens) if start_tokens and tuple(path[: len(start_tokens)]) == start_tokens else 0  # fmt: skip
@@ -266,7 +269,12 @@ class ContextBook:
         return hit
 
     def assemble(
-        self, path: list[int], spec: ContextSpec, n_ctx: int, reserve: int = 0
+        self,
+        path: list[int],
+        spec: ContextSpec,
+        n_ctx: int,
+        reserve: int = 0,
+        world_info: list[tuple[int, ...]] | None = None,
     ) -> Assembled | None:
         """:func:`assemble` for ``path`` under ``spec`` (None when nothing is injected)."""
         if not spec.active:
@@ -279,4 +287,5 @@ class ContextBook:
             decode=self._decode,
             start_tokens=self.start_tokens(),
             reserve=reserve,
+            world_info=world_info,
         )

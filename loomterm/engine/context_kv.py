@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from loomterm.engine.context import MEMORY, PATH, Assembled
+from loomterm.engine.context import MEMORY, PATH, WORLD_INFO, Assembled
 from loomterm.engine.kvcache import Segment, kv_len
 from loomterm.engine.window import segments
 from loomterm.tree import Node
@@ -37,6 +37,9 @@ if TYPE_CHECKING:
     from loomterm.engine.path_cache import PathCache
 
 _MAX_STANDINS = 256
+# Columns per forward when a full window is refilled: path_cache's PREFILL_CHUNK (that
+# module sits above this one in the engine's layers, so the figure is repeated here).
+REFILL_CHUNK = 512
 
 
 class ContextKV:
@@ -121,6 +124,62 @@ class ContextKV:
         self.runner.enforce_budget(path)
         return cache._logits
 
+    def history(self, node: Node) -> list[int]:
+        """The tokens the penalties and DRY read before a generation's own, for
+        ``node`` just ensured: what the model sees -- the assembled context under
+        injection, memory and notes included -- else the path. llama-server runs every
+        prompt token through its sampler chain (``common_sampler_accept``) and
+        koboldcpp fills its penalty range from the prompt, which holds the memory,
+        world info and note (Lite builds it so); ``penalty_last_n`` and
+        ``dry_penalty_last_n`` bound how far back it reaches, as there."""
+        assembled = self.cache.assembled
+        return node.path_tokens() if assembled is None else list(assembled.tokens)
+
+    # -- a generation that fills the window ---------------------------------------------
+    def refill(self, kids: list[Node], live: list[bool]) -> torch.Tensor:
+        """The window is full in the middle of a generation (``decoding.plain_decode``):
+        re-assemble each row's sequence for its path as it is now, the pending token
+        included -- the memory and the world info the generation started with stay on
+        top, the author's note keeps its depth from the new end, the window drops the
+        oldest document tokens in its blocks -- and recompute every row after the kept
+        prefix (start tokens, memory, world info), exactly, as a recompute of the new
+        sequence gives. Rows that stopped (``live`` False) get a live row's sequence:
+        their columns are ignored. Returns (B, V) logits after each row's sequence; the
+        buffer's segments lay row 0's out (``cache.assembled`` becomes it).
+
+        World info is not scanned again: the rows' sequences then keep one length (an
+        entry triggered in one row only would make the batch ragged), as a request to
+        koboldcpp scans once per request. The next operation assembles afresh."""
+        cache, work, runner = self.cache, self.work, self.runner
+        old = cache.assembled
+        assert old is not None and runner.context_provider is not None
+        wi = [piece.tokens for piece in old.pieces if piece.kind == WORLD_INFO]
+        made: dict[int, Assembled] = {}
+        for row, kid in enumerate(kids):
+            if live[row]:
+                made[row] = runner.context_provider(kid, 0, world_info=wi)  # type: ignore[call-arg]
+        first = min(made)
+        rows = [made.get(row, made[first]) for row in range(len(kids))]
+        keep = old.kept
+        if any(m.kept != keep or m.tokens[:keep] != old.tokens[:keep] for m in rows):
+            keep = 0  # never: the kept prefix is the generation's own (a safe fallback)
+        width = len(rows[0].tokens) - keep
+        if any(len(m.tokens) - keep != width for m in rows):
+            raise AssertionError("rows of one generation re-assemble to one length")
+        work.truncate(keep)
+        ids = torch.tensor([m.tokens[keep:] for m in rows], device=runner.device)  # (B, q)
+        logits = None
+        for begin in range(0, width, REFILL_CHUNK):
+            chunk = ids[:, begin : begin + REFILL_CHUNK]  # (B, c)
+            logits = runner.forward(chunk)[:, -1]  # (B, V)
+            work.commit(chunk.shape[1])
+        self.computed += width * len(made)
+        self.total_computed += width * len(made)
+        cache.assembled = rows[0]
+        work.segments = self.layout(rows[0], kids[0] if 0 in made else kids[first])
+        cache.invalidate()
+        return logits
+
     # -- memory, computed once --------------------------------------------------------
     @staticmethod
     def _memory_end(assembled: Assembled) -> int:
@@ -158,6 +217,25 @@ class ContextKV:
             if col >= end:
                 break
         return end
+
+    def nbytes(self) -> int:
+        """Bytes of the memory's KV kept beside the buffer (0: none). Safe from any
+        thread: one read of the attribute."""
+        kept = self._memory
+        return 0 if kept is None else kept[1].untyped_storage().nbytes()
+
+    def kept_storage(self) -> dict[int, int]:
+        """The kept memory KV as ``budget.enforce``'s ``pinned``: storage -> bytes."""
+        kept = self._memory
+        if kept is None:
+            return {}
+        storage = kept[1].untyped_storage()
+        return {storage.data_ptr(): storage.nbytes()}
+
+    def release_memory(self) -> None:
+        """Drop the kept memory KV (the memory setting was cleared): a later memory
+        is computed, and kept, again."""
+        self._memory = None
 
     def _keep_memory(self, assembled: Assembled) -> None:
         end = self._memory_end(assembled)

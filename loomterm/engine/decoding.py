@@ -51,12 +51,14 @@ def plain_decode(
     generators = make_generators(request.seed, n)
     streams = [StreamDecoder(runner.codec) for _ in range(n)]
     state = SamplerState.start(params, n, device, dry_breakers=runner.dry_breakers(params))
-    # (n, T + new): the path so far, typed text included, for penalties and DRY; a
-    # buffer written in place, read through a view of its first ``length`` columns.
+    # (n, T + new): what the model saw so far (the path, typed text included, or the
+    # assembled context with memory and notes: ``ContextKV.history``), for penalties
+    # and DRY; a buffer written in place, read through a view of its first ``length``.
     history = history_buf = None
-    length = parent.end
+    seen = cache.context.history(parent) if params.uses_history else []
+    length = len(seen)
     if params.uses_history:
-        prefix = torch.tensor(parent.path_tokens(), device=device, dtype=torch.long)
+        prefix = torch.tensor(seen, device=device, dtype=torch.long)
         history_buf = torch.empty(
             (n, length + request.max_new_tokens), dtype=torch.long, device=device
         )
@@ -94,23 +96,32 @@ def plain_decode(
         if newly_stopped:
             stopped = torch.tensor(finished, device=device)
         if work.length >= runner.n_ctx and cache.assembled is not None:
-            break  # an injected context is never shifted: the next generation re-windows it
-        if work.length >= runner.n_ctx:
-            if plain:  # hand the children their KV before the shift moves the columns
-                cache.store_generated(kids, base, stored)
-                stored = [0] * n
-            cache.shift_window(parent, kids, fed)
-            plain = False
-            if row0_cols >= 0:
-                row0_cols = -2
-            for kid in kids:
-                if runner.rope is not None:
-                    writer.mark_approx(kid)
-        out = runner.decode_step(fed)  # (n, 1, V)
-        work.commit(1, kids[0] if live[0] else None, len(kids[0].tokens) - 1)
-        logits = out[:, -1]  # (n, V)
-        if live[0] and finished[0]:
-            row0_cols = work.length
+            if all(finished):
+                row0_cols = -2  # the last tokens were not fed: the next ensure does it
+                break
+            # Full under an injected context: re-assemble for the longer path (memory on
+            # top, the note at its depth, the oldest document tokens dropped) and
+            # recompute it after the kept prefix, exactly; the pending tokens are in it.
+            logits = cache.context.refill(kids, [not done for done in finished])  # (n, V)
+            if finished[0] or row0_cols >= 0:
+                row0_cols = -2  # row 0 now holds a live row's sequence
+        else:
+            if work.length >= runner.n_ctx:
+                if plain:  # hand the children their KV before the shift moves the columns
+                    cache.store_generated(kids, base, stored)
+                    stored = [0] * n
+                cache.shift_window(parent, kids, fed)
+                plain = False
+                if row0_cols >= 0:
+                    row0_cols = -2
+                for kid in kids:
+                    if runner.rope is not None:
+                        writer.mark_approx(kid)
+            out = runner.decode_step(fed)  # (n, 1, V)
+            work.commit(1, kids[0] if live[0] else None, len(kids[0].tokens) - 1)
+            logits = out[:, -1]  # (n, V)
+            if live[0] and finished[0]:
+                row0_cols = work.length
         if plain:
             for row, kid in enumerate(kids):
                 if live[row]:

@@ -364,7 +364,7 @@ class LocalRunner(Runner):
         """Node KV and the working buffer, each storage counted once. Safe from any
         thread: it reads a snapshot of the node table (``list`` of a dict is atomic)."""
         nodes = list(self.tree.nodes.values()) if self.capabilities.node_kv else []
-        return kv_memory(nodes, self.work)
+        return replace(kv_memory(nodes, self.work), context=self.cache.context.nbytes())
 
     def touch(self, nodes: list[Node]) -> None:
         """Mark ``nodes`` as just used (least recently used KV is evicted first)."""
@@ -374,15 +374,17 @@ class LocalRunner(Runner):
         """Evict least recently used KV until node KV and the working buffer together
         fit ``kv_budget``; ``protect`` (the active path) is kept. Returns bytes resident."""
         if not self.capabilities.node_kv:
-            return self.work.nbytes()
+            return self.work.nbytes() + self.cache.context.nbytes()
         buffer = self.work.buf.untyped_storage()
+        # The buffer and the injected memory's kept KV count but are not evicted.
+        pinned = {buffer.data_ptr(): self.work.nbytes(), **self.cache.context.kept_storage()}
         return budget.enforce(
             list(self.tree.nodes.values()),
             self.kv_budget,
             self.lru,
             protect,
             self.evict,
-            pinned={buffer.data_ptr(): self.work.nbytes()},
+            pinned=pinned,
         )
 
 

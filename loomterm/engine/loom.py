@@ -225,6 +225,7 @@ class Loom(LoomModels, LoomContext, LoomTidy):
         changes nothing (``loomterm.settings``)."""
         with self._lock:
             self.settings = self.settings.replace(**changes)
+            self._context_settings_changed()
             self._events.emit("settings", None)
 
     def tokens(self, node: Node) -> list[int]:

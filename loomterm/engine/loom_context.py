@@ -25,12 +25,24 @@ class LoomContext:
     settings: Settings
     contexts: ContextBook
     runner: Runner
+    models: dict[str, Runner]  # LoomModels': every attached runner
     n_ctx: int
     _lock: threading.RLock
     _context_version: str | None
 
     def _check_node(self, node: Node) -> None:  # the Loom's
         raise NotImplementedError
+
+    def _context_settings_changed(self) -> None:
+        """After a settings change: a cleared memory frees the memory KV the local
+        runners keep beside their buffers (``ContextKV.release_memory``), so the KV
+        figures and the budget drop it too."""
+        if self.settings.memory:
+            return
+        for runner in self.models.values():
+            kept = getattr(getattr(runner, "cache", None), "context", None)
+            if kept is not None:
+                kept.release_memory()
 
     def context_spec(self, version: str | None = None) -> ContextSpec:
         """The memory, author's note and world info of the settings (None) or of a
@@ -41,11 +53,16 @@ class LoomContext:
         """The context version ``node`` was generated with ("" none, or typed text)."""
         return str(node.meta.get("context", ""))
 
-    def _provide_context(self, node: Node, reserve: int = 0) -> Assembled | None:
+    def _provide_context(
+        self, node: Node, reserve: int = 0, world_info: list[tuple[int, ...]] | None = None
+    ) -> Assembled | None:
+        """The runners' ``context_provider``: the sequence for ``node`` under the
+        running generation's context (or the settings'). ``world_info``: entries to keep
+        instead of scanning (``ContextKV.refill``)."""
         spec = self.context_spec(self._context_version)
         if not spec.active:  # the plain path: nothing more to read
             return None
-        return self.contexts.assemble(node.path_tokens(), spec, self.n_ctx, reserve)
+        return self.contexts.assemble(node.path_tokens(), spec, self.n_ctx, reserve, world_info)
 
     def context_layout(self, node: Node, version: str | None = None) -> Assembled:
         """What the model sees for ``node``'s path, as runs of path tokens and injected

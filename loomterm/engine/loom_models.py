@@ -89,7 +89,7 @@ class LoomModels:
         if len(runners) == 1:
             return self.runner.memory()
         parts = [runner.memory() for runner in runners.values()]
-        return KVMemory(sum(p.nodes for p in parts), sum(p.working for p in parts))
+        return sum(parts, KVMemory())
 
     def evict(self, node: Node) -> None:
         """Drop ``node``'s KV, keeping its tokens; it is recomputed exactly when used."""

@@ -111,7 +111,12 @@ def drafting_config(runner: LocalRunner, request: GenerateRequest) -> DraftConfi
     """The draft settings for this generation, or None to decode plainly.
 
     Drafting covers one continuation (``n == 1``) that fits in the context window
-    without a shift: the block of drafts must fit too.
+    without a shift: the block of drafts must fit too. Under memory, an author's note
+    or world info it drafts the same way: the drafts come from the document and the
+    tree, the block runs after the assembled context's columns (``cache.assembled``),
+    and nothing is stored on the child (its columns are not at its path positions).
+    A generation that would fill the window decodes plainly, which refills it
+    (``ContextKV.refill``).
     """
     mode = request.drafting
     if mode not in MODES:
@@ -128,9 +133,10 @@ def drafting_config(runner: LocalRunner, request: GenerateRequest) -> DraftConfi
     block = config.tree_budget + 1
     if lookahead:
         block += config.guesses * (config.ngram - 1) + config.window * (config.ngram - 1)
-    parent = request.node
-    fits = parent.end + request.max_new_tokens + block <= runner.n_ctx
-    if not fits or runner.work.length != parent.end or runner.cache.assembled is not None:
+    parent, assembled = request.node, runner.cache.assembled
+    held = parent.end if assembled is None else len(assembled.tokens)  # the columns
+    fits = held + request.max_new_tokens + block <= runner.n_ctx
+    if not fits or runner.work.length != held:
         return None
     return config
 
@@ -167,14 +173,16 @@ def drafted_decode(
     document = parent.path_tokens()  # grows with kid's tokens
     penalize = params.uses_history
     # (1, T + new): the history the penalties read, written in place as tokens are
-    # chosen and read through a view of its first ``len(document)`` columns, so a step
+    # chosen and read through a view of its first ``lead + len(document)`` columns, so a step
     # does not copy the path (as in ``decoding.plain_decode``).
     history_buf = None
+    # The penalties read what the model saw: the assembled context under injection
+    # (``ContextKV.history``), ``lead`` tokens longer than the document.
+    seen = runner.cache.context.history(parent) if penalize else document
+    lead = len(seen) - len(document)
     if penalize:
-        history_buf = torch.empty(
-            (1, len(document) + max_new_tokens), dtype=torch.long, device=device
-        )
-        history_buf[0, : len(document)] = torch.tensor(document, dtype=torch.long)
+        history_buf = torch.empty((1, len(seen) + max_new_tokens), dtype=torch.long, device=device)
+        history_buf[0, : len(seen)] = torch.tensor(seen, dtype=torch.long)
     # One state, threaded through every emitted token in order: mirostat's mu and the
     # XTC coins then follow plain decoding's draws exactly (sampling.SamplerState).
     state = SamplerState.start(params, 1, device, dry_breakers=runner.dry_breakers(params))
@@ -195,14 +203,14 @@ def drafted_decode(
     def choose(row: torch.Tensor) -> int:
         """The model's token from one row of verified logits: (V,) -> id."""
         nonlocal state
-        history = history_buf[:, : len(document)] if history_buf is not None else None
+        history = history_buf[:, : lead + len(document)] if history_buf is not None else None
         token, state = sample_step(row[None], params, generators, history, state)
         return int(token[0])
 
     def extend(token: int) -> None:
         document.append(token)
         if history_buf is not None:
-            history_buf[0, len(document) - 1] = token
+            history_buf[0, lead + len(document) - 1] = token
 
     def emit(rows: torch.Tensor, tokens: list[int]) -> int:
         """Record and stream ``tokens`` (chosen from ``rows`` (k, V)); stop early when
@@ -329,7 +337,9 @@ def drafted_decode(
     stats.emitted = len(kid.tokens)
     assert fed == len(kid.tokens), "every emitted token is fed"
     sources.note(kid)  # indexed as it grew
-    runner.cache.store_generated([kid], base, [fed])
+    # Under an injected context the columns are not at the child's path positions.
+    stored = fed if runner.cache.assembled is None else 0
+    runner.cache.store_generated([kid], base, [stored])
     runner.touch([*parent.path(), kid])
     work.select_row(0, work.segments)
     runner.enforce_budget([*parent.path(), kid])

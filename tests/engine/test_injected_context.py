@@ -85,13 +85,18 @@ def test_memory_is_computed_once_for_every_branch(llama_loom):
             count.reset()
             loom.next_logits(node)
             assert count.tokens == node.end  # only the branch, never the memory again
-        # Off and back on: the plain path overwrote the buffer; memory's KV was kept.
+        # A plain-context generation overwrote the buffer; memory's KV was kept.
+        loom.generate(a, 2, seed=1, context="")
+        count.reset()
+        loom.next_logits(b)
+        assert count.tokens == b.end
+        # Cleared, it is freed (the KV figures drop it): back on, computed once again.
         loom.update_settings(memory="")
         loom.next_logits(a)
         loom.update_settings(memory="A long memory of the weaver, " * 6)
         count.reset()
         loom.next_logits(b)
-        assert count.tokens == b.end
+        assert count.tokens == memory + b.end
     check(loom, b)
 
 
