@@ -10,9 +10,10 @@ forward hook on the model's input embeddings, not the runner's own counter; seco
 are timed against ``full_recompute`` of the same sequence, in the same run. The last
 round's logits are checked against that recompute.
 
-Memory: ``branches`` siblings generated under a memory, then visited in turn twice,
-then the memory switched off and on again: how often the memory was computed, and the
-tokens every visit cost against recomputing memory and branch each time.
+Memory: ``branches`` siblings generated under a memory, then visited in turn twice:
+how often the memory was computed, and the tokens every visit cost against
+recomputing memory and branch each time. (Switching the memory off frees its KV, so
+switching it on again computes it once more.)
 """
 
 from __future__ import annotations
@@ -121,19 +122,11 @@ def _memory_branches(loaded, corpus, branches, new) -> Row:
             loom.next_logits(kid)
             spent += count.tokens - before
             baseline += len(loom.context_tokens(kid))
-        loom.update_settings(memory="")
-        loom.next_logits(kids[0])
-        loom.update_settings(memory=loom.decode(memory_tokens))
-        before = count.tokens
-        loom.next_logits(kids[-1])
-        back = count.tokens - before
-        spent += back
-        baseline += len(loom.context_tokens(kids[-1]))
     finally:
         count.close()
     return Row(
         CONTEXT,
-        f"memory of {memory} tokens, {len(visits) + 1} visits to {branches} branches",
+        f"memory of {memory} tokens, {len(visits)} visits to {branches} branches",
         baseline,
         spent,
         "tokens",
@@ -141,7 +134,6 @@ def _memory_branches(loaded, corpus, branches, new) -> Row:
         note=f"visits ran {spent} tokens, the branches alone hold {branch_only}: the memory ran once",
         extra={
             "memory_tokens": memory,
-            "after_off_and_on": back,
             "branch_tokens": branch_only,
             "memory_ran_once": spent <= branch_only,
         },
