@@ -15,6 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
 HEADLESS = [
     "loomterm.tree",
     "loomterm.search",
+    "loomterm.search_reach",
     "loomterm.errors",
     "loomterm.locations",
     "loomterm.progress",
