@@ -20,6 +20,7 @@ HEADLESS = [
     "loomterm.locations",
     "loomterm.progress",
     "loomterm.settings",
+    "loomterm.setting_specs",
     "loomterm.atomic",
     "loomterm.engine.models",
     "loomterm.engine.loom",
