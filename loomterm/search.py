@@ -230,11 +230,23 @@ def _stable_start(reach: Reach, texts: list[str], starts: list[int]) -> int:
         return -1
     need = reach.count  # the ``count``-th barrier from the end is the last safe start
     for text, start in zip(reversed(texts), reversed(starts), strict=True):
-        found = [m.start() for m in reach.barriers.finditer(text)]
+        found = _last_barriers(reach.barriers, text, need)
         if len(found) >= need:
             return start + found[-need]
         need -= len(found)
     return -1
+
+
+def _last_barriers(barriers: re.Pattern[str], text: str, need: int) -> list[int]:
+    """Where the last ``need`` barriers of ``text`` are (all of them when fewer): read
+    from the end in growing windows, as they are usually near it."""
+    window = 64 * need
+    while True:
+        begin = max(0, len(text) - window)
+        found = [m.start() for m in barriers.finditer(text, begin)]
+        if len(found) >= need or begin == 0:
+            return found
+        window *= 4
 
 
 def _path_from(texts: list[str], starts: list[int], origin: int) -> str:
