@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from loomterm.engine import Loom
-from loomterm.export import render
-from loomterm.session import close_session, load_session, save_loom
+from loomterm.export import read_import, render
+from loomterm.session import close_session, import_session, load_session, save_loom
 from loomterm.tree import MERGED_ORIGINS, Origin
 from tests.helpers import ends_whole, make_loom
 
@@ -79,3 +79,34 @@ def test_a_merged_chat_turn_is_labelled_by_its_parts(loom):
     loom.merge(tail)
     got = render(load_session("chat"), "md")
     assert normalised(got) == normalised(want)
+
+
+def test_a_merged_node_moved_to_another_model_keeps_its_parts(loom, tiny_gpt2_dir, tmp_path):
+    """``merged_origins`` counts tokens: on import for another tokenizer each part is
+    encoded again and counted in the new tokens, so the export still marks it."""
+    typed = loom.append(loom.root, "Dear diary,\n\n")
+    reply = loom.generate(typed, 12, temperature=0.7, seed=8)[0]
+    more = loom.append(reply, " And then I wrote this myself.")
+    loom.cursor = more
+    save_loom(loom, "diary")
+    want = render(load_session("diary"), "md")
+    loom.merge(reply)
+    loom.merge(more)
+    out = tmp_path / "diary.json"
+    out.write_text(render(load_session("diary"), "json"), encoding="utf-8")
+    moved = import_session(read_import(out), "moved", model=str(tiny_gpt2_dir), device="cpu")
+    node = moved.tree.nodes[more.id]
+    runs = node.meta[MERGED_ORIGINS]
+    assert [origin for _, origin in runs] == ["user", "model", "user"]
+    assert sum(count for count, _ in runs) == len(node.tokens) != len(more.tokens)
+    pieces, done, texts = moved.pieces[node.id], 0, []
+    for count, _ in runs:
+        texts.append("".join(pieces[done : done + count]))
+        done += count
+    assert texts == [
+        loom.text(typed),
+        loom.decode(reply.tokens[len(typed.tokens) :]),
+        " And then I wrote this myself.",
+    ]
+    body = render(moved, "md").split("\n\n", 2)[2]  # past the title and the facts
+    assert body == want.split("\n\n", 2)[2] and "**Model**" in body
