@@ -259,3 +259,19 @@ def test_archived_branches_are_left_out_unless_asked_for():
     assert [h.node for h in result.hits] == [a, gone, below]
     assert (result.nodes, result.archived) == (5, 0)
     assert kept.parent is a
+
+
+def test_how_far_a_pattern_reads():
+    """``search_reach``: what lets a node resume its parent's scan a few characters back."""
+    from loomterm.search_reach import analyse
+
+    flags = re.MULTILINE | re.IGNORECASE
+    plain = analyse(re.escape("the light"), flags)
+    assert plain.bounded and plain.count == 10  # 9 characters, then the one after
+    words = analyse(r"\b\w+ly\b", flags)
+    assert not words.bounded and words.count == 1  # "ly" eats no barrier: one is enough
+    assert all(words.barriers.fullmatch(c) for c in " \n.,") and not words.barriers.match("a")
+    line = analyse(r"the.*light", flags)
+    assert line.barriers.pattern == "[\\\n]" and line.count == 1
+    assert analyse(r"(?s)a.*b", flags).endless and analyse(r"[\s\S]+", flags).endless
+    assert analyse(r"(?<=ab)x(?=cd)", flags).behind >= 3
