@@ -8,11 +8,18 @@ What is searched is what the document shows. Each node's text is decoded *in its
 path's context*: the UTF-8 decoder carries its state from the parent into the child,
 so a character whose bytes are spread over two nodes belongs to the node where it
 completes, exactly as the editor shows it (``tui.document``). A match may cross node
-boundaries: each node is searched together with the end of the text above it, and a
-match is reported once, at the node where it ends (every path through that node holds
-it), with its offset in that path's text. For a plain query the text above is as long
-as the query needs; a regular expression sees :data:`REGEX_LOOKBACK` characters above
-the node, so a match reaching further back than that is not found.
+boundaries: the hits at a node are exactly the matches in the text of its path (from
+the root to the end of the node) that end in it. A match is reported once, at the node
+where it ends (every path through that node holds it), with its offset in that path's
+text. However far back a match starts, it is found, and matches never overlap, as on
+the whole path: the search of a node resumes the scan of its parent where the text
+below could not have changed it (``loomterm.search_reach`` works out how far back that
+is for a pattern: a few characters for a plain query or ``\\b\\w+ly\\b``, a line for
+``.*``). A pattern that can match across any amount of text (``(?s).*``) must read each
+path whole for every node; on a large tree it is refused as too costly, in one line.
+
+Archived branches (the editor's "hide branch": ``meta["hidden"]`` on a branch's first
+node) are left out unless ``Query.archived``.
 
 Decoded text is cached per node (:class:`NodeTexts`), keyed by the node's token count
 and the decoder state it starts from, so a search after the first costs the matching
@@ -21,15 +28,17 @@ alone, and a node that grew, moved or changed context is decoded again.
 
 from __future__ import annotations
 
+import bisect
 import codecs
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from loomterm.errors import InputError
+from loomterm.search_reach import Reach, analyse
 from loomterm.tree import Node
 
-REGEX_LOOKBACK = 256  # characters above a node that a regular expression may start in
+COSTLY = 250_000  # tokens a barrier-less pattern may read in all (``_check_cost``)
 SNIPPET = 30  # characters of context on each side of a hit in its snippet
 LIMIT = 1000  # hits reported at most (the result says when there were more)
 
@@ -47,11 +56,14 @@ class Query:
         regex: Read ``text`` as a Python regular expression (``^`` and ``$`` match at
             line ends).
         case: Match case exactly (default: case-insensitive).
+        archived: Search archived (hidden) branches too (default: left out, as the
+            branch pane leaves them out).
     """
 
     text: str
     regex: bool = False
     case: bool = False
+    archived: bool = False
 
     def compile(self) -> re.Pattern[str]:
         """The pattern; a bad regular expression raises :class:`InputError` in one
@@ -98,11 +110,13 @@ class SearchResult:
         hits: At most ``limit`` of them.
         more: True when the search stopped at ``limit``.
         nodes: How many nodes were searched.
+        archived: How many archived branches were left out (``Query.archived`` off).
     """
 
     hits: list[Hit]
     more: bool
     nodes: int
+    archived: int = 0
 
 
 class NodeTexts:
@@ -139,45 +153,125 @@ class NodeTexts:
 
 def search_tree(root: Node, query: Query, texts: NodeTexts, limit: int = LIMIT) -> SearchResult:
     """Every match of ``query`` in the text of the tree under ``root`` (see the module
-    docstring for what is matched and where a hit is reported)."""
+    docstring for what is matched and where a hit is reported). A pattern that would
+    have to read every path whole for every node of a large tree raises
+    :class:`InputError` (too costly) instead of freezing the editor."""
     pattern = query.compile()
     if not query.text:
         return SearchResult([], False, 0)
-    lookback = max(0, len(query.text) - 1) if not query.regex else REGEX_LOOKBACK
+    reach = analyse(pattern.pattern, pattern.flags)
+    if reach.endless:
+        _check_cost(root, query)
     hits: list[Hit] = []
-    searched = 0
-    # (node, decoder state before it, chars of the path above it, the end of that text)
-    stack: list[tuple[Node, _State, int, str]] = [(root, _FRESH, 0, "")]
+    searched = skipped = 0
+    path_texts: list[str] = []  # the texts of the nodes from the root to this one
+    path_starts: list[int] = []  # where each starts in the path's text
+    # (node, its depth, decoder state before it, where matching resumes in the path)
+    stack: list[tuple[Node, int, _State, int]] = [(root, 0, _FRESH, 0)]
     while stack:
-        node, state, offset, above = stack.pop()
+        node, depth, state, resume = stack.pop()
+        if depth and not query.archived and is_archived(node):
+            skipped += 1
+            continue
+        del path_texts[depth:], path_starts[depth:]
+        above = path_starts[-1] + len(path_texts[-1]) if depth else 0
         text, after = texts.text(node, state)
+        path_texts.append(text)
+        path_starts.append(above)
         searched += 1
-        # ``above`` is the end of the text above (snippet included); a match may start
-        # in its last ``lookback`` characters. Scanning from there, not slicing, lets
-        # ``^``, ``\b`` and look-behinds see the character before that start.
-        hay = above + text
-        begin = len(above)
-        for found in pattern.finditer(hay, max(0, begin - lookback)):
-            start, end = found.span()
-            if end <= begin or start == end:
+        stable = _stable_start(reach, path_texts, path_starts) if node.children else -1
+        # Matching resumes where the scan of the whole path would stand (``resume``);
+        # the text before it is there for look-behinds, ``^``, ``\b`` and snippets.
+        origin = max(0, resume - max(reach.behind + 1, SNIPPET))
+        hay = _path_from(path_texts, path_starts, origin)
+        stable_end = resume
+        for found in pattern.finditer(hay, resume - origin):
+            start, end = found.start() + origin, found.end() + origin
+            if start <= stable:
+                stable_end = end  # found the same way whatever text follows
+            if end <= above or start == end:
                 continue  # ends above this node (found there) or matches nothing
             if len(hits) >= limit:
-                return SearchResult(hits, True, searched)
+                return SearchResult(hits, True, searched, skipped)
+            begin, stop = start - origin, end - origin
             hits.append(
                 Hit(
                     node=node,
-                    char=offset - begin + start,
+                    char=start,
                     length=end - start,
-                    before=hay[max(0, start - SNIPPET) : start],
-                    match=hay[start:end],
-                    after=hay[end : end + SNIPPET],
+                    before=hay[max(0, begin - SNIPPET) : begin],
+                    match=hay[begin:stop],
+                    after=hay[stop : stop + SNIPPET],
                 )
             )
-        if node.children:
-            tail = (above + text)[-(max(lookback, SNIPPET) + 1) :]
-            for child in reversed(node.children):
-                stack.append((child, after, offset + len(text), tail))
-    return SearchResult(hits, False, searched)
+        # Below this node, the scan stands where it stood after the last match (or the
+        # last failed start) that read only text of this path: the text below cannot
+        # change those. An empty match ends at its start, so it never sets this.
+        resume_below = max(stable_end, stable + 1, resume)
+        for child in reversed(node.children):
+            stack.append((child, depth + 1, after, resume_below))
+    return SearchResult(hits, False, searched, skipped)
+
+
+def is_archived(node: Node) -> bool:
+    """True when the branch starting at ``node`` is archived (hidden: the editor's
+    archive command marks its first node; everything below it is archived with it)."""
+    return bool(node.meta.get("hidden"))
+
+
+def _stable_start(reach: Reach, texts: list[str], starts: list[int]) -> int:
+    """The last start, in the path's text, where an attempt of the pattern reads only
+    text of the path as it is (-1: none): whatever text comes below, the attempts at
+    it and before it end the same (``loomterm.search_reach``)."""
+    end = starts[-1] + len(texts[-1])
+    if reach.bounded:
+        return end - reach.count
+    if reach.barriers is None:
+        return -1
+    need = reach.count  # the ``count``-th barrier from the end is the last safe start
+    for text, start in zip(reversed(texts), reversed(starts), strict=True):
+        found = _last_barriers(reach.barriers, text, need)
+        if len(found) >= need:
+            return start + found[-need]
+        need -= len(found)
+    return -1
+
+
+def _last_barriers(barriers: re.Pattern[str], text: str, need: int) -> list[int]:
+    """Where the last ``need`` barriers of ``text`` are (all of them when fewer): read
+    from the end in growing windows, as they are usually near it."""
+    window = 64 * need
+    while True:
+        begin = max(0, len(text) - window)
+        found = [m.start() for m in barriers.finditer(text, begin)]
+        if len(found) >= need or begin == 0:
+            return found
+        window *= 4
+
+
+def _path_from(texts: list[str], starts: list[int], origin: int) -> str:
+    """The path's text from character ``origin`` to the end of its last node."""
+    first = bisect.bisect_right(starts, origin) - 1
+    return "".join([texts[first][origin - starts[first] :], *texts[first + 1 :]])
+
+
+def _check_cost(root: Node, query: Query) -> None:
+    """Refuse a barrier-less pattern (every path read whole for every node) on a tree
+    where that reads more than :data:`COSTLY` tokens."""
+    total = 0
+    stack = [(root, 0)]
+    while stack:
+        node, above = stack.pop()
+        if above and not query.archived and is_archived(node):
+            continue
+        end = above + len(node.tokens)
+        total += end
+        stack.extend((child, end) for child in node.children)
+    if total > COSTLY:
+        raise InputError(
+            "regular expression too costly here: it can match across any amount of"
+            " text ((?s).*, [\\s\\S]*, ...); bound it, e.g. .{0,2000}"
+        )
 
 
 def branch_label(node: Node) -> str:

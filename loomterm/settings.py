@@ -14,6 +14,8 @@ Adding a sampler is one line in :class:`Settings` declared with :func:`sampler` 
 name as llama.cpp spells it, and the same field in ``engine.sampling.SamplingParams``);
 adding an engine option is one line in :class:`EngineOptions` declared with
 :func:`option`. Strings from a dialog or the command line go through :func:`parse`.
+How a field is declared and checked (:class:`Spec`, :func:`setting`...) lives in
+:mod:`loomterm.setting_specs`; this module re-exports it.
 
 Standard library and ``loomterm.errors`` only: no torch here, so the CLI parser, the
 session store and the UI can all use it cheaply.
@@ -21,18 +23,35 @@ session store and the UI can all use it cheaply.
 
 from __future__ import annotations
 
-import dataclasses
-import difflib
-import json
-import math
-import types
-import typing
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
-from loomterm.errors import InputError
 from loomterm.injection import check_world_info
+
+# How a field is declared and checked lives in ``setting_specs``; its names are
+# re-exported here, where code and tests have always imported them from.
+from loomterm.setting_specs import (  # noqa: F401 - re-exported
+    _FALSE,
+    _KINDS,
+    _META,
+    _TRUE,
+    NEVER,
+    SettingError,
+    Spec,
+    _hint,
+    _kind,
+    _num,
+    _parse_bias,
+    _parse_list,
+    _replace,
+    _specs,
+    _unknown,
+    _validate,
+    option,
+    sampler,
+    setting,
+)
 
 __all__ = [
     "DEFAULTS",
@@ -45,375 +64,6 @@ __all__ = [
     "sampler",
     "setting",
 ]
-
-
-class SettingError(InputError):
-    """A setting that does not exist, or a value it cannot take. One line.
-
-    ``setting`` is the name; ``problem`` the message without it (``"must be one of
-    fast, exact (got 'fastest')"``), for a dialog that names the setting its own way.
-    """
-
-    def __init__(self, setting: str, problem: str, message: str | None = None) -> None:
-        super().__init__(message or f"{setting} {problem}")
-        self.setting = setting
-        self.problem = problem
-
-
-# -- the spec of one field ------------------------------------------------------------
-
-_KINDS = (bool, int, float, str, tuple, dict)
-NEVER = "never"  # a logit bias that makes a token impossible
-_TRUE = {"true", "yes", "on", "1"}
-_FALSE = {"false", "no", "off", "0"}
-
-
-@dataclass(frozen=True, eq=False)  # one per field: compared and hashed by identity
-class Spec:
-    """What one field accepts: kind, range or choices, and its description.
-
-    ``kind`` is bool, int, float, str or tuple (a tuple of strings), from the field's
-    annotation; ``optional`` when the annotation allows None. Bounds: ``at_least`` /
-    ``above`` below, ``at_most`` / ``below`` above (inclusive / exclusive).
-    """
-
-    name: str
-    kind: type
-    default: Any
-    help: str
-    label: str
-    optional: bool = False
-    at_least: float | None = None
-    above: float | None = None
-    at_most: float | None = None
-    below: float | None = None
-    choices: tuple[Any, ...] | None = None
-    legacy: Mapping[Any, Any] = field(default_factory=dict)
-    sampling: bool = False
-    dialog: bool = True
-    part: str = ""
-    check_with: Any = None  # a validator of its own: value -> value, ValueError(problem)
-
-    # -- the rule, in words ----------------------------------------------------------
-    @property
-    def rule(self) -> str:
-        """What a good value is, e.g. ``a number in (0, 1]``, ``one of fast, exact``."""
-        if self.choices is not None:
-            text = "one of " + ", ".join(str(c) for c in self.choices)
-        elif self.kind is bool:
-            text = "true or false"
-        elif self.kind is tuple:
-            text = "a list of strings"
-        elif self.kind is dict:
-            text = "a table of token or text to a bias or never"
-        elif self.kind is str:
-            text = "text"
-        else:
-            noun = "a whole number" if self.kind is int else "a number"
-            text = f"{noun}{self._range()}"
-        return f"{text} or none" if self.optional else text
-
-    def _range(self) -> str:
-        low = self.at_least if self.at_least is not None else self.above
-        high = self.at_most if self.at_most is not None else self.below
-        if low is not None and high is not None:
-            if self.kind is int and self.at_least is not None and self.at_most is not None:
-                return f" from {_num(low)} to {_num(high)}"
-            left = "[" if self.at_least is not None else "("
-            right = "]" if self.at_most is not None else ")"
-            return f" in {left}{_num(low)}, {_num(high)}{right}"
-        if low is not None:
-            return f" >= {_num(low)}" if self.at_least is not None else f" > {_num(low)}"
-        if high is not None:
-            return f" <= {_num(high)}" if self.at_most is not None else f" < {_num(high)}"
-        return ""
-
-    def error(self, value: Any) -> SettingError:
-        return SettingError(self.name, f"must be {self.rule} (got {value!r})")
-
-    # -- checking and parsing --------------------------------------------------------
-    def check(self, value: Any) -> Any:
-        """``value`` in this field's own type (an int for a float field becomes a float,
-        a list for a tuple field a tuple), or :class:`SettingError`."""
-        if value is None and self.optional:
-            return None
-        if self.check_with is not None:
-            try:
-                return self.check_with(value)
-            except ValueError as exc:
-                raise SettingError(self.name, str(exc)) from None
-        kind = self.kind
-        if kind is bool:
-            if not isinstance(value, bool):
-                raise self.error(value)
-        elif kind is int or kind is float:
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise self.error(value)
-            if isinstance(value, float) and not math.isfinite(value):
-                raise self.error(value)
-            if kind is int and isinstance(value, float) and not value.is_integer():
-                raise self.error(value)
-            if not self._in_range(value):
-                raise self.error(value)  # as given: "(got 0)", not "(got 0.0)"
-            value = kind(value)
-        elif kind is str:
-            if not isinstance(value, str):
-                raise self.error(value)
-        elif kind is tuple:
-            if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-                raise self.error(value)
-            value = tuple(value)
-        elif kind is dict:
-            value = self._check_bias(value)
-        if self.choices is not None and value not in self.choices:
-            raise self.error(value)
-        return value
-
-    def _check_bias(self, value: Any) -> dict[str, float | str]:
-        """A logit-bias table: keys are token ids (digits) or text, values a number or
-        ``"never"``."""
-        if not isinstance(value, Mapping):
-            raise self.error(value)
-        out: dict[str, float | str] = {}
-        for key, bias in value.items():
-            if isinstance(key, bool) or not isinstance(key, (str, int)) or key == "":
-                raise self.error(value)
-            number = isinstance(bias, (int, float)) and not isinstance(bias, bool)
-            if not (bias == NEVER or (number and math.isfinite(bias))):
-                raise self.error(value)
-            out[str(key)] = bias if bias == NEVER else float(bias)
-        return out
-
-    def _in_range(self, value: float) -> bool:
-        return not (
-            (self.at_least is not None and value < self.at_least)
-            or (self.above is not None and value <= self.above)
-            or (self.at_most is not None and value > self.at_most)
-            or (self.below is not None and value >= self.below)
-        )
-
-    def parse(self, text: str) -> Any:
-        """The value typed as ``text`` (a dialog field, a command-line argument), checked."""
-        raw = str(text).strip()
-        if self.optional and raw.lower() in ("", "none"):
-            return None
-        kind = self.kind
-        if kind is bool:
-            if raw.lower() in _TRUE:
-                return True
-            if raw.lower() in _FALSE:
-                return False
-            raise self.error(text)
-        if kind is int:
-            try:
-                value: Any = int(raw, 10)
-            except ValueError:
-                raise self.error(text) from None
-        elif kind is float:
-            try:
-                value = float(raw)
-            except ValueError:
-                raise self.error(text) from None
-        elif kind is tuple:
-            value = _parse_list(raw)
-            if value is None:
-                raise self.error(text)
-        elif kind is dict:
-            value = _parse_bias(raw)
-            if value is None:
-                raise self.error(text)
-        else:
-            value = raw
-            if self.choices is not None:
-                folded = {str(c).lower(): c for c in self.choices}
-                value = folded.get(raw.lower(), raw)
-        return self.check(value)
-
-    def text(self, value: Any) -> str:
-        """``value`` as a dialog shows it (``parse`` reads it back)."""
-        if value is None:
-            return ""
-        if isinstance(value, bool):
-            return "true" if value else "false"
-        if isinstance(value, float):
-            return f"{value:g}"
-        if isinstance(value, tuple):
-            return json.dumps(list(value))
-        if isinstance(value, dict):
-            return json.dumps(value, ensure_ascii=False)
-        return str(value)
-
-
-def _num(value: float) -> str:
-    return f"{value:g}"
-
-
-def _parse_list(raw: str) -> list[str] | None:
-    """A JSON list of strings, or comma-separated words."""
-    if raw.startswith("["):
-        try:
-            value = json.loads(raw)
-        except ValueError:
-            return None
-        return value if isinstance(value, list) else None
-    return [part.strip() for part in raw.split(",") if part.strip()]
-
-
-def _parse_bias(raw: str) -> dict[str, Any] | None:
-    """A JSON object, or ``key:bias`` pairs split by commas (``"the":-2, 50256:never``)."""
-    if not raw:
-        return {}
-    if raw.startswith("{"):
-        try:
-            value = json.loads(raw)
-        except ValueError:
-            return None
-        return value if isinstance(value, dict) else None
-    out: dict[str, Any] = {}
-    for part in raw.split(","):
-        key, sep, bias = part.strip().rpartition(":")
-        if not sep or not key:
-            return None
-        key = key.strip()
-        if len(key) >= 2 and key[0] == key[-1] and key[0] in "\"'":
-            key = key[1:-1]
-        bias = bias.strip()
-        try:
-            out[key] = bias if bias == NEVER else float(bias)
-        except ValueError:
-            return None
-    return out
-
-
-# -- declaring fields -------------------------------------------------------------------
-
-_META = "loomterm.spec"
-
-
-def setting(
-    default: Any,
-    label: str,
-    help: str,
-    *,
-    at_least: float | None = None,
-    above: float | None = None,
-    at_most: float | None = None,
-    below: float | None = None,
-    choices: tuple[Any, ...] | None = None,
-    legacy: Mapping[Any, Any] | None = None,
-    dialog: bool = True,
-    sampling: bool = False,
-    check_with: Any = None,
-) -> Any:
-    """A field of :class:`Settings`: its default, dialog label, one-line description and
-    allowed values. ``legacy`` maps values older versions stored to today's."""
-    default_kw = (
-        {"default_factory": lambda: dict(default)}
-        if isinstance(default, dict)
-        else {"default": default}
-    )
-    return field(
-        **default_kw,
-        metadata={
-            _META: dict(
-                label=label,
-                help=help,
-                at_least=at_least,
-                above=above,
-                at_most=at_most,
-                below=below,
-                choices=choices,
-                legacy=dict(legacy or {}),
-                dialog=dialog,
-                sampling=sampling,
-                check_with=check_with,
-            )
-        },
-    )
-
-
-def sampler(default: Any, label: str, help: str, **rules: Any) -> Any:
-    """A sampling knob: a :func:`setting` that is also a ``SamplingParams`` field."""
-    return setting(default, label, help, sampling=True, **rules)
-
-
-def option(
-    default: Any,
-    help: str,
-    *,
-    part: str,
-    at_least: float | None = None,
-    choices: tuple[Any, ...] | None = None,
-) -> Any:
-    """A field of :class:`EngineOptions`. ``part`` says who takes it: ``"model"``
-    (``load_model``) or ``"loom"`` (the Loom built on the loaded model)."""
-    if part not in ("model", "loom", "server"):
-        raise ValueError(f"part must be 'model', 'loom' or 'server', not {part!r}")
-    return field(
-        default=default,
-        metadata={_META: dict(label="", help=help, at_least=at_least, choices=choices, part=part)},
-    )
-
-
-def _specs(cls: type) -> dict[str, Spec]:
-    """The specs of a dataclass declared with :func:`setting` / :func:`option`."""
-    hints = typing.get_type_hints(cls)
-    specs: dict[str, Spec] = {}
-    for f in dataclasses.fields(cls):
-        kind, optional = _kind(hints[f.name], f.name)
-        meta = dict(f.metadata[_META])
-        specs[f.name] = Spec(
-            name=f.name,
-            kind=kind,
-            default=f.default if f.default_factory is dataclasses.MISSING else f.default_factory(),
-            optional=optional,
-            label=meta.pop("label") or f.name.replace("_", " ").capitalize(),
-            **meta,
-        )
-    for spec in specs.values():
-        spec.check(spec.default)  # a wrong default is a bug here, found at import
-    return specs
-
-
-def _kind(hint: Any, name: str) -> tuple[type, bool]:
-    """(kind, optional) of an annotation such as ``float``, ``int | None``,
-    ``tuple[str, ...]``."""
-    optional = False
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(hint) if a is not type(None)]
-        optional = len(args) < len(typing.get_args(hint))
-        if len(args) != 1:
-            raise TypeError(f"setting {name}: one type (or it | None), not {hint}")
-        hint = args[0]
-    kind = typing.get_origin(hint) or hint
-    if kind not in _KINDS:
-        raise TypeError(f"setting {name}: {hint} is not one of bool, int, float, str, tuple, dict")
-    return kind, optional
-
-
-def _hint(name: str, specs: Mapping[str, Spec]) -> str:
-    close = difflib.get_close_matches(name, list(specs), n=1)
-    return f"did you mean {close[0]}?" if close else "known: " + ", ".join(specs)
-
-
-def _unknown(name: str, specs: Mapping[str, Spec], what: str = "setting") -> SettingError:
-    return SettingError(name, "is unknown", f"unknown {what} {name!r} ({_hint(name, specs)})")
-
-
-def _validate(obj: Any, specs: Mapping[str, Spec]) -> None:
-    for name, spec in specs.items():
-        value = spec.check(getattr(obj, name))
-        object.__setattr__(obj, name, value)  # frozen: the normalized value
-
-
-_T = TypeVar("_T")
-
-
-def _replace(obj: _T, specs: Mapping[str, Spec], changes: Mapping[str, Any], what: str) -> _T:
-    for name in changes:
-        if name not in specs:
-            raise _unknown(name, specs, what)
-    return dataclasses.replace(obj, **changes)  # type: ignore[type-var]
 
 
 # -- the session's settings --------------------------------------------------------------

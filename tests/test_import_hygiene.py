@@ -15,10 +15,12 @@ REPO = Path(__file__).resolve().parents[1]
 HEADLESS = [
     "loomterm.tree",
     "loomterm.search",
+    "loomterm.search_reach",
     "loomterm.errors",
     "loomterm.locations",
     "loomterm.progress",
     "loomterm.settings",
+    "loomterm.setting_specs",
     "loomterm.atomic",
     "loomterm.engine.models",
     "loomterm.engine.loom",

@@ -4,6 +4,8 @@ characters, regular expressions, and the one-line error of a bad one."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from loomterm.bench import corpus_text
@@ -124,3 +126,152 @@ def test_a_bad_regex_is_one_line_and_an_empty_query_finds_nothing():
     assert search_tree(tree.root, Query(""), byte_texts()).hits == []
     result = search_tree(tree.root, Query("t"), byte_texts(), limit=1)
     assert len(result.hits) == 1 and result.more
+
+
+# -- matches that start far above the node, and the scan's resume point ----------------
+
+SPEC_PATTERNS = [
+    Query("aa"),
+    Query("aba"),
+    Query("a b", case=True),
+    Query(r"a+", regex=True),
+    Query(r"\bb\w*a\b", regex=True),
+    Query(r"a.*b", regex=True),
+    Query(r"a.*?b", regex=True),
+    Query(r"[^\n]{3,}$", regex=True),
+    Query(r"(?<=a )b+(?=\s)", regex=True),
+    Query(r"(a|ab)(c|bcd)?", regex=True),
+    Query(r"(\w)\1", regex=True),
+    Query(r"b[ab ]+a|x*", regex=True),
+    Query(r"(?s)a.{0,40}?B", regex=True),
+    Query(r"(?s)A.*B", regex=True),
+    Query(r"^a|b$", regex=True),
+    Query(r"[^b]+a", regex=True),
+    Query(r"a(?=.*B)", regex=True),
+    Query(r"(?i)A[^\n]*b\b", regex=True),
+    Query(r"(?:a b|\n)+A", regex=True, case=True),
+    Query(r"\ba[ab]*(?! )", regex=True),
+    Query(r"ab|a", regex=True),
+    Query(r"a b\b|a", regex=True),
+]
+
+
+def spec_hits(tree: Tree, pattern) -> set:
+    """The spec, done naively: at each node, the non-empty matches in its path's whole
+    text that end in it."""
+    want = set()
+    for node in tree.nodes.values():
+        text = path_text(node)
+        above = len(path_text(node.parent)) if node.parent is not None else 0
+        for m in pattern.finditer(text):
+            if m.end() > above and m.end() > m.start():
+                want.add((node.id, m.start(), m.group()))
+    return want
+
+
+def random_tree(seed: int) -> Tree:
+    import random
+
+    rng = random.Random(seed)
+    tree = Tree()
+    made = [tree.root]
+    for _ in range(rng.randint(3, 25)):
+        size = rng.choice((0, 1, 1, 2, 3, 5, 8, 20))
+        text = "".join(rng.choice("aab  \nbAB") for _ in range(size))
+        made.append(add(tree, rng.choice(made), text.encode()))
+    return tree
+
+
+@pytest.mark.parametrize("query", SPEC_PATTERNS, ids=lambda q: q.text)
+def test_random_trees_match_the_spec_exactly(query):
+    """Short nodes over a tiny alphabet: matches run across many nodes, overlap, depend
+    on what follows (greedy, look-ahead, ``$``) and start far above the node."""
+    pattern = query.compile()
+    found_any = False
+    for seed in range(60):
+        tree = random_tree(seed)
+        result = search_tree(tree.root, query, byte_texts(), limit=10**6)
+        got = {(h.node.id, h.char, h.match) for h in result.hits}
+        want = spec_hits(tree, pattern)
+        assert got == want, (seed, query.text)
+        found_any = found_any or bool(want)
+    assert found_any
+
+
+def test_a_match_reaching_far_above_its_node_is_found():
+    """Before: a regular expression saw 256 characters above a node, so a match that
+    started further back was lost."""
+    tree = Tree()
+    a = add(tree, tree.root, b"BEGIN " + b"x" * 600)
+    b = add(tree, a, b" END of it")
+    hits = search_tree(tree.root, Query(r"BEGIN.*END", regex=True), byte_texts()).hits
+    assert [(h.node, h.char, h.length) for h in hits] == [(b, 0, 610)]
+    assert hits[0].before == "" and hits[0].after == " of it"
+
+
+def test_a_long_pattern_is_found_across_nodes():
+    """A 300-character regular expression (a pasted paragraph) across a node boundary."""
+    words = b"one two three four five six seven eight nine ten " * 6
+    tree = Tree()
+    a = add(tree, tree.root, b"> " + words[:290])
+    b = add(tree, a, words[290:] + b"<")
+    pattern = re.escape(words.decode()).replace(r"\ ", r"\s+")
+    assert len(pattern) > 300
+    hits = search_tree(tree.root, Query(pattern, regex=True), byte_texts()).hits
+    assert [(h.node, h.char, h.length) for h in hits] == [(b, 2, len(words))]
+    hits = search_tree(tree.root, Query(words.decode()), byte_texts()).hits
+    assert [(h.node, h.char) for h in hits] == [(b, 2)]
+
+
+def test_overlapping_plain_matches_are_counted_as_on_the_whole_path():
+    """Before: "aa" in "aa" + "a" was reported twice (the child searched its own
+    window again), though the path's text "aaa" holds it once."""
+    tree = Tree()
+    a = add(tree, tree.root, b"aa")
+    add(tree, a, b"a")
+    hits = search_tree(tree.root, Query("aa"), byte_texts()).hits
+    assert [(h.node, h.char) for h in hits] == [(a, 0)]
+
+
+def test_a_pattern_matching_any_amount_of_text_is_refused_on_a_big_tree(demo):
+    with pytest.raises(InputError, match=r"^regular expression too costly here: .*\{0,2000\}$"):
+        search_tree(demo.root, Query(r"(?s)the.*light", regex=True), byte_texts())
+    # bounded, it is searched
+    result = search_tree(demo.root, Query(r"(?s)the.{0,200}light", regex=True), byte_texts())
+    assert result.hits and not result.more
+
+
+# -- archived branches ----------------------------------------------------------------
+
+
+def test_archived_branches_are_left_out_unless_asked_for():
+    tree = Tree()
+    a = add(tree, tree.root, b"the lamp ")
+    kept = add(tree, a, b"is lit")
+    gone = add(tree, a, b"is out, the lamp")
+    below = add(tree, gone, b" and the lamp again")
+    gone.meta["hidden"] = True
+    texts = byte_texts()
+    result = search_tree(tree.root, Query("lamp"), texts)
+    assert [h.node for h in result.hits] == [a]
+    assert (result.nodes, result.archived) == (3, 1)  # root, a, kept
+    result = search_tree(tree.root, Query("lamp", archived=True), texts)
+    assert [h.node for h in result.hits] == [a, gone, below]
+    assert (result.nodes, result.archived) == (5, 0)
+    assert kept.parent is a
+
+
+def test_how_far_a_pattern_reads():
+    """``search_reach``: what lets a node resume its parent's scan a few characters back."""
+    from loomterm.search_reach import analyse
+
+    flags = re.MULTILINE | re.IGNORECASE
+    plain = analyse(re.escape("the light"), flags)
+    assert plain.bounded and plain.count == 10  # 9 characters, then the one after
+    words = analyse(r"\b\w+ly\b", flags)
+    assert not words.bounded and words.count == 1  # "ly" eats no barrier: one is enough
+    assert all(words.barriers.fullmatch(c) for c in " \n.,") and not words.barriers.match("a")
+    line = analyse(r"the.*light", flags)
+    assert line.barriers.pattern == "[\\\n]" and line.count == 1
+    assert analyse(r"(?s)a.*b", flags).endless and analyse(r"[\s\S]+", flags).endless
+    assert analyse(r"(?<=ab)x(?=cd)", flags).behind >= 3

@@ -6,6 +6,7 @@ import html
 import math
 
 from loomterm import __version__
+from loomterm.export.parts import parts
 from loomterm.export.views import (
     author,
     bookmark_note,
@@ -69,6 +70,8 @@ def _model_css() -> str:
 
 
 def _html_tokens(data: SessionData, nodes: list[Node]) -> str:
+    """The nodes' tokens as spans, one ``seg`` span per part by one author (a merged
+    node's parts are coloured as they were before the merge, ``export.parts``)."""
     # Several models: each one's text in its own colour (the legend names them).
     legend = [key for key, _ in model_legend(data)]
     colours = {key: i % len(MODEL_COLOURS) for i, key in enumerate(legend)}
@@ -77,25 +80,38 @@ def _html_tokens(data: SessionData, nodes: list[Node]) -> str:
         pieces = data.pieces.get(node.id, [])
         if not pieces:
             continue
-        classes = ["seg", _ORIGIN_CLASS[Origin(node.origin)]] + (["approx"] if node.approx else [])
-        writer = node.meta.get("model") if Origin(node.origin) is Origin.MODEL else None
-        colour = colours.get(writer) if writer else None
-        extra = f' data-model="{html.escape(str(writer), quote=True)}"' if writer else ""
-        if colour is not None:
-            classes.append(f"m{colour}")
-        out.append(f'<span class="{" ".join(classes)}" data-node="{node.id}"{extra}>')
-        for i, piece in enumerate(pieces):
-            if not piece:
-                continue  # first bytes of a character: its text shows on the next token
-            logprob = node.logprobs[i] if i < len(node.logprobs) else None
-            if logprob is None and not (i < len(node.top) and node.top[i]):
-                out.append(html.escape(piece))  # typed text: nothing to show on hover
-                continue
-            cls = "t low" if logprob is not None and logprob < math.log(0.1) else "t"
-            title = html.escape(_token_title(data, node, i), quote=True).replace("\n", "&#10;")
-            out.append(f'<span class="{cls}" title="{title}">{html.escape(piece)}</span>')
-        out.append("</span>")
+        for part in parts(data, node):
+            classes = ["seg", _ORIGIN_CLASS[part.origin]] + (["approx"] if node.approx else [])
+            writer = node.meta.get("model") if part.origin is Origin.MODEL else None
+            colour = colours.get(writer) if writer else None
+            extra = f' data-model="{html.escape(str(writer), quote=True)}"' if writer else ""
+            if colour is not None:
+                classes.append(f"m{colour}")
+            out.append(f'<span class="{" ".join(classes)}" data-node="{node.id}"{extra}>')
+            out.extend(_token_spans(data, node, pieces, part.start, part.stop))
+            out.append("</span>")
     return "".join(out)
+
+
+def _token_spans(data: SessionData, node: Node, pieces: list[str], start: int, stop: int):
+    """Tokens ``start`` to ``stop`` of ``node``: each with its probability on hover."""
+    for i in range(start, min(stop, len(pieces))):
+        piece = pieces[i]
+        if not piece:
+            continue  # first bytes of a character: its text shows on the next token
+        logprob = node.logprobs[i] if i < len(node.logprobs) else None
+        if logprob is None and not (i < len(node.top) and node.top[i]):
+            yield html.escape(piece)  # typed text: nothing to show on hover
+            continue
+        cls = "t low" if logprob is not None and logprob < math.log(0.1) else "t"
+        title = html.escape(_token_title(data, node, i), quote=True).replace("\n", "&#10;")
+        yield f'<span class="{cls}" title="{title}">{html.escape(piece)}</span>'
+
+
+def _first_author(data: SessionData, node: Node, chat: bool) -> str:
+    """Who wrote the start of ``node`` (a merged node: its first part's author)."""
+    first = parts(data, node)
+    return author(node, chat, first[0].origin if first else None)
 
 
 def _summary_text(text: str, limit: int = 70) -> str:
@@ -168,7 +184,7 @@ def render_html(data: SessionData, branch: str = "all") -> str:
                 opened = " open" if start.id in on_path else ""
                 parts.append(
                     f'<details{opened} data-node="{start.id}"><summary>{esc(label)} \u00b7 '
-                    f"{esc(author(start, chat))}{bookmark}{current} \u2014 "
+                    f"{esc(_first_author(data, start, chat))}{bookmark}{current} \u2014 "
                     f"{esc(_summary_text(text))}</summary>"
                 )
                 stack.append(("close", None, ""))

@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
+from loomterm.export.parts import Part, parts
 from loomterm.store import SessionData
 from loomterm.tree import Node, Origin, Tree
 
@@ -62,9 +63,10 @@ ORIGIN_LABELS = {
 }
 
 
-def author(node: Node, chat: bool) -> str:
-    """Who wrote ``node``: the chat role in a chat session, else the origin."""
-    origin = Origin(node.origin)
+def author(node: Node, chat: bool, origin: Origin | None = None) -> str:
+    """Who wrote ``node`` (or the part of it written by ``origin``, see
+    :mod:`~loomterm.export.parts`): the chat role in a chat session, else the origin."""
+    origin = Origin(node.origin) if origin is None else origin
     role = node.meta.get("role")
     if chat and role:
         label = str(role).capitalize()
@@ -89,16 +91,17 @@ class Run:
 
 def runs(data: SessionData, nodes: list[Node], chat: bool, merge: bool = True) -> list[Run]:
     """Group ``nodes`` (in path order) into runs of one author; empty nodes vanish. A
-    bookmarked node is a run of its own (the mark is its alone); with ``merge`` False
-    every node is."""
+    merged node counts as its parts (:func:`~loomterm.export.parts.parts`), as before
+    the merge. A bookmarked node is a run of its own (the mark is its alone); with
+    ``merge`` False every node (every part) is."""
     out: list[Run] = []
-    for node in nodes:
-        text = data.text(node)
-        if not text:
+    for part in (part for node in nodes for part in parts(data, node)):
+        node = part.node
+        if not part.text:
             continue
-        label = author(node, chat)
+        label = author(node, chat, part.origin)
         writer = node.meta.get("model")
-        if writer and len(data.models) > 1 and Origin(node.origin) is Origin.MODEL:
+        if writer and len(data.models) > 1 and part.origin is Origin.MODEL:
             label = f"{label} \u00b7 {writer}"  # several models: say which one wrote it
         marked = bool(node.meta.get("bookmark"))
         if (
@@ -108,10 +111,11 @@ def runs(data: SessionData, nodes: list[Node], chat: bool, merge: bool = True) -
             and not marked
             and not out[-1].nodes[-1].meta.get("bookmark")
         ):
-            out[-1].nodes.append(node)
-            out[-1].text += text
+            if out[-1].nodes[-1] is not node:
+                out[-1].nodes.append(node)
+            out[-1].text += part.text
         else:
-            out.append(Run(label, [node], text))
+            out.append(Run(label, [node], part.text))
     return out
 
 
@@ -196,13 +200,13 @@ def chat_roles(data: SessionData) -> dict[int, str | None]:
     return roles
 
 
-def turn_label(role: str, nodes: list[Node], data: SessionData) -> str:
+def turn_label(role: str, members: list[Part], data: SessionData) -> str:
     """``Assistant``, ``User``...; with who wrote it when that is not the usual one (the
-    nodes holding only template text do not count)."""
+    parts holding only template text do not count)."""
     origins = {
-        Origin(node.origin)
-        for node in nodes
-        if strip_template(data.text(node)).strip().strip("\ufffd")  # not a byte's stand-in
+        part.origin
+        for part in members
+        if strip_template(part.text).strip().strip("\ufffd")  # not a byte's stand-in
     }
     label = role.capitalize()
     if Origin.EDIT in origins or (role == "assistant" and len(origins) > 1):
@@ -216,26 +220,29 @@ def turn_label(role: str, nodes: list[Node], data: SessionData) -> str:
 
 def turns(data: SessionData, nodes: list[Node], roles: dict[int, str | None]) -> list[Run]:
     """``nodes`` (in path order) as chat turns, template text removed: one run per turn
-    (nodes without a turn are runs of their author); turns left empty vanish."""
-    groups: list[tuple[str | None, list[Node]]] = []
+    (nodes without a turn are runs of their author, a merged node's parts each by its
+    own); turns left empty vanish."""
+    groups: list[tuple[str | None, list[Part]]] = []
     for node in nodes:
         if node.parent is None:
             continue
         role = roles.get(node.id)
-        key = role if role else ORIGIN_LABELS[Origin(node.origin)]
-        if groups and groups[-1][0] == key:
-            groups[-1][1].append(node)
-        else:
-            groups.append((key, [node]))
+        for part in parts(data, node):
+            key = role if role else ORIGIN_LABELS[part.origin]
+            if groups and groups[-1][0] == key:
+                groups[-1][1].append(part)
+            else:
+                groups.append((key, [part]))
     out: list[Run] = []
     for key, members in groups:
-        text = "".join(data.text(node) for node in members)
-        role = roles.get(members[0].id)
+        text = "".join(part.text for part in members)
+        role = roles.get(members[0].node.id)
         if role:
             text = strip_template(text).strip("\n")
             label = turn_label(role, members, data)
         else:
             label = key or ""
+        nodes_in = list({id(part.node): part.node for part in members}.values())
         if text.strip():
-            out.append(Run(label, members, text))
+            out.append(Run(label, nodes_in, text))
     return out

@@ -87,6 +87,32 @@ async def test_next_and_previous_hit_and_a_bad_regex(make_app, loom, branched):
         assert loom.cursor is branched["dog"]
 
 
+async def test_search_leaves_archived_branches_out_until_alt_h(make_app, loom, branched):
+    branched["dog"].meta["hidden"] = True  # what the archive command (alt+h) marks
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await pilot.press("ctrl+f")
+        await pilot.pause()
+        await type_text(pilot, "there was a")
+        await pilot.pause(0.2)
+        text = screen_text(app)
+        assert "1 hit in 6 nodes" in text and "1 archived branch not searched (alt+h)" in text
+        assert "there was a dog" not in text
+        await pilot.press("alt+h")  # archived branches too
+        await pilot.pause(0.2)
+        text = screen_text(app)
+        assert "2 hits in 7 nodes" in text and "archived branch" not in text
+        await pilot.press("down", "enter")
+        await settle(pilot)
+        assert loom.cursor is branched["dog"]
+        await pilot.press("alt+n")  # the next hit keeps the archived branches in
+        await settle(pilot)
+        assert loom.cursor is branched["cat"]
+        await pilot.press("alt+n")
+        await settle(pilot)
+        assert loom.cursor is branched["dog"]
+
+
 # -- ratings ----------------------------------------------------------------------------
 
 

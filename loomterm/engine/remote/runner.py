@@ -22,12 +22,13 @@ or an exact splice costs the tokens after the change.
   server still serves the same model (its fingerprint).
 
 Threads: one reader thread per stream hands records to the calling thread through a
-queue, so every tree change happens on the thread that called ``decode``.
+queue, so every tree change happens on the thread that called ``decode``
+(:mod:`~loomterm.engine.remote.streaming`; this module connects, checks the model and
+serves the tree operations).
 """
 
 from __future__ import annotations
 
-import queue
 import threading
 import time
 from dataclasses import dataclass
@@ -36,7 +37,8 @@ from typing import Any
 from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter
 from loomterm.engine.remote import servers
 from loomterm.engine.remote.http import ServerClient, Timeouts
-from loomterm.engine.remote.servers import Dialect, Finish, ServerInfo, Token
+from loomterm.engine.remote.servers import Dialect, Finish, ServerInfo
+from loomterm.engine.remote.streaming import Generation, Job
 from loomterm.engine.remote.tokens import (
     ServerTokenText,
     StoredTokenText,
@@ -45,7 +47,7 @@ from loomterm.engine.remote.tokens import (
     local_encode,
 )
 from loomterm.engine.runner import Capabilities, Runner
-from loomterm.engine.text import StreamDecoder, TokenText
+from loomterm.engine.text import TokenText
 from loomterm.engine.window import Window
 from loomterm.errors import (
     ContextError,
@@ -53,14 +55,10 @@ from loomterm.errors import (
     LoomError,
     ServerError,
     ServerModelError,
-    ServerStreamCut,
-    ServerUnreachable,
 )
 from loomterm.tree import Node
 
 VERIFY_AFTER_S = 5.0  # quiet this long: check the model before the next request
-POLL_S = 0.02  # how often decode looks at the cancel flag while waiting for tokens
-FINAL_EVENT_WAIT_S = 1.0  # after the last token: wait this long for the server's counts
 UNKNOWN_CTX = 1 << 20
 MAX_EXCHANGES = 256  # recent requests' server counts, kept for the bench
 
@@ -341,10 +339,10 @@ class RemoteRunner(Runner):
         if max_new <= 0 or request.cancelled:
             return GenerateResult()
         jobs = self._plan(request, dialect)
-        run = _Generation(self, request, writer, tokens, max_new, jobs, start)
+        run = Generation(self, request, writer, tokens, max_new, jobs, start)
         return run.go()
 
-    def _plan(self, request: GenerateRequest, dialect: Dialect) -> list[_Job]:
+    def _plan(self, request: GenerateRequest, dialect: Dialect) -> list[Job]:
         """Which requests make the ``n`` siblings: one with the server's ``n`` where it
         batches them and no seed asks for distinct streams, else one per sibling."""
         n = request.n
@@ -353,11 +351,11 @@ class RemoteRunner(Runner):
             jobs, row = [], 0
             while row < n:
                 count = min(width, n - row)
-                jobs.append(_Job(first_row=row, n=count, seed=None))
+                jobs.append(Job(first_row=row, n=count, seed=None))
                 row += count
             return jobs
         return [
-            _Job(first_row=row, n=1, seed=None if request.seed is None else request.seed + row)
+            Job(first_row=row, n=1, seed=None if request.seed is None else request.seed + row)
             for row in range(n)
         ]
 
@@ -369,215 +367,6 @@ class RemoteRunner(Runner):
 
     def close(self) -> None:
         self.client.close()
-
-
-@dataclass
-class _Job:
-    """One request: rows ``first_row .. first_row + n - 1``, with one seed or none."""
-
-    first_row: int
-    n: int
-    seed: int | None
-    stream: Any = None
-    tokens: int = 0
-    ended: bool = False
-
-
-class _Generation:
-    """One ``decode``: reader threads feed a queue; this thread writes the tree."""
-
-    def __init__(
-        self,
-        runner: RemoteRunner,
-        request: GenerateRequest,
-        writer: NodeWriter,
-        prompt: list[int],
-        max_new: int,
-        jobs: list[_Job],
-        start: float,
-    ) -> None:
-        self.runner, self.request, self.writer = runner, request, writer
-        self.prompt, self.max_new, self.jobs, self.start = prompt, max_new, jobs, start
-        self.records: queue.Queue = queue.Queue()
-        self.stop = threading.Event()
-        self.kids: dict[int, Node] = {}
-        self.counts: dict[int, int] = {}
-        self.finished: set[int] = set()
-        self.streams: dict[int, StreamDecoder] = {}
-        self.first_token: float | None = None
-        self.finishes: list[Finish] = []
-
-    def go(self) -> GenerateResult:
-        threads = [
-            threading.Thread(target=self._read, args=(job,), daemon=True, name="loomterm-stream")
-            for job in self.jobs
-        ]
-        for thread in threads:
-            thread.start()
-        error: BaseException | None = None
-        try:
-            error = self._write_until_done()
-        finally:
-            self.stop.set()
-            for job in self.jobs:
-                if job.stream is not None:
-                    job.stream.close()
-            for thread in threads:
-                thread.join(timeout=0.2)
-        if error is not None:
-            self.runner._faulted()
-            raise error
-        self._report()
-        kids = [self.kids[row] for row in sorted(self.kids)]
-        first = self.first_token if self.first_token is not None else time.perf_counter()
-        return GenerateResult(
-            children=kids,
-            prefill_seconds=first - self.start,
-            decode_seconds=time.perf_counter() - first,
-        )
-
-    # -- the reader threads -------------------------------------------------------------
-    def _read(self, job: _Job) -> None:
-        runner = self.runner
-        dialect = runner.dialect
-        assert dialect is not None
-        try:
-            params = self.request.sampling
-            path, body = dialect.completion(self.prompt, self.max_new, params, job.seed, job.n)
-            job.stream = runner.client.stream(path, body, self.stop)
-            if self.stop.is_set():  # cancelled while the stream was opening
-                job.stream.close()
-                return
-            for event in job.stream:
-                progress = event.get("prompt_progress")
-                if isinstance(progress, dict) and runner.progress is not None:
-                    self.records.put((job, "prefill", progress))
-                tokens, finishes = dialect.read(event)
-                job.stream.tokens += len(tokens)
-                self.records.put((job, tokens, finishes))
-                if self.stop.is_set():
-                    return
-            job.ended = True
-            self.records.put((job, None, None))
-        except BaseException as exc:  # noqa: BLE001 - handed to the writing thread
-            if not self.stop.is_set():
-                self.records.put((job, exc, None))
-
-    # -- the writing thread ------------------------------------------------------------------
-    def _write_until_done(self) -> BaseException | None:
-        open_jobs = len(self.jobs)
-        rows = sum(job.n for job in self.jobs)
-        grace = None  # once every row has its tokens: how long to wait for the counts
-        while open_jobs:
-            if self.request.cancelled:
-                return None
-            if grace is None and len(self.finished) >= rows:
-                grace = time.monotonic() + FINAL_EVENT_WAIT_S
-            if grace is not None and time.monotonic() > grace:
-                return None
-            try:
-                job, tokens, finishes = self.records.get(timeout=POLL_S)
-            except queue.Empty:
-                continue
-            if isinstance(tokens, BaseException):
-                return self._explain(job, tokens)
-            if tokens == "prefill":  # the server's prompt progress, for a long prompt
-                done, total = finishes.get("processed"), finishes.get("total")
-                if isinstance(done, int) and isinstance(total, int) and self.runner.progress:
-                    self.runner.progress("prefill", done, total)
-                continue
-            if tokens is None:  # that stream ended
-                open_jobs -= 1
-                rows_of_job = range(job.first_row, job.first_row + job.n)
-                if any(r not in self.finished for r in rows_of_job):
-                    return self._cut(job)
-                continue
-            for token in tokens:
-                self._push(job, token)
-                if self.request.cancelled:
-                    return None
-            for finish in finishes:
-                self.finishes.append(finish)
-                if finish.index >= 0:  # (-1: the request's usage, after its rows ended)
-                    self._finish(job.first_row + finish.index, finish)
-        return None
-
-    def _push(self, job: _Job, token: Token) -> None:
-        row = job.first_row + token.index
-        if row in self.finished:
-            return
-        runner = self.runner
-        codec = runner.codec
-        if isinstance(codec, ServerTokenText):
-            codec.learn(token.id, token.raw)
-            for alt, raw in token.top_raw.items():
-                codec.learn(alt, raw)
-        kid = self.kids.get(row)
-        if kid is None:
-            if self.first_token is None:
-                self.first_token = time.perf_counter()
-            seed = job.seed
-            kid = self.writer.new_child(self.request.node, self.request.sampling.as_dict(), seed)
-            self.kids[row] = kid
-            self.streams[row] = StreamDecoder(codec)
-            self.counts[row] = 0
-        self.writer.push(kid, token.id, token.logprob, token.top)
-        self.counts[row] += 1
-        job.tokens += 1
-        if self.request.on_token is not None:
-            self.request.on_token(kid, token.id, self.streams[row].push(token.id))
-        if token.id in runner.eos_ids or self.counts[row] >= self.max_new:
-            self.finished.add(row)
-
-    def _finish(self, row: int, finish: Finish) -> None:
-        self.finished.add(row)
-        kid = self.kids.get(row)
-        if finish.reason == "eos" and kid is not None and kid.tokens:
-            # The server stopped on an end-of-generation token: it is one now.
-            runner = self.runner
-            if kid.tokens[-1] not in runner.eos_ids:
-                runner.eos_ids = runner.eos_ids | {kid.tokens[-1]}
-
-    def _explain(self, job: _Job, exc: BaseException) -> BaseException:
-        if isinstance(exc, ServerUnreachable) and self.kids:
-            return ServerStreamCut(
-                f"the server at {self.runner.url} went away after {self._streamed()} "
-                "token(s), which are kept",
-                self.runner.url,
-            )
-        if isinstance(exc, ServerError) and job.tokens and "kept" not in str(exc):
-            return type(exc)(f"{exc} (after {self._streamed()} token(s), which are kept)", exc.url)
-        return exc
-
-    def _cut(self, job: _Job) -> ServerStreamCut:
-        url = self.runner.url
-        if self._streamed():
-            said = f"after {self._streamed()} token(s), which are kept"
-        else:
-            said = "before the first token"
-        return ServerStreamCut(
-            f"the server at {url} ended the stream {said}: it stopped or restarted", url
-        )
-
-    def _streamed(self) -> int:
-        return sum(len(kid.tokens) for kid in self.kids.values())
-
-    def _report(self) -> None:
-        """Record what the server counted for this generation (for the bench)."""
-        if not self.finishes:
-            return
-        prompt_n = [f.prompt_n for f in self.finishes if f.prompt_n is not None]
-        cached = [f.cached for f in self.finishes if f.cached is not None]
-        total = Finish(
-            0,
-            "done",
-            prompt_n=sum(prompt_n) if prompt_n else None,
-            cached=max(cached) if cached else None,
-        )
-        first = None if self.first_token is None else self.first_token - self.start
-        self.runner._record(
-            "decode", len(self.prompt), total, time.perf_counter() - self.start, first
-        )
 
 
 def _changed(url: str, expect: dict[str, Any], now: dict[str, Any]) -> ServerModelError:

@@ -3,8 +3,9 @@
 Typing searches at once (``loomterm.search``, a few milliseconds on a tree of hundreds
 of nodes); each hit shows the branch it is on (``2.1.3``: the second branch, then its
 first, then its third) and a snippet with the match marked. Enter (or a click) goes to
-the hit; alt+r switches regular expressions on and off, alt+c case matching. A bad
-regular expression shows its one-line error in place of the hits.
+the hit; alt+r switches regular expressions on and off, alt+c case matching, alt+h
+archived (hidden) branches, left out by default as the branch pane leaves them out. A
+bad or too costly regular expression shows its one-line error in place of the hits.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ class SearchScreen(ModalScreen["SearchPick | None"]):
         Binding("escape", "cancel", "Cancel", id="search_cancel"),
         Binding("alt+r", "toggle('regex')", "Regex", id="search_regex"),
         Binding("alt+c", "toggle('case')", "Match case", id="search_case"),
+        Binding("alt+h", "toggle('archived')", "Archived", id="search_archived"),
         Binding("down", "hit(1)", "Next hit", show=False, id="search_down"),
         Binding("up", "hit(-1)", "Previous hit", show=False, id="search_up"),
     ]
@@ -79,6 +81,9 @@ class SearchScreen(ModalScreen["SearchPick | None"]):
             with Horizontal(id="search-options"):
                 yield Checkbox("Regular expression (alt+r)", start.regex, id="regex", compact=True)
                 yield Checkbox("Match case (alt+c)", start.case, id="case", compact=True)
+                yield Checkbox(
+                    "Archived branches (alt+h)", start.archived, id="archived", compact=True
+                )
             yield Label("", id="search-status", markup=False)
             yield OptionList(id="search-hits")
             yield Label(
@@ -97,6 +102,7 @@ class SearchScreen(ModalScreen["SearchPick | None"]):
             self.query_one("#search-text", Input).value,
             regex=self.query_one("#regex", Checkbox).value,
             case=self.query_one("#case", Checkbox).value,
+            archived=self.query_one("#archived", Checkbox).value,
         )
 
     def on_input_changed(self, event: Input.Changed) -> None:
@@ -130,6 +136,12 @@ class SearchScreen(ModalScreen["SearchPick | None"]):
         status.update(
             f"{count} hit{'s' if count != '1' else ''} in {result.nodes} nodes"
             + (f" · the first {SHOWN} listed" if len(result.hits) > SHOWN else "")
+            + (
+                f" · {result.archived} archived branch{'es' if result.archived > 1 else ''}"
+                " not searched (alt+h)"
+                if result.archived
+                else ""
+            )
         )
         hits.add_options(
             [Option(_hit_line(hit), id=str(i)) for i, hit in enumerate(result.hits[:SHOWN])]
