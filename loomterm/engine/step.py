@@ -25,6 +25,7 @@ On a CPU the step runs eagerly (no graph), over exactly ``length + 1`` columns.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import weakref
@@ -107,6 +108,12 @@ class DecodeStep:
         self.head = _product(model.lm_head)
         self.plan = tuple(_layer_plan(self, layer, dtype) for layer in base.layers)
         self.rope_fast = _rotation_matches(self.rotate, self.head_dim, self.device, dtype)
+        # A power-of-two scale multiplies exactly wherever it is applied: then q's rows
+        # of the rotation carry it (one product per step, not one per layer).
+        self.head_scale = None
+        if self.rope_fast and math.frexp(self.scale)[0] == 0.5:
+            column = [self.scale] * self.q_heads + [1.0] * self.kv_heads
+            self.head_scale = torch.tensor(column, device=self.device).view(-1, 1).to(dtype)
 
     @torch.inference_mode()
     def __call__(self, fed: torch.Tensor) -> torch.Tensor:
@@ -140,43 +147,48 @@ class DecodeStep:
         base = self.model.model
         batch = ids.shape[0]
         hq, hk, d = self.q_heads, self.kv_heads, self.head_dim
-        groups, qk_width = hq // hk, hq + hk
-        # Every layer's keys and values over [0, limit), as (B * Hk, T, D) views of
-        # the working buffer: the new column is written into them in place.
+        groups, half = hq // hk, d // 2
+        # Every layer's keys (transposed) and values over [0, limit), as views of the
+        # working buffer: (B * Hk, D, T) and (B * Hk, T, D); the new column is
+        # written into them in place.
         buf = self.work.buf[:, :, :batch, :, :limit]  # (L, 2, B, Hk, T, D)
-        kv = buf.view(buf.shape[0], 2, batch * hk, limit, d).unbind(0)
+        kv = buf.view(buf.shape[0], 2, batch * hk, limit, d)
+        keys_t, values = kv[:, 0].transpose(-1, -2).unbind(0), kv[:, 1].unbind(0)
         h = self.embed(ids.view(batch))  # (B, E)
         cos, sin = base.rotary_emb(h, positions)  # (B, 1, D)
-        half = d // 2
         signed = torch.cat((-sin[..., :half], sin[..., half:]), -1)  # rotate_half's signs
-        column3 = column.view(1)
-        for (norm_in, qkv, o_proj, norm_post, mlp), (keys, values) in zip(
-            self.plan, (pair.unbind(0) for pair in kv), strict=True
+        if self.head_scale is not None:  # the scores' scale, folded into q's rotation
+            cos, signed = cos * self.head_scale, signed * self.head_scale  # (B, Hq + Hk, D)
+        column = column.view(1)
+        for (norm_in, qkv, o_proj, norm_post, mlp), keys, vals in zip(
+            self.plan, keys_t, values, strict=True
         ):
             x = norm_in(h)  # (B, E)
             qk, v = qkv(x)  # (B, Hq + Hk, D), (B, Hk, D); maybe in a quantized kernel's dtype
-            # The rotation runs in cos's dtype: a bfloat16 product promotes exactly as
-            # a cast would.
+            if qk.dtype != cos.dtype:
+                qk = qk.to(cos.dtype)
             if self.rope_fast:  # == apply_rotary_pos_emb (checked at construction)
                 qk = qk * cos + qk.roll(half, -1) * signed
             else:
                 q, k = self.rotate(qk[:, :hq, None], qk[:, hq:, None], cos, sin)
-                qk = torch.cat((q, k), 1).view(batch, qk_width, d)
-            q = qk[:, :hq].reshape(batch * hk, groups, d)  # query head h = kv head h // G
-            k = qk[:, hq:].reshape(batch * hk, 1, d)
-            keys.index_copy_(1, column3, k if k.dtype == keys.dtype else k.to(keys.dtype))
+                qk = torch.cat((q, k), 1).view(batch, hq + hk, d)
+            q, k = qk.split((hq, hk), 1)
+            q = q.reshape(batch * hk, groups, d)  # query head h = kv head h // G
+            k = k.reshape(batch * hk, d, 1)  # (the same memory order as (B Hk, 1, D))
+            keys.index_copy_(2, column, k if k.dtype == keys.dtype else k.to(keys.dtype))
             v = v.reshape(batch * hk, 1, d)
-            values.index_copy_(1, column3, v if v.dtype == values.dtype else v.to(values.dtype))
-            scores = torch.bmm(q, keys.transpose(1, 2))  # (B * Hk, G, T)
+            vals.index_copy_(1, column, v if v.dtype == vals.dtype else v.to(vals.dtype))
+            scores = torch.bmm(q, keys)  # (B * Hk, G, T)
             if scores.dtype != torch.float32:
                 scores = scores.float()
-            scores = scores.mul_(self.scale)
+            if self.head_scale is None:
+                scores = scores.mul_(self.scale)
             if mask is not None:
                 scores = scores + mask
             probs = scores.softmax(-1)
-            if probs.dtype != values.dtype:
-                probs = probs.to(values.dtype)
-            out = torch.bmm(probs, values).view(batch, hq * d)  # (B, Hq D)
+            if probs.dtype != vals.dtype:
+                probs = probs.to(vals.dtype)
+            out = torch.bmm(probs, vals).view(batch, hq * d)  # (B, Hq D)
             h = h + o_proj(out if out.dtype == h.dtype else out.to(h.dtype))  # promotes
             h = h + mlp(norm_post(h))
         logits = self.head(self.final_norm(h))  # (B, V)
@@ -333,8 +345,8 @@ def _mlp(mlp, groups, dtype: torch.dtype) -> Callable[[torch.Tensor], torch.Tens
 
         def fused(x: torch.Tensor) -> torch.Tensor:
             both = both_product(x)  # (B, 2I)
-            gate = both[:, :width]
-            return down(F.silu(gate if gate.dtype == dtype else gate.to(dtype)) * both[:, width:])
+            gate, up = both.split(width, -1)
+            return down(F.silu(gate if gate.dtype == dtype else gate.to(dtype)) * up)
 
         return fused
     gate_product, up_product = _product(mlp.gate_proj), _product(mlp.up_proj)
@@ -368,11 +380,11 @@ def _rms_norm(module, dtype: torch.dtype) -> Callable[[torch.Tensor], torch.Tens
     if dtype == torch.float32 and weight.dtype == torch.float32:
 
         def norm(x: torch.Tensor) -> torch.Tensor:
-            return F.rms_norm(x, shape, weight, eps)
+            return torch.rms_norm(x, shape, weight, eps)
     else:
 
         def norm(x: torch.Tensor) -> torch.Tensor:
-            return weight * F.rms_norm(x.float(), shape, None, eps).to(x.dtype)
+            return weight * torch.rms_norm(x.float(), shape, None, eps).to(x.dtype)
 
     probe = torch.randn(3, shape[0], generator=torch.Generator().manual_seed(0)) * 3
     probe = probe.to(device=weight.device, dtype=dtype)
