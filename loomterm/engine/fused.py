@@ -28,6 +28,7 @@ for bit (tested).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -80,13 +81,36 @@ def _fuse_runs(parent: nn.Module, names: tuple[str, ...]) -> tuple[Group, ...]:
             runs[-1].append(name)
         else:
             runs.append([name])
-    groups = []
+    groups: list[Group] = []
     for run in runs:
         parts = [getattr(parent, n) for n in run]
-        module = parts[0] if len(parts) == 1 else _fuse(parts)
-        widths = tuple(_out_features(p) for p in parts)
-        groups.append(Group(module, tuple(run), widths))
+        while parts:
+            taken, module = _fuse_longest(parts)
+            names = tuple(run[: len(taken)])
+            groups.append(Group(module, names, tuple(_out_features(p) for p in taken)))
+            parts, run = parts[len(taken) :], run[len(taken) :]
     return tuple(groups)
+
+
+def _fuse_longest(parts: list[nn.Module]) -> tuple[list[nn.Module], nn.Module]:
+    """Fuse the longest leading run of ``parts`` whose fused product gives the parts'
+    numbers on a probe (the int4 kernel packs rows in blocks of 64, so a part narrower
+    than that, or not a multiple of it, can only end a run); (the parts, the layer)."""
+    for count in range(len(parts), 1, -1):
+        taken = parts[:count]
+        fused, point = _fuse(taken)
+        if _same_products(fused, taken):
+            point()  # now the parts read the fused tensors
+            return taken, fused
+    return parts[:1], parts[0]
+
+
+def _same_products(fused: nn.Module, parts: list[nn.Module]) -> bool:
+    x = torch.randn(2, parts[0].in_features, generator=torch.Generator().manual_seed(0))
+    x = x.to(next(iter(fused.buffers())).device)
+    with torch.inference_mode():
+        got = fused(x).split([_out_features(p) for p in parts], -1)
+        return all(torch.equal(a, p(x)) for a, p in zip(got, parts, strict=True))
 
 
 def _kind(module: nn.Module) -> tuple | None:
@@ -113,36 +137,33 @@ def _spans(parts: list[nn.Module]) -> list[slice]:
     return spans
 
 
-def _fuse(parts: list[nn.Module]) -> nn.Module:
-    """One layer over the concatenated outputs of ``parts`` (all of one ``_kind``);
-    the parts' tensors become views into it."""
+def _fuse(parts: list[nn.Module]) -> tuple[nn.Module, Callable[[], None]]:
+    """One layer over the concatenated outputs of ``parts`` (all of one ``_kind``), and
+    the call that makes the parts' tensors views into it."""
     spans = _spans(parts)
-    bias = None
-    if parts[0].bias is not None:
-        bias = torch.cat([p.bias.detach() for p in parts])  # (out,)
-        for part, span in zip(parts, spans, strict=True):
-            _point(part, "bias", bias[span])
     first = parts[0]
+    bias = None if first.bias is None else torch.cat([p.bias for p in parts])  # (out,)
     if type(first) is Int8Linear:
         weight = torch.cat([p.weight for p in parts])  # (out, in) int8
         scales = torch.cat([p.scales for p in parts])  # (out,)
-        for part, span in zip(parts, spans, strict=True):
-            part.weight, part.scales = weight[span], scales[span]
         fused = Int8Linear(weight, scales, bias)
         fused.packed = first.packed
-        return fused
+
+        def point() -> None:
+            for part, span in zip(parts, spans, strict=True):
+                part.weight, part.scales = weight[span], scales[span]
+                if bias is not None:
+                    part.bias = bias[span]
+
+        return fused, point
     packed = torch.cat([p.packed for p in parts])  # (out, in / 2) uint8, or (out, in)
     sz = torch.cat([p.scales_and_zeros for p in parts], dim=1)  # (in / 32, out, 2)
-    for part, span in zip(parts, spans, strict=True):
-        part.packed = packed[span]
-    shape = (spans[-1].stop, first.in_features)
-    return Int4Linear(packed, sz, bias, shape, first.kernel)
+    fused = Int4Linear(packed, sz, bias, (spans[-1].stop, first.in_features), first.kernel)
 
+    def point() -> None:  # the scales stay each part's own (module docstring)
+        for part, span in zip(parts, spans, strict=True):
+            part.packed = packed[span]
+            if bias is not None:
+                part.bias = bias[span]
 
-def _point(part: nn.Module, name: str, tensor: torch.Tensor) -> None:
-    """Make ``part.<name>`` (a Parameter or a buffer) the view ``tensor``."""
-    current = getattr(part, name)
-    if isinstance(current, nn.Parameter):
-        current.data = tensor
-    else:
-        setattr(part, name, tensor)
+    return fused, point
