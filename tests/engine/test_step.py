@@ -76,10 +76,9 @@ def test_the_steps_other_branches_equal_the_generic_forward(quant, tiny_llama_di
 @pytest.mark.parametrize("quant", ["int8", "int4"])
 def test_a_step_over_unfused_layers_and_foreign_norms(quant, tiny_llama_dir, monkeypatch):
     """Layers that do not fuse (each product on its own, q and k joined for the
-    rotation), and norms and an embedding called as the model's own modules."""
+    rotation), and norms called as the model's own modules."""
     monkeypatch.setattr(fused_module, "_kind", lambda module: None)
     monkeypatch.setattr(step_module, "_rms_norm", lambda module, dtype: module)
-    monkeypatch.setattr(step_module, "_embedding", lambda module: module)
     loom = _loom(tiny_llama_dir, dtype="float32", quant=quant)
     groups = fused_module.fuse_layer(loom.runner.model.model.layers[0])
     assert [g.names for g in groups.attention] == [("q_proj",), ("k_proj",), ("v_proj",)]
