@@ -299,19 +299,10 @@ def _layer_plan(step: DecodeStep, layer, dtype: torch.dtype) -> tuple:
 
 def _product(module) -> Callable[[torch.Tensor], torch.Tensor]:
     """(B, in) -> (B, out) by ``module``. A quantized layer's output is left in its
-    kernel's dtype (``Int8Linear.product``); a float layer takes ``F.linear`` for one
-    row (on this CPU faster than oneDNN's inner product for one row: 15 against 25
-    us for 576x576), and its own forward for more."""
+    kernel's dtype (``Int8Linear.product``); any other layer runs its own forward (a
+    float layer's choice of kernel is its own, and so are its numbers)."""
     if isinstance(module, (Int8Linear, Int4Linear)):
         return module.product
-    if isinstance(module, torch.nn.Linear):
-
-        def linear(x: torch.Tensor) -> torch.Tensor:
-            if x.shape[0] == 1:
-                return F.linear(x, module.weight, module.bias)
-            return module(x)
-
-        return linear
     return module
 
 
