@@ -55,6 +55,13 @@ KEEP = ("v_proj",)
 # _weight_int8pack_mm reads the input width in blocks of 16 (other widths give wrong
 # numbers or crash), so narrower or odd layers stay in ``compute_dtype``.
 _K_MULTIPLE = 16
+# The kernels, looked up once: ``torch._name`` where torch binds it (0.6 us a call
+# less than ``torch.ops.aten._name``, which also resolves its overload per call).
+_INT8_MM = getattr(torch, "_weight_int8pack_mm", None) or torch.ops.aten._weight_int8pack_mm
+_INT4_MM = (
+    getattr(torch, "_weight_int4pack_mm_for_cpu", None)
+    or torch.ops.aten._weight_int4pack_mm_for_cpu
+)
 
 
 def normalise_quant(quant: str | None) -> str:
@@ -106,20 +113,30 @@ class Int8Linear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         dtype = x.dtype
-        flat = x.reshape(-1, self.in_features)
-        if flat.dtype != self.scales.dtype:
-            flat = flat.to(self.scales.dtype)
+        y = self.product(x if x.dim() == 2 else x.reshape(-1, self.in_features))
+        if x.dim() != 2:
+            y = y.view(*x.shape[:-1], self.out_features)
+        return y if y.dtype == dtype else y.to(dtype)
+
+    def product(self, x: torch.Tensor) -> torch.Tensor:
+        """(rows, in) -> (rows, out), bias added, NOT cast back: in the kernel's dtype
+        where the int8 kernel ran (the decode step lets float32 arithmetic promote
+        it, which equals casting first). Every call that would be a no-op is skipped:
+        at one row each costs about what a small kernel does."""
+        dtype = x.dtype
+        flat = x if dtype == self.scales.dtype else x.to(self.scales.dtype)
         if self.packed and flat.shape[0] < PREFILL_ROWS:
-            y = torch.ops.aten._weight_int8pack_mm(flat.contiguous(), self.weight, self.scales)
+            if not flat.is_contiguous():
+                flat = flat.contiguous()
+            y = _INT8_MM(flat, self.weight, self.scales)
         else:
             # int8 values are exact in the kernel dtype; the product is rounded once to
             # it, then scaled in the activations' dtype (float32: no second rounding).
             y = torch.nn.functional.linear(flat, self.weight.to(flat.dtype))
             y = y.to(dtype) * self.scales.to(dtype)
         if self.bias is not None:
-            y = y + self.bias.to(y.dtype)
-        y = y.view(*x.shape[:-1], self.out_features)
-        return y if y.dtype == dtype else y.to(dtype)
+            y = y + (self.bias if self.bias.dtype == y.dtype else self.bias.to(y.dtype))
+        return y
 
     def extra_repr(self) -> str:
         return (
@@ -185,9 +202,7 @@ class Int4Linear(nn.Module):
         return cls(packed, sz, bias, (n, k), kernel)
 
     def _product(self, flat: torch.Tensor) -> torch.Tensor:
-        return torch.ops.aten._weight_int4pack_mm_for_cpu(
-            flat, self.packed, INT4_GROUP, self.scales_and_zeros
-        )
+        return _INT4_MM(flat, self.packed, INT4_GROUP, self.scales_and_zeros)
 
     def _apply(self, fn, recurse=True):
         # ``module.to(dtype)`` must not cast the packed weight, scales or bias.
@@ -201,15 +216,22 @@ class Int4Linear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         dtype = x.dtype
-        flat = x.reshape(-1, self.in_features).to(torch.bfloat16).contiguous()  # (rows, in)
+        y = self.product(x if x.dim() == 2 else x.reshape(-1, self.in_features))
+        if x.dim() != 2:
+            y = y.view(*x.shape[:-1], self.out_features)
+        return y if y.dtype == dtype else y.to(dtype)
+
+    def product(self, x: torch.Tensor) -> torch.Tensor:
+        """(rows, in) -> (rows, out) in bfloat16, bias added, NOT cast back (see
+        :meth:`Int8Linear.product`)."""
+        flat = x if x.dtype == torch.bfloat16 else x.to(torch.bfloat16)
+        if not flat.is_contiguous():
+            flat = flat.contiguous()
         if self.kernel:
-            y = self._product(flat)  # (rows, out)
+            y = _INT4_MM(flat, self.packed, INT4_GROUP, self.scales_and_zeros)  # (rows, out)
         else:
             y = torch.nn.functional.linear(flat, self.weight)
-        if self.bias is not None:
-            y = y + self.bias
-        y = y.view(*x.shape[:-1], self.out_features)
-        return y if y.dtype == dtype else y.to(dtype)
+        return y if self.bias is None else y + self.bias
 
     def extra_repr(self) -> str:
         return (
