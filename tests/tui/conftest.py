@@ -7,9 +7,13 @@ and working cache) on it, greedy and short so runs are fast and repeatable.
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import require_or_skip
 
 TERMINAL = (100, 30)
 
@@ -89,3 +93,30 @@ async def write_and_generate(pilot, text: str = "Once upon a time", timeout: flo
     await paste(pilot, text)
     await pilot.press("ctrl+g")
     await settle(pilot, timeout=timeout)
+
+
+@pytest.fixture
+def tmux_run(tmp_path, isolated_dirs):
+    """Start the installed command in a tmux session per call (killed afterwards), with
+    the test's folders and ``PYTHONPATH`` (a checkout run in place) passed on."""
+    from tests.tui.test_tmux import Tmux, loomterm_command
+
+    require_or_skip(shutil.which("tmux"), "tmux is not installed")
+    command = loomterm_command()
+    require_or_skip(command, "the loomterm command is not installed (pip install -e .)")
+    names = ("LOOMTERM_DATA_DIR", "LOOMTERM_CONFIG_DIR", "LOOMTERM_CACHE_DIR", "PYTHONPATH")
+    env = {name: os.environ[name] for name in names if os.environ.get(name)}
+    if "PYTHONPATH" in env:  # the pane runs in another folder: absolute entries
+        parts = env["PYTHONPATH"].split(os.pathsep)
+        env["PYTHONPATH"] = os.pathsep.join(str(Path(p).resolve()) for p in parts if p)
+    sessions: list = []
+
+    def run(args: list[str]):
+        tmux = Tmux(f"loomterm-test-{os.getpid()}-{len(sessions)}", tmp_path, env)
+        sessions.append(tmux)
+        tmux.start([command, *args])
+        return tmux
+
+    yield run
+    for tmux in sessions:
+        tmux.kill()

@@ -122,28 +122,6 @@ def idle(screen: str) -> bool:
     )
 
 
-@pytest.fixture
-def tmux_run(tmp_path, isolated_dirs):
-    command = loomterm_command()
-    require_or_skip(command, "the loomterm command is not installed (pip install -e .)")
-    env = {
-        "LOOMTERM_DATA_DIR": os.environ["LOOMTERM_DATA_DIR"],
-        "LOOMTERM_CONFIG_DIR": os.environ["LOOMTERM_CONFIG_DIR"],
-        "LOOMTERM_CACHE_DIR": os.environ["LOOMTERM_CACHE_DIR"],
-    }
-    sessions: list[Tmux] = []
-
-    def run(args: list[str]) -> Tmux:
-        tmux = Tmux(f"loomterm-test-{os.getpid()}-{len(sessions)}", tmp_path, env)
-        sessions.append(tmux)
-        tmux.start([command, *args])
-        return tmux
-
-    yield run
-    for tmux in sessions:
-        tmux.kill()
-
-
 def test_the_installed_command_in_a_real_terminal(tmux_run, tiny_llama_dir, tmp_path):
     args = ["--model", str(tiny_llama_dir), "--device", "cpu", "-s", "story"]
     term = tmux_run(args)

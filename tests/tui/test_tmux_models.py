@@ -4,38 +4,9 @@ gone, a one-line notice on the editor's screen (the installed command in tmux)."
 
 from __future__ import annotations
 
-import os
 import shutil
-from pathlib import Path
 
-import pytest
-
-from tests.helpers import require_or_skip
-from tests.tui.test_tmux import Tmux, idle, loomterm_command
-
-
-@pytest.fixture
-def tmux_run(tmp_path, isolated_dirs):
-    """``test_tmux``'s runner, passing on ``PYTHONPATH`` too (a checkout run in place)."""
-    require_or_skip(shutil.which("tmux"), "tmux is not installed")
-    command = loomterm_command()
-    require_or_skip(command, "the loomterm command is not installed (pip install -e .)")
-    names = ("LOOMTERM_DATA_DIR", "LOOMTERM_CONFIG_DIR", "LOOMTERM_CACHE_DIR", "PYTHONPATH")
-    env = {name: os.environ[name] for name in names if os.environ.get(name)}
-    if "PYTHONPATH" in env:  # the pane runs in another folder: absolute entries
-        parts = env["PYTHONPATH"].split(os.pathsep)
-        env["PYTHONPATH"] = os.pathsep.join(str(Path(p).resolve()) for p in parts if p)
-    sessions: list[Tmux] = []
-
-    def run(args: list[str]) -> Tmux:
-        tmux = Tmux(f"loomterm-models-{os.getpid()}-{len(sessions)}", tmp_path, env)
-        sessions.append(tmux)
-        tmux.start([command, *args])
-        return tmux
-
-    yield run
-    for tmux in sessions:
-        tmux.kill()
+from tests.tui.test_tmux import idle
 
 
 def legend(screen: str) -> str:
