@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from tests.tui.test_tmux import idle, needs_tmux, tmux_run  # noqa: F401 - fixtures
+from tests.tui.test_tmux import idle, needs_tmux  # noqa: F401 - a fixture
 
 
 def test_weave_in_a_real_terminal_and_escape_keeps_what_it_made(tmux_run, tiny_llama_dir):  # noqa: F811
