@@ -142,8 +142,10 @@ def test_the_installed_command_in_a_real_terminal(tmux_run, tiny_llama_dir, tmp_
         what="the branch from the middle",
     )
     second_text = document_lines(after_second)
-    assert second_text[0].startswith("Once upon")
-    assert not second_text[0].startswith("Once upon a time")
+    # A wrapped line breaks at a space: the tiny model's text may glue itself to "upon".
+    second_start = " ".join(second_text)
+    assert second_start.startswith("Once upon")
+    assert not second_start.startswith("Once upon a time")
 
     # Switch siblings: back to the first branch, and forth again.
     term.keys("M-Left")
