@@ -185,6 +185,30 @@ async def test_split_and_merge_at_the_caret_undo_and_redo(make_app, loom, branch
         assert stem.parent is loom.root
 
 
+async def test_branch_pane_shows_a_split_nodes_tail_not_its_old_start(make_app, loom, branched):
+    """A split keeps the node's id for its tail; the pane's text cache (by id and
+    length) must not hand back what the node held at that length while it streamed."""
+    cat = branched["cat"]
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        tail = loom.encode(" a cat")
+
+        # The pane previewed the node while it had as many tokens as its tail will.
+        class Streaming:
+            id = cat.id
+            tokens = cat.tokens[: len(tail)]
+
+        assert app.node_text(Streaming) != " a cat"
+        app.doc.move_to(len("Once upon a time there was"))
+        await pilot.press("alt+k")
+        await settle(pilot)
+        assert loom.decode(cat.tokens) == " a cat"
+        assert app.node_text(cat) == " a cat"
+        await pilot.pause(0.5)
+        row = app.branches.rows[app.branches.entries[cat.id]]  # the head and the tail
+        assert app.branches._preview(row) == "there was a cat"
+
+
 async def test_move_a_branch_and_undo(make_app, loom, branched):
     dog, king, sang = branched["dog"], branched["king"], branched["sang"]
     before = shape(loom)
