@@ -87,6 +87,32 @@ async def test_next_and_previous_hit_and_a_bad_regex(make_app, loom, branched):
         assert loom.cursor is branched["dog"]
 
 
+async def test_search_toggles_from_a_real_terminal_with_the_query_focused(make_app, loom, branched):
+    """A terminal sends alt+r as ESC r, which Textual reads as a printable key ("r"):
+    the toggles must win over the focused query field, not type an "r" into it."""
+    from textual._xterm_parser import XTermParser
+
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await pilot.press("ctrl+f")
+        await pilot.pause()
+        await type_text(pilot, "wep")
+        for sequence in ("\x1br", "\x1bc", "\x1bh"):
+            parser = XTermParser()
+            (key,) = [*parser.feed(sequence), *parser.feed("")]
+            assert key.is_printable  # what makes the query field take it
+            app.post_message(key)
+            await pilot.pause(0.2)
+        screen = app.screen
+        assert isinstance(screen, SearchScreen)
+        assert screen.query_one("#search-text").value == "wep"
+        assert [screen.query_one(f"#{name}").value for name in ("regex", "case", "archived")] == [
+            True,
+            True,
+            True,
+        ]
+
+
 async def test_search_leaves_archived_branches_out_until_alt_h(make_app, loom, branched):
     branched["dog"].meta["hidden"] = True  # what the archive command (alt+h) marks
     app = make_app()
