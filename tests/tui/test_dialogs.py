@@ -237,6 +237,8 @@ async def test_help_lists_every_key_beside_its_action_id(make_app):
         assert by_id["cursor_left"][0] == "left"  # the document's own keys too
         text = screen_text(app)
         assert "ctrl+g" in text and "generate" in text
+        # The longest id is whole on one line, as keymap.toml needs it (it used to wrap).
+        assert "regenerate_own_context" in text
         await pilot.press("escape")
         await pilot.pause()
         assert app.screen is app.screen_stack[0]
