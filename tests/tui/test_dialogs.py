@@ -183,10 +183,10 @@ def test_new_session_like_keeps_the_engine_options_and_settings(loom):
     from loomterm.tui import ops
 
     loom.runner.kv_budget = 5 << 20
-    loom.update_settings(splice_mode="exact")
+    loom.update_settings(splice_mode="exact", memory="Mara is a weaver.")
     fresh, _ = ops.new_session_like(loom)
     assert (fresh.n_ctx, fresh.runner.kv_budget) == (loom.n_ctx, 5 << 20)
-    assert fresh.settings == loom.settings
+    assert fresh.settings == loom.settings.replace(memory="")  # the story's memory stays
 
 
 @pytest.mark.parametrize("fmt", ["md", "txt", "json", "html"])
