@@ -66,6 +66,24 @@ async def test_the_picker_lists_sessions_and_opens_one_in_place(make_app, two_se
         close_session(app.loom)
 
 
+async def test_down_then_enter_in_one_burst_opens_the_row_below(make_app, two_sessions):
+    """Keys that arrive together (a fast typist, SSH): enter must see the row that down
+    moved to (a priority enter ran before the table had taken the down)."""
+    from textual import events
+
+    app = make_app(target_loom=two_sessions)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        picker = await open_picker(pilot)
+        names = [row.name for row in picker.rows]
+        assert names[0] == "story"  # the open one, where the cursor starts
+        app.post_message(events.Key("down", None))
+        app.post_message(events.Key("enter", "\r"))
+        await settle(pilot)
+        assert app.session_name == names[1] == "other"
+        close_session(app.loom)
+
+
 async def test_create_then_leave_an_empty_session_leaves_nothing(make_app, two_sessions):
     app = make_app(target_loom=two_sessions)
     async with app.run_test(size=TERMINAL) as pilot:
