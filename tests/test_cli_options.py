@@ -265,3 +265,20 @@ def test_generate_starts_a_new_session_with_the_editor_s_samplers(tiny_llama_dir
     assert stored["preset"] == "llama.cpp"
     for name, value in SHIPPED["llama.cpp"].items():
         assert stored[name] == value, name
+
+
+def test_python_dash_m_loomterm_runs_the_cli(tmp_path):
+    """``python -m loomterm`` is the ``loomterm`` command (it had no ``__main__``)."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "LOOMTERM_DATA_DIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "loomterm", "sessions"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "no sessions yet" in done.stdout

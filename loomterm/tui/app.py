@@ -164,7 +164,7 @@ class LoomApp(
         self._status_timer: Timer | None = None
         self._tokens_per_second: float | None = None
         self._last_seen: dict[int, Node] = {}  # node id -> deepest node last shown below it
-        self._text_cache: dict[tuple[int, int], str] = {}
+        self._text_cache: dict[tuple[int, int, int], str] = {}
         self._quitting = False
         self._locks = 0  # reasons the document refuses edits just now
         self._locked_jobs: set[str] = set()
@@ -452,8 +452,9 @@ class LoomApp(
         return self.loom.codec.token_bytes(token).decode("utf-8", errors="backslashreplace")
 
     def node_text(self, node: Node) -> str:
-        """A node's own text (for previews), cached per length."""
-        key = (node.id, len(node.tokens))
+        """A node's own text (for previews), cached per length and tokens (a split
+        leaves its tail the node's id: the text it had at that length is not its text)."""
+        key = (node.id, len(node.tokens), hash(tuple(node.tokens)))
         text = self._text_cache.get(key)
         if text is None:
             text = self.loom.decode(list(node.tokens))

@@ -14,6 +14,7 @@ from loomterm.tree import Node
 
 if TYPE_CHECKING:
     from loomterm.engine import Loom
+    from loomterm.settings import Settings
     from loomterm.store import SessionData
 
 
@@ -107,8 +108,21 @@ def split_at_char(loom: Loom, node: Node, char: int) -> tuple[int, str]:
     return len(pieces), ""
 
 
+# Settings that belong to one story, not to how it is sampled: a new session starts
+# without them (KoboldAI's and mikupad's new story does the same).
+STORY_SETTINGS = ("memory", "authors_note", "world_info")
+
+
+def settings_for_new_story(loom: Loom) -> Settings:
+    """``loom``'s settings with the story's own (memory, author's note, world info) back
+    at their defaults."""
+    defaults = type(loom.settings)()
+    return loom.settings.replace(**{name: getattr(defaults, name) for name in STORY_SETTINGS})
+
+
 def new_session_like(loom: Loom, name: str = "") -> tuple[Loom, str]:
-    """A new, empty Loom on ``loom``'s model and settings. When ``loom`` has a session
+    """A new, empty Loom on ``loom``'s model and settings (not its story's memory,
+    author's note or world info). When ``loom`` has a session
     file, the new one gets its own (``name``, or one made from the time)."""
     from loomterm.errors import SessionError
     from loomterm.session import save_loom, session_of, session_path
@@ -119,7 +133,7 @@ def new_session_like(loom: Loom, name: str = "") -> tuple[Loom, str]:
         )
     else:  # a server's runner keeps nothing per tree: the new loom shares it
         fresh = type(loom)(loom.runner)
-    fresh.settings = loom.settings
+    fresh.settings = settings_for_new_story(loom)
     if session_of(loom) is not None:
         name = name or time.strftime("chat-%Y%m%d-%H%M%S")
         path = session_path(name)

@@ -163,7 +163,8 @@ def open_in_place(current: Loom, path: Path, progress=None) -> Loom:
 
 
 def create_like(current: Loom, name: str) -> Loom:
-    """A new, empty session ``name`` on ``current``'s model and settings."""
+    """A new, empty session ``name`` on ``current``'s model and settings (not its
+    story's memory, author's note or world info)."""
     from loomterm.session import save_loom, session_path
 
     path = session_path(check_name(name))
@@ -175,7 +176,9 @@ def create_like(current: Loom, name: str) -> Loom:
         )
     else:  # a server's runner keeps nothing per tree: the new loom shares it
         fresh = type(current)(current.runner)
-    fresh.settings = current.settings
+    from loomterm.tui.ops import settings_for_new_story
+
+    fresh.settings = settings_for_new_story(current)
     path.parent.mkdir(parents=True, exist_ok=True)
     save_loom(fresh, path)
     return fresh

@@ -6,7 +6,7 @@ from textual.widgets import Input, TextArea
 
 from loomterm.tui.widgets.context import ContextScreen, parse_world_info, world_info_text
 from tests.helpers import reference_logits, relative_error
-from tests.tui.conftest import TERMINAL, paste, settle, write_and_generate
+from tests.tui.conftest import TERMINAL, paste, settle, type_text, write_and_generate
 from tests.tui.screen_text import screen_text
 
 
@@ -52,6 +52,24 @@ async def test_dialog_sets_memory_note_and_world_info(make_app, loom):
             got = loom.next_logits(kid)
             want = reference_logits(loom, loom.context_tokens(kid))
         assert relative_error(got, want) < 1e-4
+
+
+async def test_typing_in_the_dialog_adds_after_the_text_already_there(make_app, loom):
+    """The caret starts at the end of each field (it was at the start, so typing went
+    before the memory already written)."""
+    loom.update_settings(memory="The weaver.", authors_note="[terse]")
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await pilot.press("f3")
+        await settle(pilot)
+        assert isinstance(app.screen, ContextScreen)
+        await type_text(pilot, " She spins.")
+        await pilot.press("tab")
+        await type_text(pilot, " [dark]")
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        assert loom.settings.memory == "The weaver. She spins."
+        assert loom.settings.authors_note == "[terse] [dark]"
 
 
 async def test_a_bad_field_is_named_and_changes_nothing(make_app, loom):

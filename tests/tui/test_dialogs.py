@@ -183,10 +183,10 @@ def test_new_session_like_keeps_the_engine_options_and_settings(loom):
     from loomterm.tui import ops
 
     loom.runner.kv_budget = 5 << 20
-    loom.update_settings(splice_mode="exact")
+    loom.update_settings(splice_mode="exact", memory="Mara is a weaver.")
     fresh, _ = ops.new_session_like(loom)
     assert (fresh.n_ctx, fresh.runner.kv_budget) == (loom.n_ctx, 5 << 20)
-    assert fresh.settings == loom.settings
+    assert fresh.settings == loom.settings.replace(memory="")  # the story's memory stays
 
 
 @pytest.mark.parametrize("fmt", ["md", "txt", "json", "html"])
@@ -237,6 +237,8 @@ async def test_help_lists_every_key_beside_its_action_id(make_app):
         assert by_id["cursor_left"][0] == "left"  # the document's own keys too
         text = screen_text(app)
         assert "ctrl+g" in text and "generate" in text
+        # The longest id is whole on one line, as keymap.toml needs it (it used to wrap).
+        assert "regenerate_own_context" in text
         await pilot.press("escape")
         await pilot.pause()
         assert app.screen is app.screen_stack[0]

@@ -64,9 +64,29 @@ async def test_alt_up_and_down_move_between_branch_points(make_app, loom, branch
         await pilot.press("alt+up")
         await settle(pilot)
         assert app.doc.caret == len("Once upon a time lived a king")
+        await pilot.press("alt+up")  # where the cat, the dog and the king fork
+        await settle(pilot)
+        assert app.doc.caret == len("Once upon a time")
         await pilot.press("alt+up")
         await settle(pilot)
-        assert app.doc.caret == len("Once upon a time lived a king")  # no branch point above
+        assert app.doc.caret == len("Once upon a time")  # no branch point above
+        await pilot.press("alt+down")
+        await settle(pilot)
+        assert app.doc.caret == len("Once upon a time lived a king")
+        await pilot.press("alt+down")
+        await settle(pilot)
+        assert app.doc.caret == app.doc.length
+
+
+async def test_alt_up_from_a_sibling_goes_to_its_fork(make_app, loom, branched):
+    """One prompt, several siblings: alt+up from a sibling's end reaches the prompt's
+    end, where the siblings fork (it used to say "No branch point above")."""
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        assert app.doc.text == "Once upon a time there was a cat"
+        await pilot.press("alt+up")
+        await settle(pilot)
+        assert app.doc.caret == len("Once upon a time")
         await pilot.press("alt+down")
         await settle(pilot)
         assert app.doc.caret == app.doc.length

@@ -66,6 +66,24 @@ async def test_the_picker_lists_sessions_and_opens_one_in_place(make_app, two_se
         close_session(app.loom)
 
 
+async def test_down_then_enter_in_one_burst_opens_the_row_below(make_app, two_sessions):
+    """Keys that arrive together (a fast typist, SSH): enter must see the row that down
+    moved to (a priority enter ran before the table had taken the down)."""
+    from textual import events
+
+    app = make_app(target_loom=two_sessions)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        picker = await open_picker(pilot)
+        names = [row.name for row in picker.rows]
+        assert names[0] == "story"  # the open one, where the cursor starts
+        app.post_message(events.Key("down", None))
+        app.post_message(events.Key("enter", "\r"))
+        await settle(pilot)
+        assert app.session_name == names[1] == "other"
+        close_session(app.loom)
+
+
 async def test_create_then_leave_an_empty_session_leaves_nothing(make_app, two_sessions):
     app = make_app(target_loom=two_sessions)
     async with app.run_test(size=TERMINAL) as pilot:
@@ -84,6 +102,36 @@ async def test_create_then_leave_an_empty_session_leaves_nothing(make_app, two_s
         await settle(pilot)
         assert app.session_name == "story"
         assert not session_path("blank").exists()  # nothing was written in it
+        close_session(app.loom)
+
+
+async def test_a_new_session_keeps_the_samplers_but_not_the_storys_memory(make_app, two_sessions):
+    """Memory, author's note and world info belong to a story: a new session from the
+    picker starts without them (they used to be copied, unseen, into the new story)."""
+    two_sessions.update_settings(
+        memory="Mara is a weaver.",
+        authors_note="[Style: terse]",
+        world_info={"scan_depth": 64, "entries": [{"keys": ["loom"], "text": "Oak."}]},
+    )
+    app = make_app(target_loom=two_sessions)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await open_picker(pilot)
+        await pilot.press("n")
+        await pilot.pause()
+        app.screen.query_one("#name").value = "fresh"
+        await pilot.press("enter")
+        await settle(pilot)
+        assert app.session_name == "fresh"
+        settings = app.loom.settings
+        assert (settings.memory, settings.authors_note) == ("", "")
+        assert settings.world_info["entries"] == []
+        assert (settings.temperature, settings.max_new_tokens) == (0.0, 8)
+        await pilot.press("alt+v")  # the context view: nothing but the document
+        await pilot.pause()
+        assert "Mara" not in screen_text(app)
+        await app.run_action("previous_session")
+        await settle(pilot)
+        assert app.loom.settings.memory == "Mara is a weaver."  # the old story kept it
         close_session(app.loom)
 
 

@@ -87,6 +87,32 @@ async def test_next_and_previous_hit_and_a_bad_regex(make_app, loom, branched):
         assert loom.cursor is branched["dog"]
 
 
+async def test_search_toggles_from_a_real_terminal_with_the_query_focused(make_app, loom, branched):
+    """A terminal sends alt+r as ESC r, which Textual reads as a printable key ("r"):
+    the toggles must win over the focused query field, not type an "r" into it."""
+    from textual._xterm_parser import XTermParser
+
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await pilot.press("ctrl+f")
+        await pilot.pause()
+        await type_text(pilot, "wep")
+        for sequence in ("\x1br", "\x1bc", "\x1bh"):
+            parser = XTermParser()
+            (key,) = [*parser.feed(sequence), *parser.feed("")]
+            assert key.is_printable  # what makes the query field take it
+            app.post_message(key)
+            await pilot.pause(0.2)
+        screen = app.screen
+        assert isinstance(screen, SearchScreen)
+        assert screen.query_one("#search-text").value == "wep"
+        assert [screen.query_one(f"#{name}").value for name in ("regex", "case", "archived")] == [
+            True,
+            True,
+            True,
+        ]
+
+
 async def test_search_leaves_archived_branches_out_until_alt_h(make_app, loom, branched):
     branched["dog"].meta["hidden"] = True  # what the archive command (alt+h) marks
     app = make_app()
@@ -183,6 +209,30 @@ async def test_split_and_merge_at_the_caret_undo_and_redo(make_app, loom, branch
         await pilot.press("alt+j")
         await settle(pilot)
         assert stem.parent is loom.root
+
+
+async def test_branch_pane_shows_a_split_nodes_tail_not_its_old_start(make_app, loom, branched):
+    """A split keeps the node's id for its tail; the pane's text cache (by id and
+    length) must not hand back what the node held at that length while it streamed."""
+    cat = branched["cat"]
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        tail = loom.encode(" a cat")
+
+        # The pane previewed the node while it had as many tokens as its tail will.
+        class Streaming:
+            id = cat.id
+            tokens = cat.tokens[: len(tail)]
+
+        assert app.node_text(Streaming) != " a cat"
+        app.doc.move_to(len("Once upon a time there was"))
+        await pilot.press("alt+k")
+        await settle(pilot)
+        assert loom.decode(cat.tokens) == " a cat"
+        assert app.node_text(cat) == " a cat"
+        await pilot.pause(0.5)
+        row = app.branches.rows[app.branches.entries[cat.id]]  # the head and the tail
+        assert app.branches._preview(row) == "there was a cat"
 
 
 async def test_move_a_branch_and_undo(make_app, loom, branched):

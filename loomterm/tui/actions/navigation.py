@@ -130,25 +130,31 @@ class NavigationActions:
         self.when_idle(lambda: self._branch_point(step), stop=True)
 
     def _branch_point(self, step: int) -> None:
+        """Move the caret to the nearest place above (``step`` < 0) or below it where the
+        path forks (the end of a node with more than one visible child); below the last
+        fork, down goes to the end of the document."""
         path = self.doc.path
-        node = self._caret_node()
-        if node is None or node not in path:
+        if not path:
             self.bell()
             return
-        index = path.index(node)
         show_hidden = self.branches.show_hidden
-        order = range(index - 1, 0, -1) if step < 0 else range(index + 1, len(path))
-        for i in order:
-            candidate = path[i]
-            if (
-                candidate.parent is not None
-                and len(visible_children(candidate.parent, show_hidden)) > 1
-            ):
-                end = self.doc.end_of(candidate)
-                if end is not None:
-                    self.doc.move_to(end)
-                    self.view.caret_moved()
-                    return
+        caret = self.doc.caret
+        forks = sorted(
+            end
+            for node in path[:-1]
+            if len(visible_children(node, show_hidden)) > 1
+            and (end := self.doc.end_of(node)) is not None
+        )
+        if step < 0:
+            targets = [end for end in forks if end < caret][-1:]
+        else:
+            targets = [end for end in forks if end > caret][:1] or (
+                [self.doc.length] if forks and caret < self.doc.length else []
+            )
+        if targets:
+            self.doc.move_to(targets[0])
+            self.view.caret_moved()
+            return
         self.notify("No branch point " + ("above" if step < 0 else "below"), timeout=2)
 
     def action_undo(self) -> None:

@@ -106,6 +106,8 @@ class ContextScreen(ModalScreen["dict[str, Any] | None"]):
             yield Label("ctrl+s saves · escape cancels", classes="dialog--hint")
 
     def on_mount(self) -> None:
+        for area in self.query(TextArea):  # typing adds to what is there, not before it
+            area.move_cursor(area.document.end)
         self.query_one("#context-memory", TextArea).focus()
 
     def values(self) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from loomterm.tui.widgets.dialogs import DIALOG_CSS
 
 HelpRow = tuple[str, str, str, str, str]  # (group, keys, action id, title, help)
 KEY_WIDTH = 15  # "alt+shift+right"
-ID_WIDTH = 17  # "toggle_boundaries"
+ID_WIDTH = 17  # "toggle_boundaries"; wider when a row's id is longer (never wrapped)
 
 
 class HelpScreen(ModalScreen[None]):
@@ -55,14 +55,15 @@ class HelpScreen(ModalScreen[None]):
         # Fixed widths, so the description wraps (rows grow to fit) instead of running off.
         dialog = min(int(self.app.size.width * 0.96), 120)
         inner = dialog - 4  # thick border and padding
-        text_width = inner - 2 - 3 * 2 - KEY_WIDTH - ID_WIDTH  # scrollbar, cell padding
+        id_width = max([ID_WIDTH, *(len(row[2]) for row in self.rows)])
+        text_width = inner - 2 - 3 * 2 - KEY_WIDTH - id_width  # scrollbar, cell padding
         narrow = text_width < 24  # then the id goes under the keys, in one column
         if narrow:
             text_width = max(12, inner - 2 - 2 * 2 - ID_WIDTH)
             table.add_column("Key / id", width=ID_WIDTH, key="keys")
         else:
             table.add_column("Key", width=KEY_WIDTH, key="keys")
-            table.add_column("Action id", width=ID_WIDTH, key="id")
+            table.add_column("Action id", width=id_width, key="id")
         table.add_column("What it does", width=text_width, key="what")
         previous = ""
         for group, keys, action_id, title, text in self.rows:

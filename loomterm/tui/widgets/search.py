@@ -58,9 +58,11 @@ class SearchScreen(ModalScreen["SearchPick | None"]):
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel", id="search_cancel"),
-        Binding("alt+r", "toggle('regex')", "Regex", id="search_regex"),
-        Binding("alt+c", "toggle('case')", "Match case", id="search_case"),
-        Binding("alt+h", "toggle('archived')", "Archived", id="search_archived"),
+        # Priority: a terminal's alt+r arrives as a printable "r", which the focused
+        # query field would otherwise type instead of the binding running.
+        Binding("alt+r", "toggle('regex')", "Regex", id="search_regex", priority=True),
+        Binding("alt+c", "toggle('case')", "Match case", id="search_case", priority=True),
+        Binding("alt+h", "toggle('archived')", "Archived", id="search_archived", priority=True),
         Binding("down", "hit(1)", "Next hit", show=False, id="search_down"),
         Binding("up", "hit(-1)", "Previous hit", show=False, id="search_up"),
     ]

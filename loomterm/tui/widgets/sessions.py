@@ -55,7 +55,9 @@ class SessionsScreen(ModalScreen["SessionChoice | None"]):
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Close", id="sessions_close"),
-        Binding("enter", "open", "Open", id="sessions_open", priority=True),
+        # Not priority: the table's own enter (RowSelected) runs after the keys before
+        # it, so a quick down, enter opens the row down moved to.
+        Binding("enter", "open", "Open", id="sessions_open"),
         Binding("n", "new", "New", id="sessions_new"),
         Binding("r", "rename", "Rename", id="sessions_rename"),
         Binding("d,delete", "delete", "Delete", id="sessions_delete"),
