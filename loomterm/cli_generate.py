@@ -83,6 +83,9 @@ def open_or_create(args: argparse.Namespace):
         start_new_session(loom)
         path.parent.mkdir(parents=True, exist_ok=True)
         save_loom(loom, path)
+        end_progress_line()
+        # A typo in -s would otherwise start a story silently beside the intended one.
+        print(f"loomterm: new session {path.stem!r} ({path})", file=sys.stderr)
     end_progress_line()
     return loom
 

@@ -282,3 +282,15 @@ def test_python_dash_m_loomterm_runs_the_cli(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert "no sessions yet" in done.stdout
+
+
+def test_generate_says_when_it_makes_a_new_session(tiny_llama_dir, isolated_dirs, capsys):
+    """A typo in -s would otherwise start a story silently beside the intended one."""
+    from loomterm.cli import main
+
+    args = ["generate", "-s", "fresh", "--model", str(tiny_llama_dir), "--device", "cpu"]
+    code = main([*args, "--prompt", "Once", "--max-new-tokens", "2"])
+    assert code == 0
+    assert "new session 'fresh'" in capsys.readouterr().err
+    assert main([*args, "--max-new-tokens", "2"]) == 0  # it exists now: no such line
+    assert "new session" not in capsys.readouterr().err

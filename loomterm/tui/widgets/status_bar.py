@@ -93,7 +93,7 @@ class StatusBar(Widget):
             Content(f" {info.device} \u2502 "),
             *([Content.styled(info.place, "$accent"), Content(" \u2502 ")] if info.place else []),
             Content(
-                f"{info.path_tokens} tok \u00b7 {info.nodes} nodes \u00b7 "
+                f"{info.path_tokens} tok \u00b7 {info.nodes} node{'' if info.nodes == 1 else 's'} \u00b7 "
                 f"KV {human_bytes(info.kv_bytes)} \u2502 {speed} \u2502 "
             ),
             Content(f"{info.preset} " if info.preset else ""),
