@@ -109,7 +109,8 @@ class SearchResult:
     Attributes:
         hits: At most ``limit`` of them.
         more: True when the search stopped at ``limit``.
-        nodes: How many nodes were searched.
+        nodes: How many nodes were searched (the root, which holds no text, not
+            counted, as the status bar counts them).
         archived: How many archived branches were left out (``Query.archived`` off).
     """
 
@@ -178,7 +179,7 @@ def search_tree(root: Node, query: Query, texts: NodeTexts, limit: int = LIMIT) 
         text, after = texts.text(node, state)
         path_texts.append(text)
         path_starts.append(above)
-        searched += 1
+        searched += 1 if depth else 0  # the root holds no text: counted as the status bar does
         stable = _stable_start(reach, path_texts, path_starts) if node.children else -1
         # Matching resumes where the scan of the whole path would stand (``resume``);
         # the text before it is there for look-behinds, ``^``, ``\b`` and snippets.

@@ -97,6 +97,7 @@ class SessionActions:
             self.previous_session = old_path
         self.loom = new  # type: ignore[assignment]
         self.session_name = message.name or self.session_name
+        self._tokens_per_second = None  # the last session's speed is not this one's
         self.read_only = sessions.is_read_only(new)  # type: ignore[arg-type]
         self.unsaved = False
         new.subscribe(self._on_loom_event)  # type: ignore[attr-defined]

@@ -136,7 +136,7 @@ class SearchScreen(ModalScreen["SearchPick | None"]):
             return
         count = f"{len(result.hits)}{'+' if result.more else ''}"
         status.update(
-            f"{count} hit{'s' if count != '1' else ''} in {result.nodes} nodes"
+            f"{count} hit{'s' if count != '1' else ''} in {result.nodes} node{'' if result.nodes == 1 else 's'}"
             + (f" · the first {SHOWN} listed" if len(result.hits) > SHOWN else "")
             + (
                 f" · {result.archived} archived branch{'es' if result.archived > 1 else ''}"
