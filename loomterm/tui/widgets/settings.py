@@ -27,7 +27,7 @@ FIELDS: tuple[Spec, ...] = tuple(s for s in DIALOG if s.choices is None and s.ki
 CHOICES: tuple[Spec, ...] = tuple(s for s in DIALOG if s not in FIELDS)
 # How a choice reads in its list, where the bare value says too little.
 CHOICE_LABELS: dict[tuple[str, Any], str] = {
-    ("splice_mode", "fast"): "fast (re-rope, approximate)",
+    ("splice_mode", "fast"): "fast (re-rope, approx.)",
     ("splice_mode", "exact"): "exact (recompute)",
 }
 _INPUT_TYPES = {float: "number", int: "integer"}
