@@ -174,3 +174,25 @@ async def test_a_session_switch_and_back_keeps_each_caret(make_app, tiny_loaded)
     close_session(app.loom)
     assert load_session("story").caret.char == 9
     assert load_session("other").caret.char == 3
+
+
+async def test_renaming_the_open_session_keeps_its_caret(make_app, tiny_loaded):
+    first = make_session(tiny_loaded, "story", None)
+    story(first)
+    app = make_app(target_loom=first)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        await pilot.press("ctrl+home", *["right"] * 12)
+        await pilot.pause()
+        await pilot.press("ctrl+o")
+        await pilot.pause()
+        await pilot.press("r")  # the open session is the picker's first row
+        await pilot.pause()
+        app.screen.query_one("#name").value = "tale"
+        await pilot.press("enter")
+        await settle(pilot)
+        assert app.session_name == "tale" and app.doc.text == STEM + LEAF
+        assert app.doc.caret == 12
+        await pilot.press("ctrl+q")
+        await pilot.pause(0.3)
+    close_session(app.loom)
