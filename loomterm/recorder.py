@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from loomterm.engine.text import PieceMaker
 from loomterm.errors import LoomError
 from loomterm.kv_snapshot import save_kv_snapshot
-from loomterm.store import SessionStore
+from loomterm.store import Caret, SessionStore
 from loomterm.tree import Node
 
 if TYPE_CHECKING:
@@ -65,6 +65,7 @@ class SessionRecorder:
         path: Path,
         pieces: PieceMaker | None = None,
         kv_snapshot: bool = False,
+        caret: Caret | None = None,
     ) -> None:
         self.loom = loom
         self.store = store
@@ -79,6 +80,7 @@ class SessionRecorder:
         self._last_flush = time.monotonic()
         self._timer: threading.Timer | None = None
         self._closed = False
+        self._caret = caret  # the caret the file holds (not written again)
         if store is not None:
             self._stored = {node.id: len(node.tokens) for node in loom.tree.nodes.values()}
             self._vocab = set(store.known_vocab())
@@ -147,6 +149,22 @@ class SessionRecorder:
         elif event == "contexts":
             store.set_contexts(self.loom.contexts.versions.as_dict())
         # Other events carry nothing the file keeps.
+
+    def record_caret(self, caret: Caret) -> None:
+        """The editor's caret settled at ``caret``: write it unless the file has it.
+
+        Not a Loom event: the editor reports it when it settles (debounced), and at
+        quit and session switch, so a caret moved within that delay before a hard kill
+        is lost. A failed write stops saving like any other (:attr:`error`)."""
+        with self._lock:
+            if self._closed or self.read_only or self.error is not None or caret == self._caret:
+                return
+            try:
+                assert self.store is not None
+                self.store.set_caret(caret)
+                self._caret = caret
+            except LoomError as exc:
+                self._fail(exc)
 
     def _timed_flush(self) -> None:
         with self._lock:
@@ -228,6 +246,11 @@ class SessionRecorder:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def caret(self) -> Caret | None:
+        """The caret the file holds (as read on open, or as last written)."""
+        return self._caret
 
 
 @atexit.register

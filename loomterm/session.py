@@ -33,6 +33,7 @@ from loomterm.model_identity import mismatch_error, model_record, same_model
 from loomterm.recorder import FLUSH_INTERVAL, SessionRecorder, alternative_ids
 from loomterm.store import (
     SESSION_SUFFIX,
+    Caret,
     ModelMismatchError,
     SessionData,
     SessionStore,
@@ -42,6 +43,7 @@ from loomterm.store import (
 if TYPE_CHECKING:
     from loomterm.engine import Loom
     from loomterm.engine.models import LoadedModel
+    from loomterm.tree import Node
 
 
 # -- names ----------------------------------------------------------------------------
@@ -99,6 +101,21 @@ def session_of(loom: Loom) -> Session | None:
     return _sessions.get(loom)
 
 
+def saved_caret(loom: Loom, node: Node) -> int | None:
+    """Where the caret was left in ``node``'s path in ``loom``'s session (see
+    :meth:`Session.caret_at`); None without a session or a caret recorded there."""
+    session = session_of(loom)
+    return session.caret_at(node) if session is not None else None
+
+
+def record_caret(loom: Loom, node: Node, char: int | None) -> None:
+    """Record the editor's caret in ``loom``'s session, if it has one (see
+    :meth:`Session.record_caret`)."""
+    session = session_of(loom)
+    if session is not None and not session.closed:
+        session.record_caret(node, char)
+
+
 def close_session(loom: Loom) -> None:
     """Detach ``loom`` from its file: flush, snapshot if asked, release the lock."""
     session = session_of(loom)
@@ -146,6 +163,18 @@ class Session:
     def flush(self) -> None:
         """Write buffered tokens now; raise the error that stopped saving, if any."""
         self.recorder.flush()
+
+    def caret_at(self, node: Node) -> int | None:
+        """Where the caret was left in ``node``'s path (a character offset into its
+        text, not yet clamped to it), when it was recorded there; None otherwise, or
+        when it was at the end (``loomterm.store.Caret``)."""
+        caret = self.recorder.caret
+        return caret.char if caret is not None and caret.node == node.id else None
+
+    def record_caret(self, node: Node, char: int | None) -> None:
+        """The editor's caret settled at ``char`` in ``node``'s path (None: at its end);
+        written at once unless the file has it already (the editor debounces)."""
+        self.recorder.record_caret(Caret(node.id, None if char is None else max(0, char)))
 
     def close(self) -> None:
         """Flush, write the KV snapshot if asked for (``kv_snapshot``), release the file."""
@@ -319,7 +348,7 @@ class Session:
                 store.close()
             raise
         recorder = SessionRecorder(
-            loom, store, path, pieces, kv_snapshot=bool(kv_snapshot) or restored
+            loom, store, path, pieces, kv_snapshot=bool(kv_snapshot) or restored, caret=data.caret
         )
         session = cls(loom, recorder)
         state_changed = reattach and loom.model_state != data.model_state
@@ -419,6 +448,7 @@ def retokenized(data: SessionData, loaded: LoadedModel, pieces: PieceMaker) -> S
         created=data.created,
         modified=data.modified,
         name=data.name,
+        caret=data.caret,  # a character offset: the text, and so the place, is the same
     )
 
 
@@ -514,9 +544,11 @@ __all__ = [
     "load_session",
     "model_record",
     "open_loom",
+    "record_caret",
     "resolve_session",
     "retokenized",
     "same_model",
+    "saved_caret",
     "save_kv_snapshot",
     "save_loom",
     "session_path",

@@ -8,6 +8,43 @@ from typing import Any
 from loomterm.tree import Node, Tree
 
 
+@dataclass(frozen=True)
+class Caret:
+    """Where the editor's caret was: a character offset into the text of the path from
+    the root to node ``node`` (the cursor when it was recorded); ``char`` None is the
+    end of that path, however long it has grown since.
+
+    A character offset rather than a token index: the path's text is what the file
+    keeps for certain (the stored pieces), it reads the same after a re-tokenization
+    (another model's tokens), and it is what the editor's caret already is. Tagging it
+    with its node makes it meaningful only while the cursor is still there: a cursor
+    moved by anything that did not also record the caret (a script, the CLI) leaves a
+    caret of another node, which is ignored (the caret goes to the end, as before).
+    Stored in the ``session`` table under ``caret`` as ``{"node": id, "char": n|null}``.
+    """
+
+    node: int
+    char: int | None = None
+
+    def as_json(self) -> dict[str, int | None]:
+        return {"node": self.node, "char": self.char}
+
+    @classmethod
+    def from_json(cls, value: Any) -> Caret | None:
+        """The caret a stored value describes; None for anything malformed (a caret is
+        a convenience: a bad one is dropped, never an error)."""
+        if not isinstance(value, dict):
+            return None
+        node, char = value.get("node"), value.get("char")
+        if not _whole(node) or not (char is None or _whole(char)):
+            return None
+        return cls(node, None if char is None else max(0, char))
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 @dataclass
 class SessionData:
     """Everything a session file holds, in memory, with no model attached.
@@ -32,6 +69,8 @@ class SessionData:
             in files written before it was kept: then every recorded model is tried).
         created, modified: Times (seconds since the epoch) of creation and last change.
         name: The session's name (its file stem), or a title.
+        caret: Where the editor's caret was (:class:`Caret`), if recorded (files
+            written before it was kept have none: the caret goes to the end).
     """
 
     tree: Tree
@@ -46,6 +85,7 @@ class SessionData:
     name: str = ""
     models: dict[str, Any] = field(default_factory=dict)
     model_state: dict[str, Any] = field(default_factory=dict)
+    caret: Caret | None = None
 
     @property
     def cursor_node(self) -> Node:

@@ -10,7 +10,9 @@ Layout (schema version 1, kept in ``PRAGMA user_version``; the file is marked as
                                                     -- {active, attached}: a key added
                                                     -- without a new version (an older
                                                     -- reader ignores it, and a file
-                                                    -- without it reads as {})
+                                                    -- without it reads as {}); caret
+                                                    -- {node, char}: the same (a file
+                                                    -- without it: the caret at the end)
     nodes(id, parent, position, origin, approx, sampling, seed, created, meta)
                                                     -- one row per node; ``position`` is
                                                     -- the order among its siblings

@@ -21,7 +21,7 @@ from typing import Any
 from loomterm.atomic import atomic_path
 from loomterm.errors import SessionError
 from loomterm.store import schema
-from loomterm.store.data import SessionData
+from loomterm.store.data import Caret, SessionData
 from loomterm.store.encoding import pack_top, to_json
 from loomterm.store.errors import damaged
 from loomterm.store.lock import SessionLock
@@ -161,8 +161,9 @@ class SessionStore:
 
     # -- transactions -----------------------------------------------------------------
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """One atomic change; also stamps the session's last-change time."""
+    def transaction(self, stamp: bool = True) -> Iterator[sqlite3.Connection]:
+        """One atomic change; also stamps the session's last-change time (unless
+        ``stamp`` is False: a change of view, such as the caret, changes no content)."""
         with self._mutex:
             if self._conn is None:
                 raise SessionError(f"session {self.path.name} is closed")
@@ -170,9 +171,11 @@ class SessionStore:
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 yield conn
-                conn.execute(
-                    "UPDATE session SET value = ? WHERE key = 'modified'", (to_json(time.time()),)
-                )
+                if stamp:
+                    conn.execute(
+                        "UPDATE session SET value = ? WHERE key = 'modified'",
+                        (to_json(time.time()),),
+                    )
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 if conn.in_transaction:
@@ -278,6 +281,13 @@ class SessionStore:
         """The user moved to ``node``."""
         with self.transaction() as conn:
             self._set(conn, "cursor", node.id)
+
+    def set_caret(self, caret: Caret) -> None:
+        """The editor's caret settled at ``caret`` (``loomterm.store.data.Caret``): a key
+        added without a new schema version (an older reader ignores it). Not a change of
+        content: the session's last-change time stays."""
+        with self.transaction(stamp=False) as conn:
+            self._set(conn, "caret", caret.as_json())
 
     def set_settings(self, settings: dict[str, Any]) -> None:
         """Replace the per-session settings."""
@@ -406,6 +416,8 @@ def write_session(
             store.set_models(data.models, data.model_state or None)
         if data.contexts:
             store.set_contexts(data.contexts)
+        if data.caret is not None:
+            store.set_caret(data.caret)
     except BaseException:
         store.close()
         target = Path(path)

@@ -58,6 +58,7 @@ from loomterm.tui.actions import (
     ViewActions,
     WeaveActions,
 )
+from loomterm.tui.actions.caret import CaretActions
 from loomterm.tui.actions.models import ModelActions
 from loomterm.tui.commands import LoomCommands
 from loomterm.tui.document import DocumentModel
@@ -107,6 +108,7 @@ class LoomApp(
     SearchActions,
     RatingActions,
     ContextActions,
+    CaretActions,
     App[None],
 ):
     """A terminal loom over ``loom``. ``session_name`` names the session in titles and
@@ -215,7 +217,7 @@ class LoomApp(
         self._engine_loop()
         cursor = self.loom.cursor
         self.doc.show(cursor)
-        self.doc.move_to(self.doc.length)
+        self.place_saved_caret(cursor)  # where the user left it (else the end)
         self.history.push(Place(cursor, self.doc.caret))
         self._remember(cursor)
         self.view.focus()
@@ -238,6 +240,7 @@ class LoomApp(
         loom.interrupt = self._interrupt
 
     def on_unmount(self) -> None:
+        self.report_caret()  # quitting: the caret as it is now, not as it last settled
         self.loom.unsubscribe(self._on_loom_event)
         self.loom.progress = None
         self.loom.interrupt = None
@@ -480,6 +483,7 @@ class LoomApp(
 
     def _refresh_status(self) -> None:
         self._status_timer = None
+        self._caret_soon()  # the session hears the caret once it rests
         loom = self.loom
         state = ""
         if self._prefill is not None:

@@ -64,7 +64,11 @@ class SessionActions:
             new = sessions.open_in_place(old, path, progress=self._on_progress)
             self.post_message(SessionSwitched(new, name, new.cursor, False))
 
-        self.when_idle(lambda: self.submit("session", job, lock=True), stop=True)
+        def start() -> None:
+            self.report_caret()  # before a rename closes the session in the worker
+            self.submit("session", job, lock=True)
+
+        self.when_idle(start, stop=True)
 
     def _rename_open(self, path: Path, name: str) -> Path:
         """Rename the open session (in the worker): close it, rename, and hand back
@@ -88,6 +92,7 @@ class SessionActions:
 
         old, new = self.loom, message.loom
         old_path = sessions.session_file(old)
+        self.report_caret()  # the old session keeps where its caret was
         old.unsubscribe(self._on_loom_event)
         old.progress = old.interrupt = None
         close_session(old)
@@ -109,7 +114,11 @@ class SessionActions:
         self._text_cache.clear()
         self._rebuild_tree()
         self.show_title()
-        self.on_moved(Moved(message.node, then_generate=message.then_generate))
+        caret = self.saved_caret(message.node)
+        if caret is None:
+            self.on_moved(Moved(message.node, then_generate=message.then_generate))
+        else:  # where the user left the caret in that session
+            self.show_node(message.node, caret)
         back = ""
         if self.previous_session is not None:
             back = f"; 'Back to previous session' returns to {name_of(self.previous_session)!r}"

@@ -1,0 +1,69 @@
+"""The caret as part of the session: where the user left it comes back on reopening.
+
+The session records the caret beside its cursor (``Session.record_caret``: a character
+offset into the cursor path's text, see ``loomterm.store.Caret``). Writing it on every
+keystroke would cost a transaction per arrow key, so the editor reports it when it has
+settled: ``CARET_DELAY`` after the last status refresh (every caret move, edit and job
+refreshes the status), once no job is in flight and the text is synced, and at once
+before quitting or switching sessions. A hard kill within that delay of the last move
+loses only that move (the caret comes back where it last settled).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from loomterm.tree import Node
+
+if TYPE_CHECKING:
+    from textual.timer import Timer
+
+CARET_DELAY = 1.0  # seconds the caret must rest before it is written
+
+
+class CaretActions:
+    """Mixed into :class:`~loomterm.tui.app.LoomApp`: reporting the caret to the
+    session, and finding where it was left."""
+
+    _caret_timer: Timer | None = None
+
+    def saved_caret(self, node: Node) -> int | None:
+        """Where the caret was left in ``node``'s path in this loom's session (None:
+        nowhere recorded, or the end). Not clamped: ``DocumentModel.move_to`` clamps it
+        to the text shown, which may be shorter if the file changed meanwhile."""
+        from loomterm.session import saved_caret
+
+        return saved_caret(self.loom, node)
+
+    def place_saved_caret(self, node: Node) -> None:
+        """Put the caret where it was left in the shown path of ``node`` (else at its
+        end)."""
+        char = self.saved_caret(node)
+        self.doc.move_to(self.doc.length if char is None else char)
+        self.view.follow = self.doc.caret >= self.doc.length
+
+    def _caret_soon(self) -> None:
+        """Something moved: report the caret once it has rested ``CARET_DELAY``."""
+        if self._caret_timer is not None:
+            self._caret_timer.stop()
+        self._caret_timer = self.set_timer(CARET_DELAY, self._caret_settled)
+
+    def _caret_settled(self) -> None:
+        self._caret_timer = None
+        if not self.busy:  # a job's end refreshes the status, which comes back here
+            self.report_caret()
+
+    def report_caret(self) -> None:
+        """Tell the session where the caret is now, when the document shows the loom's
+        cursor as the engine has it (typed text not yet synced has no place in the
+        file: the caret recorded before stays)."""
+        if self._caret_timer is not None:
+            self._caret_timer.stop()
+            self._caret_timer = None
+        doc = self.doc
+        node = doc.node
+        if node is None or node is not self.loom.cursor or doc.dirty:
+            return
+        from loomterm.session import record_caret
+
+        record_caret(self.loom, node, None if doc.caret >= doc.length else doc.caret)
