@@ -20,16 +20,24 @@ already in the buffer and computes the rest, exactly.
 - Nothing computed after an injected token is stored on a node, but typed tokens get
   their records (log-probability, alternatives) from the prefill, as in the plain
   case. ``computed`` counts the tokens each ``ensure`` ran through the model.
+- A fast splice (RoPE models) keeps the buffer's columns of the unchanged suffix
+  (:meth:`hold`) -- the document after the edit, the author's note among it -- and
+  the next ``ensure`` of the spliced branch puts them at their new columns, keys
+  re-rotated by the shift, instead of computing them: approximate, as the plain fast
+  splice's moved KV is (the copies are flagged; ``work.approx_from`` marks the
+  columns). Only the inserted tokens and the last one are computed.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
 
 from loomterm.engine.context import MEMORY, PATH, WORLD_INFO, Assembled
 from loomterm.engine.kvcache import Segment, kv_len
+from loomterm.engine.rope import rerotate
 from loomterm.engine.window import segments
 from loomterm.tree import Node
 
@@ -40,6 +48,24 @@ _MAX_STANDINS = 256
 # Columns per forward when a full window is refilled: path_cache's PREFILL_CHUNK (that
 # module sits above this one in the engine's layers, so the figure is repeated here).
 REFILL_CHUNK = 512
+
+
+@dataclass
+class _Held:
+    """A fast splice's suffix as the buffer held it (see :meth:`ContextKV.hold`).
+
+    Attributes:
+        at: Path position where the suffix starts on the spliced branch.
+        keys: Per column, what it holds: ``("p", token)`` for a path token, ``("s",
+            standin, i)`` for an injected run's ``i``-th token.
+        kv: (L, 2, H, T, D) those columns as computed in the old sequence.
+        column: The buffer column the first of them sat at.
+    """
+
+    at: int
+    keys: list[tuple]
+    kv: torch.Tensor
+    column: int
 
 
 class ContextKV:
@@ -56,6 +82,7 @@ class ContextKV:
         self.work = cache.work
         self._standins: dict[tuple, Node] = {}
         self._memory: tuple[tuple[int, ...], torch.Tensor] | None = None  # ids, (L,2,H,T,D)
+        self._held: _Held | None = None
         self.computed = 0
         self.total_computed = 0
 
@@ -96,6 +123,8 @@ class ContextKV:
         if cache._logits_len > keep:
             cache.invalidate()
         keep = self._load_memory(assembled, target, keep, columns)
+        placed = self._placement(node, assembled, target, keep, columns)
+        first, last = (placed[0], placed[0] + placed[1].shape[3]) if placed else (-1, -1)
         plan: list[tuple[Node, int, int]] = []
         col = 0
         for seg in target:
@@ -105,6 +134,8 @@ class ContextKV:
             lo = seg.lo + max(0, keep - begin)
             if col <= assembled.plain and cache.store_kv:  # path tokens in place: node KV
                 have = min(kv_len(seg.node.kv), seg.hi)
+                if placed is not None:  # node KV only before the held columns
+                    have = min(have, seg.lo + max(0, first - begin))
                 if col == columns:
                     have = min(have, seg.hi - 1)  # the last token is computed, for logits
                 if lo < have:
@@ -113,6 +144,17 @@ class ContextKV:
                     plan = []
                     work.load(seg.node, lo, have)
                     lo = have
+            # The held suffix's columns in this segment: moved, not computed.
+            p_lo = max(lo, seg.lo + first - begin)
+            p_hi = min(seg.hi, seg.lo + last - begin)
+            if placed is not None and p_lo < p_hi:
+                if lo < p_lo:
+                    plan.append((seg.node, lo, p_lo))
+                if plan:
+                    self._compute(plan)
+                plan = []
+                self._place(placed, seg.node, p_lo, p_hi)
+                lo = p_hi
             if lo < seg.hi:
                 plan.append((seg.node, lo, seg.hi))
         logits = self._compute(plan)
@@ -179,6 +221,110 @@ class ContextKV:
         work.segments = self.layout(rows[0], kids[0] if 0 in made else kids[first])
         cache.invalidate()
         return logits
+
+    # -- a fast splice's suffix, moved -------------------------------------------------
+    def hold(self, suffix: list[tuple[Node, int, int]], at: int) -> bool:
+        """A fast splice is about to copy ``suffix`` (its ``(node, lo, hi)`` pieces, in
+        path order) to a branch where it starts at path position ``at``: keep the
+        buffer's columns of it, the injected runs among them (the author's note), as
+        far as the buffer holds it in order, for the branch's next :meth:`ensure`.
+        Returns whether anything is held: only when the buffer holds an injected
+        context (``cache.assembled``) and the model's keys can be re-rotated."""
+        self._held = None
+        work = self.work
+        if self.runner.rope is None or self.cache.assembled is None or not suffix:
+            return False
+        want = iter([(n, i) for n, lo, hi in suffix for i in range(lo, hi)])
+        nxt = next(want, None)
+        keys: list[tuple] = []
+        start = None
+        col = 0
+        for seg in work.segments:
+            begin, col = col, col + seg.size
+            if start is None:
+                if seg.node is nxt[0] and seg.lo <= nxt[1] < seg.hi:
+                    start = begin + nxt[1] - seg.lo
+                    lo = nxt[1]
+                else:
+                    continue
+            else:
+                lo = seg.lo
+            if seg.node.id < 0:  # an injected run (a stand-in node)
+                keys += [("s", seg.node, i) for i in range(lo, seg.hi)]
+                continue
+            for i in range(lo, seg.hi):
+                if nxt is None or nxt != (seg.node, i):
+                    break
+                keys.append(("p", seg.node.tokens[i]))
+                nxt = next(want, None)
+            else:
+                continue
+            break
+        while keys and keys[-1][0] == "s":
+            keys.pop()  # a run at the end holds no document: nothing to gain
+        if start is None or not keys:
+            return False
+        kv = work.columns(start, start + len(keys)).clone()  # (L, 2, H, T, D)
+        self._held = _Held(at, keys, kv, start)
+        return True
+
+    def _placement(
+        self, node: Node, assembled: Assembled, target: list[Segment], keep: int, columns: int
+    ) -> tuple[int, torch.Tensor] | None:
+        """Where the held suffix goes in ``target`` (the spliced branch's layout): its
+        first column there and its (L, 2, H, T, D) KV, keys re-rotated by the shift;
+        None when nothing held fits. Only the columns that hold what the buffer held
+        (same tokens, same injected runs, in order) are used, never the last one (its
+        logits are computed), and only on a branch whose moved nodes are flagged
+        approximate. The hold is spent either way, unless ``node`` ends before it."""
+        held = self._held
+        if held is None or node.end <= held.at:
+            return None
+        self._held = None
+        first, col = None, 0
+        for piece in assembled.pieces:
+            if piece.kind == PATH and piece.lo <= held.at < piece.hi:
+                first = col + held.at - piece.lo
+                break
+            col += piece.size
+        if first is None or first < keep:
+            return None
+        count, col = 0, 0
+        for seg in target:
+            begin, col = col, col + seg.size
+            if col <= first:
+                continue
+            if begin <= first and (seg.node.id < 0 or not seg.node.approx):
+                return None  # the moved suffix starts with a flagged copy, or is not this
+            for i in range(seg.lo + max(0, first - begin), seg.hi):
+                if count == len(held.keys) or first + count >= columns - 1:
+                    break
+                key = ("s", seg.node, i) if seg.node.id < 0 else ("p", seg.node.tokens[i])
+                if key != held.keys[count]:
+                    break
+                count += 1
+            else:
+                continue
+            break
+        while count and held.keys[count - 1][0] == "s":
+            count -= 1
+        if not count:
+            return None
+        kv = held.kv[:, :, :, :count]  # (L, 2, H, T, D)
+        keys = rerotate(kv[:, 0], first - held.column, self.runner.rope)  # (L, H, T, D)
+        return first, torch.stack([keys, kv[:, 1]], dim=1)
+
+    def _place(self, placed: tuple[int, torch.Tensor], node: Node, lo: int, hi: int) -> None:
+        """Append the held columns of ``node``'s tokens ``[lo, hi)`` (re-rotated)."""
+        first, kv = placed
+        work = self.work
+        count = hi - lo
+        work.prepare(count)
+        start = work.length
+        src = kv[:, :, :, start - first : start - first + count]  # (L, 2, H, count, D)
+        work.buf[:, :, :1, :, start : start + count] = src.unsqueeze(2)
+        work.commit(count, node, lo)
+        work.approx_from = start if work.approx_from is None else min(work.approx_from, start)
 
     # -- memory, computed once --------------------------------------------------------
     @staticmethod

@@ -377,11 +377,14 @@ class Loom(LoomModels, LoomContext, LoomTidy):
                 not exact
                 and self.capabilities.rerope
                 and start + len(tokens) + (total - end) <= self.n_ctx
-                and self.runner.can_move(suffix)
             )
+            movable = fast and self.runner.can_move(suffix)
+            # Under memory, world info or a note: the buffer's suffix columns are moved.
+            held = fast and self._hold_moved(suffix, start + len(tokens))
+            fast = movable or held
             delta = len(tokens) - (end - start)
             stopped = None  # a stopped prefill: the branch is still made whole
-            if tokens and fast:
+            if tokens and fast and not held:
                 stopped = self._prepare(tail)  # the inserted tokens are computed, exactly
             for source, lo, hi in suffix:
                 # Exact: the suffix is computed again in its new context, and its records
@@ -397,7 +400,8 @@ class Loom(LoomModels, LoomContext, LoomTidy):
                     meta={k: v for k, v in source.meta.items() if k in ("role", "model")},
                 )
                 if fast:
-                    copy.kv = self.runner.moved_kv(source, lo, hi, delta)
+                    if movable:
+                        copy.kv = self.runner.moved_kv(source, lo, hi, delta)
                     copy.approx = True
                 self._events.emit("add", copy)
                 tail = copy

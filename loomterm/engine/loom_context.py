@@ -44,6 +44,14 @@ class LoomContext:
             if kept is not None:
                 kept.release_memory()
 
+    def _hold_moved(self, suffix: list[tuple[Node, int, int]], at: int) -> bool:
+        """A fast splice under an injected context: the active local runner keeps the
+        working buffer's columns of ``suffix`` to move them (re-rotated) to the new
+        branch, which starts them at path position ``at`` (``ContextKV.hold``).
+        False when there is nothing to hold (no injection, no RoPE, a server)."""
+        kept = getattr(getattr(self.runner, "cache", None), "context", None)
+        return kept is not None and kept.hold(suffix, at)
+
     def context_spec(self, version: str | None = None) -> ContextSpec:
         """The memory, author's note and world info of the settings (None) or of a
         recorded version ("" is none; ``InputError`` for an unknown one)."""
