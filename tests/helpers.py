@@ -178,3 +178,17 @@ def require_or_skip(condition: object, reason: str) -> None:
     if os.environ.get(REQUIRE_ALL, "") not in ("", "0"):
         pytest.fail(f"{reason} (and {REQUIRE_ALL} is set: this test must run)", pytrace=False)
     pytest.skip(reason)
+
+
+def caret_writes(store) -> list:
+    """The carets ``store.set_caret`` writes from now on, in order (each still written:
+    the store's own method runs)."""
+    writes: list = []
+    real = store.set_caret
+
+    def counting(caret) -> None:
+        writes.append(caret)
+        real(caret)
+
+    store.set_caret = counting
+    return writes

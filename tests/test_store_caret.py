@@ -22,7 +22,7 @@ from loomterm.session import (
     session_of,
 )
 from loomterm.store import SCHEMA_VERSION, Caret, SessionStore, check_file, load
-from tests.helpers import make_loom
+from tests.helpers import caret_writes, make_loom
 
 
 @pytest.fixture
@@ -109,14 +109,7 @@ def test_the_same_caret_is_not_written_twice(loom, tmp_path):
     _, leaf = two_nodes(loom)
     save_loom(loom, path)
     store = session_of(loom).recorder.store
-    writes: list[Caret] = []
-    real = store.set_caret
-
-    def counting(caret: Caret) -> None:
-        writes.append(caret)
-        real(caret)
-
-    store.set_caret = counting
+    writes = caret_writes(store)
     for _ in range(3):
         record_caret(loom, leaf, 4)
     record_caret(loom, leaf, 9)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from loomterm.engine.draft_table import AlternativesTable, table_near
-from loomterm.engine.drafting import DraftConfig, TreeIndex, nearby_nodes, tail_above
+from loomterm.engine.drafting import DraftConfig, TreeIndex, nearby_nodes
 from loomterm.tree import Node
 
 
@@ -76,9 +76,7 @@ class DraftSources:
                 continue
             self.index.add(node, start)
             if self.table is not None:
-                before = tail_above(node, 2) + node.tokens[:start]
-                top = node.top[start:] if node.top else None
-                self.table.add_run(node.tokens[start:], top, before)
+                self.table.add_node(node, start)
             self.note(node)
 
 

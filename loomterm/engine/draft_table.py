@@ -85,6 +85,12 @@ class AlternativesTable:
             at = lead + j
             self.add_position(seq[max(0, at - 2) : at], tokens[j], tops[j] if tops else None)
 
+    def add_node(self, node: Node, start: int = 0) -> None:
+        """The positions of ``node.tokens[start:]``, with the path tokens before them."""
+        before = tail_above(node, 2) + node.tokens[max(0, start - 2) : start]
+        top = node.top[start:] if node.top else None
+        self.add_run(node.tokens[start:], top, before)
+
     def _tempered(self, top: Sequence[tuple[int, float]]) -> list[tuple[int, float]]:
         if self.temperature <= 0:
             return [(int(top[0][0]), 1.0)]
@@ -180,9 +186,8 @@ def table_near(parent: Node, sampler: tuple, budget: int) -> AlternativesTable:
         if left <= 0:
             break
         start = max(0, len(node.tokens) - left)
-        before = tail_above(node, 2) + node.tokens[:start]
-        table.add_run(node.tokens[start:], node.top[start:] if node.top else None, before)
+        table.add_node(node, start)
         left -= len(node.tokens) - start
     for node in nearby_nodes(parent, None, sum(len(n.tokens) for n in path) + budget)[len(path) :]:
-        table.add_run(node.tokens, node.top, tail_above(node, 2))
+        table.add_node(node)
     return table

@@ -172,12 +172,12 @@ def drafted_decode(
 
     document = parent.path_tokens()  # grows with kid's tokens
     penalize = params.uses_history
-    # (1, T + new): the history the penalties read, written in place as tokens are
-    # chosen and read through a view of its first ``lead + len(document)`` columns, so a step
-    # does not copy the path (as in ``decoding.plain_decode``).
-    history_buf = None
     # The penalties read what the model saw: the assembled context under injection
-    # (``ContextKV.history``), ``lead`` tokens longer than the document.
+    # (``ContextKV.history``), ``lead`` tokens longer than the document. It is a
+    # (1, T + new) buffer written in place as tokens are chosen and read through a view
+    # of its first ``lead + len(document)`` columns, so a step does not copy the path
+    # (as in ``decoding.plain_decode``).
+    history_buf = None
     seen = runner.cache.context.history(parent) if penalize else document
     lead = len(seen) - len(document)
     if penalize:

@@ -11,6 +11,7 @@ from loomterm.session import close_session, load_session, open_loom, save_loom, 
 from loomterm.store import Caret
 from loomterm.tui.actions.caret import CARET_DELAY
 from loomterm.tui.widgets.sessions import SessionsScreen
+from tests.helpers import caret_writes
 from tests.tui.conftest import TERMINAL, settle
 from tests.tui.test_session_picker import make_session
 
@@ -75,14 +76,7 @@ async def test_the_caret_is_written_once_it_rests_not_per_key(make_app, loom, tm
     path = tmp_path / "story.loom"
     save_loom(story(loom), path)
     store = session_of(loom).recorder.store
-    writes: list[Caret] = []
-    real = store.set_caret
-
-    def counting(caret: Caret) -> None:
-        writes.append(caret)
-        real(caret)
-
-    store.set_caret = counting
+    writes = caret_writes(store)
     app = make_app()
     async with app.run_test(size=TERMINAL) as pilot:
         await settle(pilot)
