@@ -10,10 +10,11 @@ value projection stays float, so q/k fuse and v does not.
 
 - :class:`Int8Linear`: ``weight``, ``scales``, ``bias`` become row slices (contiguous).
 - :class:`Int4Linear`: ``packed`` becomes a row slice of the fused packed weight, so
-  each part reads its own bytes. The CPU kernel packs rows in blocks of 64, so the
-  fused product is right only where every part but the last is a multiple of 64 rows;
-  each fused product is checked against its parts on a probe, and a run that would
-  differ is cut short (the tiny test models' 32-row k_proj ends its run). The kernel reads ``scales_and_zeros``
+  each part reads its own bytes. The CPU kernel packs rows in blocks whose size follows
+  the CPU's vector width (64 with AVX-512, smaller below it), so the fused product is
+  right only where every part but the last fills whole blocks; each fused product is
+  checked against its parts on a probe, and a run that would differ is cut short (with
+  AVX-512, the tiny test models' 32-row k_proj ends its run). The kernel reads ``scales_and_zeros``
   (in / 32, out, 2) only contiguous (a strided slice gives wrong numbers, silently),
   and a part's slice of the fused one is not, so the parts keep their own: the fused
   layer's copy is the one extra, 1/8 byte per weight of the fused layers: 8.3 MB, 4.0%
@@ -97,8 +98,8 @@ def _fuse_runs(parent: nn.Module, names: tuple[str, ...]) -> tuple[Group, ...]:
 
 def _fuse_longest(parts: list[nn.Module]) -> tuple[list[nn.Module], nn.Module]:
     """Fuse the longest leading run of ``parts`` whose fused product gives the parts'
-    numbers on a probe (the int4 kernel packs rows in blocks of 64, so a part narrower
-    than that, or not a multiple of it, can only end a run); (the parts, the layer)."""
+    numbers on a probe (the int4 kernel packs rows in blocks, 64 with AVX-512, so a part
+    that does not fill whole blocks can only end a run); (the parts, the layer)."""
     for count in range(len(parts), 1, -1):
         taken = parts[:count]
         fused, point = _fuse(taken)
