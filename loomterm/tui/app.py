@@ -1,78 +1,77 @@
 """The loomterm editor: a Textual app over one Loom.
 
-:class:`LoomApp` owns composition (the widgets), the bindings, the engine worker and its
-jobs, syncing typed text, and routing the Loom's events. The actions live in
-``loomterm.tui.actions``, one mixin per area (navigation, generation, alternatives,
-bookmarks, chat, sessions, view, looks, lifecycle), mixed into the app so Textual
-dispatches their ``action_*`` and ``on_*`` methods as the app's own.
+:class:`LoomApp` owns composition (the widgets), the bindings and their actions,
+syncing typed text, and routing messages. What each action does lives in a controller
+(``loomterm.tui.controllers``), one object per area made in ``__init__`` and holding
+that area's state: ``jobs`` (the engine worker), ``navigation``, ``tidy``,
+``bookmarks``, ``ratings``, ``search``, ``weave``, ``presets``, ``looks``, ``panes`` and
+``dialogs``. An action here is one line that asks its controller; a job's message is
+handed to the controller that asked for it. The areas not yet turned into controllers
+are still mixins in ``loomterm.tui.actions``.
 
 How work flows:
 
 - Keys edit the :class:`~loomterm.tui.document.DocumentModel` at once; the screen never
   waits on the model. When typing pauses (``sync_delay``), or before anything that needs
   the engine, the text goes to the engine as one ``Loom.edit``.
-- All model work runs, one job at a time, in a single thread worker (``_engine_loop``).
+- All model work runs, one job at a time, in a single thread worker (``Jobs``).
   Jobs report back only by posting messages (``loomterm.tui.messages``); the worker
   never touches a widget.
 - Navigation (siblings, branch points, undo, the branch pane) only reads the tree, so it
   runs on the UI thread, once no job is in flight and the text is synced
-  (:meth:`LoomApp.when_idle`).
+  (:meth:`~loomterm.tui.controllers.jobs.Jobs.when_idle`).
 - The Loom's own events (from whichever thread changed it) arrive as
   :class:`~loomterm.tui.messages.LoomChanged` and refresh the branch pane and status.
 """
 
 from __future__ import annotations
 
-import queue
-import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from textual import events, on, work
-from textual.app import App, ComposeResult
+from textual import events, on
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import BindingType
 from textual.containers import Horizontal
 from textual.reactive import var
+from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer
-from textual.worker import Worker, WorkerState, get_current_worker
+from textual.worker import Worker, WorkerState
 
 from loomterm.errors import LoomError, PrefillCancelled
 from loomterm.tree import Node
 from loomterm.tui import ops, paste, sessions
 from loomterm.tui.actions import (
     AlternativeActions,
-    BookmarkActions,
     ChatActions,
     ContextActions,
     GenerationActions,
-    HygieneActions,
     LifecycleActions,
-    LookActions,
-    NavigationActions,
-    PresetActions,
-    RatingActions,
-    SearchActions,
     SessionActions,
-    ViewActions,
-    WeaveActions,
 )
 from loomterm.tui.actions.caret import CaretActions
 from loomterm.tui.actions.models import ModelActions
 from loomterm.tui.commands import LoomCommands
+from loomterm.tui.controllers.bookmarks import Bookmarks
+from loomterm.tui.controllers.dialogs import Dialogs
+from loomterm.tui.controllers.jobs import ENGINE, Jobs
+from loomterm.tui.controllers.looks import Looks
+from loomterm.tui.controllers.navigation import Navigation
+from loomterm.tui.controllers.panes import Panes
+from loomterm.tui.controllers.presets import Presets
+from loomterm.tui.controllers.ratings import Ratings
+from loomterm.tui.controllers.search import Search
+from loomterm.tui.controllers.tidy import Tidied, Tidy
+from loomterm.tui.controllers.weave import Weave, WeaveDone, WeaveProgress
 from loomterm.tui.document import DocumentModel
 from loomterm.tui.history import History, Place
 from loomterm.tui.keymap import app_bindings
-from loomterm.tui.messages import (
-    JobFailed,
-    JobFinished,
-    JobStarted,
-    LoomChanged,
-    Synced,
-)
+from loomterm.tui.messages import Exported, JobFailed, JobFinished, LoomChanged, Moved, Synced
 from loomterm.tui.prefs import Prefs, load_prefs
 from loomterm.tui.sanitize import safe_line
+from loomterm.tui.themes import LOOM_DEFAULTS, resolve_references, solidify
 from loomterm.tui.widgets.branch_tree import BranchTree
 from loomterm.tui.widgets.context import ContextView
 from loomterm.tui.widgets.document_view import DocumentView
@@ -88,25 +87,15 @@ TITLE_POP = "\x1b[23;2t"  # and give it back
 CHANGES = frozenset({"add", "split", "update", "settings"})  # events that change the session
 SYNC_DELAY = 0.4  # seconds of no typing before the text goes to the engine
 TREE_DELAY = 0.15  # structural changes are batched this long before the pane rebuilds
-Job = Callable[[], None]
 
 
 class LoomApp(
     ModelActions,
-    HygieneActions,  # before NavigationActions: its undo and redo wrap navigation's
-    NavigationActions,
     GenerationActions,
     AlternativeActions,
-    BookmarkActions,
     ChatActions,
-    PresetActions,
     SessionActions,
-    ViewActions,
-    LookActions,
     LifecycleActions,
-    WeaveActions,
-    SearchActions,
-    RatingActions,
     ContextActions,
     CaretActions,
     App[None],
@@ -148,16 +137,20 @@ class LoomApp(
         self.prefs: Prefs = load_prefs()
         self.doc = self._new_document(loom)
         self.history = History()
-        self._jobs: queue.SimpleQueue[tuple[str, Job] | None] = queue.SimpleQueue()
-        self._jobs_in_flight = 0
-        self._cancel = threading.Event()
-        # Set by escape while the model reads a long text (an edit near the top, say):
-        # the engine stops between two chunks (Loom.interrupt). Cleared per job.
-        self._interrupt = threading.Event()
+        self.jobs = Jobs(self)
+        self.navigation = Navigation(self)
+        self.tidy = Tidy(self)
+        self.bookmarks = Bookmarks(self)
+        self.ratings = Ratings(self)
+        self.search = Search(self)
+        self.weave = Weave(self)
+        self.presets = Presets(self)
+        self.looks = Looks(self)
+        self.panes = Panes(self)
+        self.dialogs = Dialogs(self)
         # Reading in progress: (done, total, done at the first report, its time).
         self._prefill: tuple[int, int, int, float] | None = None
         self._loading: tuple[str, int, int | None] | None = None  # stage, done, total
-        self._deferred: list[tuple[Callable[[], None], bool]] = []
         self._after_generation: Callable[[], None] | None = None
         self._sync_due = False
         self._sync_timer: Timer | None = None
@@ -165,11 +158,8 @@ class LoomApp(
         self._tree_timer: Timer | None = None
         self._status_timer: Timer | None = None
         self._tokens_per_second: float | None = None
-        self._last_seen: dict[int, Node] = {}  # node id -> deepest node last shown below it
         self._text_cache: dict[tuple[int, int, int], str] = {}
         self._quitting = False
-        self._locks = 0  # reasons the document refuses edits just now
-        self._locked_jobs: set[str] = set()
         self._generation_lock = False
         self.read_only = sessions.is_read_only(loom)
         self.unsaved = False  # a read-only session was changed (in memory only)
@@ -210,42 +200,41 @@ class LoomApp(
         self.context_view = ContextView(id="context-view", classes="-hidden")
 
     def on_mount(self) -> None:
-        self._load_themes()
-        self._load_keymap()
+        self.looks.load_themes()
+        self.looks.load_keymap()
         self.loom.subscribe(self._on_loom_event)
         self._attach_engine(self.loom)
-        self._engine_loop()
+        self.jobs.start()
         cursor = self.loom.cursor
         self.doc.show(cursor)
         self.place_saved_caret(cursor)  # where the user left it (else the end)
         self.history.push(Place(cursor, self.doc.caret))
-        self._remember(cursor)
+        self.navigation.remember(cursor)
         self.view.focus()
-        self.view.placeholder = self.start_hint()
-        self.fit_tree()
+        self.view.placeholder = self.looks.start_hint()
+        self.panes.fit_tree()
         self.show_title()
         self.call_after_refresh(self._after_first_layout)
 
     def on_resize(self, event: events.Resize) -> None:
-        self.fit_tree(event.size.width)
+        self.panes.fit_tree(event.size.width)
 
     def _after_first_layout(self) -> None:
         self.view.document_changed()
-        self._rebuild_tree()
-        self._refresh_status()
+        self.rebuild_tree()
+        self.refresh_status()
 
     def _attach_engine(self, loom: Loom) -> None:
         """Hear ``loom``'s prefill progress (the status bar), and let escape stop it."""
         loom.progress = self._on_progress
-        loom.interrupt = self._interrupt
+        loom.interrupt = self.jobs.interrupt
 
     def on_unmount(self) -> None:
         self.report_caret()  # quitting: the caret as it is now, not as it last settled
         self.loom.unsubscribe(self._on_loom_event)
         self.loom.progress = None
         self.loom.interrupt = None
-        self._cancel.set()
-        self._jobs.put(None)
+        self.jobs.stop()
         if self._driver is not None and not self.is_headless:
             self._driver.write(TITLE_POP)
 
@@ -276,67 +265,127 @@ class LoomApp(
     def watch_generating(self) -> None:
         self.refresh_bindings()
 
+    # -- actions: each asks its controller ----------------------------------------------
+    def action_sibling(self, step: int) -> None:
+        self.jobs.when_idle(lambda: self.navigation.sibling(step), stop=True)
+
+    def action_branch_point(self, step: int) -> None:
+        self.jobs.when_idle(lambda: self.navigation.branch_point(step), stop=True)
+
+    def action_undo(self) -> None:
+        self.jobs.when_idle(self.tidy.undo, stop=True)
+
+    def action_redo(self) -> None:
+        self.jobs.when_idle(self.tidy.redo, stop=True)
+
+    def action_split_node(self) -> None:
+        self.jobs.when_idle(self.tidy.split, stop=True)
+
+    def action_merge_node(self) -> None:
+        self.jobs.when_idle(self.tidy.merge, stop=True)
+
+    def action_pick_up_branch(self) -> None:
+        self.tidy.pick_up()
+
+    def action_move_branch_here(self) -> None:
+        self.jobs.when_idle(self.tidy.move_here, stop=True)
+
+    def action_bookmark(self) -> None:
+        self.bookmarks.toggle()
+
+    def action_next_bookmark(self) -> None:
+        self.bookmarks.next()
+
+    def action_hide_branch(self) -> None:
+        self.bookmarks.hide_branch()
+
+    def action_unhide_branch(self) -> None:
+        self.bookmarks.unhide_branch()
+
+    def action_rate(self, value: int) -> None:
+        self.ratings.rate(value)
+
+    def action_rating_filter(self) -> None:
+        self.ratings.next_filter()
+
+    def action_search(self) -> None:
+        self.search.ask()
+
+    def action_search_step(self, step: int) -> None:
+        self.search.step(step)
+
+    def action_weave(self) -> None:
+        self.weave.ask()
+
+    def action_tree_width(self, step: int) -> None:
+        self.panes.tree_width(step)
+
+    def action_toggle_tree(self) -> None:
+        self.panes.toggle_tree()
+
+    def action_focus_tree(self) -> None:
+        self.panes.focus_tree()
+
+    def action_focus_document(self) -> None:
+        self.view.focus()
+
+    def action_toggle_view(self, what: str) -> None:
+        self.panes.toggle_view(what)
+
+    def action_toggle_hidden(self) -> None:
+        self.panes.toggle_hidden()
+
+    def action_settings(self) -> None:
+        self.dialogs.settings()
+
+    def action_export(self) -> None:
+        self.dialogs.export()
+
+    def action_help(self) -> None:
+        self.dialogs.help()
+
+    # -- themes --------------------------------------------------------------------------
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        return dict(LOOM_DEFAULTS)
+
+    def get_css_variables(self) -> dict[str, str]:
+        variables = solidify(resolve_references(super().get_css_variables()))
+        self.theme_variables = variables
+        return variables
+
+    def search_themes(self) -> None:
+        """The one Theme command: a palette of loomterm's themes (``Looks.theme_names``)."""
+        from textual.command import CommandPalette
+
+        from loomterm.tui.commands import ThemeCommands
+
+        self.push_screen(
+            CommandPalette(providers=[ThemeCommands], placeholder="Search for themes\u2026")
+        )
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Textual's system commands but its Theme (loomterm's own Theme replaces it)."""
+        for command in super().get_system_commands(screen):
+            if command.title != "Theme":
+                yield command
+
+    def set_theme(self, name: str) -> None:
+        self.theme = name
+
     # -- the engine worker -----------------------------------------------------------
-    @work(thread=True, exclusive=True, group="engine", name="engine", exit_on_error=False)
-    def _engine_loop(self) -> None:
-        """Run submitted jobs one at a time, for the life of the app."""
-        worker = get_current_worker()
-        while not worker.is_cancelled:
-            try:
-                item = self._jobs.get(timeout=0.1)
-            except queue.Empty:
-                continue
-            if item is None:
-                return
-            label, job = item
-            self._interrupt.clear()  # an escape meant for an earlier job stops nothing
-            self.post_message(JobStarted(label))
-            try:
-                job()
-            except Exception as exc:  # noqa: BLE001 - reported to the user, app goes on
-                self.post_message(JobFailed(label, exc))
-            finally:
-                self.post_message(JobFinished(label))
-
-    def submit(self, label: str, job: Job, lock: bool = False) -> None:
-        """Queue model work for the worker. ``lock`` holds edits back until the job is
-        done (its result replaces the document, which would drop the typing)."""
-        self._jobs_in_flight += 1
-        if lock:
-            self._lock()
-            self._locked_jobs.add(label)
-        self._jobs.put((label, job))
-
-    def _lock(self) -> None:
-        self._locks += 1
-        self.view.locked = True
-
-    def _unlock(self) -> None:
-        self._locks = max(0, self._locks - 1)
-        self.view.locked = self._locks > 0
-
-    @property
-    def busy(self) -> bool:
-        return self._jobs_in_flight > 0 or self.generating
-
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The one place worker failures surface (harlequin-style)."""
-        if event.worker.name == "engine" and event.state == WorkerState.ERROR:
+        if event.worker.name == ENGINE and event.state == WorkerState.ERROR:
             self.notify(f"engine worker stopped: {event.worker.error}", severity="error")
             if not self._quitting:
-                self._engine_loop()
+                self.jobs.start()
 
     def on_job_finished(self, message: JobFinished) -> None:
-        self._jobs_in_flight = max(0, self._jobs_in_flight - 1)
         if self._prefill is not None:
             self._prefill = None
             self.refresh_bindings()
         self._loading = None
-        if message.label in self._locked_jobs:
-            self._locked_jobs.discard(message.label)
-            self._unlock()
-        self._refresh_status_soon()
-        self._drain()
+        self.jobs.finished(message.label)
 
     def on_job_failed(self, message: JobFailed) -> None:
         error = message.error
@@ -357,26 +406,30 @@ class LoomApp(
             text.splitlines()[0] if text else type(error).__name__, severity="error", timeout=6
         )
 
-    def when_idle(
-        self, action: Callable[[], None], *, sync: bool = True, stop: bool = False
-    ) -> None:
-        """Run ``action`` once no job is in flight (and, with ``sync``, once the engine
-        has the typed text). ``stop`` first stops a running generation."""
-        if stop and self.generating:
-            self._cancel.set()
-        self._deferred.append((action, sync))
-        self._drain()
+    # -- messages from the controllers' jobs -------------------------------------------
+    def on_tidied(self, message: Tidied) -> None:
+        self.tidy.tidied(message)
 
-    def _drain(self) -> None:
-        while self._deferred and not self.busy:
-            action, sync = self._deferred[0]
-            if sync and self.doc.dirty and self.doc.text != self._failed_sync:
-                self._start_sync()
-                return
-            self._deferred.pop(0)
-            action()
-        if not self.busy and self._sync_due and self.doc.dirty:
-            self._start_sync()
+    def on_weave_progress(self, message: WeaveProgress) -> None:
+        self.weave.progressed(message)
+
+    def on_weave_done(self, message: WeaveDone) -> None:
+        self.weave.done(message)
+
+    def on_exported(self, message: Exported) -> None:
+        self.notify(f"Exported {message.fmt} to {message.path}", timeout=4)
+
+    def on_moved(self, message: Moved) -> None:
+        """A job (a pick, a recompute, a chat turn) made ``message.node``: show it."""
+        self.navigation.show_node(message.node)
+        if message.then_generate:
+            self.jobs.when_idle(lambda: self._generate(1), sync=False)
+
+    def on_document_view_caret_moved(self, event: DocumentView.CaretMoved) -> None:
+        self.refresh_status_soon()  # the sibling and depth of the caret's branch
+
+    def on_branch_tree_selected(self, event: BranchTree.Selected) -> None:
+        self.navigation.go_to(event.chain.last)
 
     # -- loom events -----------------------------------------------------------------
     def _on_loom_event(self, event: str, node: Node | None) -> None:
@@ -387,24 +440,24 @@ class LoomApp(
 
     def on_loom_changed(self, message: LoomChanged) -> None:
         if message.event in CHANGES:
-            self._note_change()
+            self.note_change()
         if message.event in ("add", "split", "update"):
-            self._rebuild_tree_soon()
+            self.rebuild_tree_soon()
         if message.event == "update" and message.node is not None:
             self.view.redraw()
-        self._refresh_status_soon()
+        self.refresh_status_soon()
 
     # -- syncing typed text ----------------------------------------------------------
     @on(DocumentView.Edited)
     def _text_edited(self, event: DocumentView.Edited) -> None:
         if self.generating:
-            self._cancel.set()  # typing over a generation stops it; the typing wins
+            self.jobs.cancel.set()  # typing over a generation stops it; the typing wins
         self._failed_sync = None
-        self._note_change()
+        self.note_change()
         if self._sync_timer is not None:
             self._sync_timer.stop()
         self._sync_timer = self.set_timer(self.sync_delay, self.sync_now)
-        self._refresh_status_soon()
+        self.refresh_status_soon()
 
     def sync_now(self) -> None:
         """Hand the typed text to the engine now (or as soon as it is free)."""
@@ -412,9 +465,18 @@ class LoomApp(
             self._sync_timer.stop()
             self._sync_timer = None
         self._sync_due = True
-        self._drain()
+        self.jobs.drain()
 
-    def _start_sync(self) -> None:
+    def text_waiting(self) -> bool:
+        """Typed text the engine has not got yet (and did not refuse as it is)."""
+        return self.doc.dirty and self.doc.text != self._failed_sync
+
+    def sync_due(self) -> bool:
+        """The typing paused (or something asked for it): the text should go now."""
+        return self._sync_due and self.doc.dirty
+
+    def start_sync(self) -> None:
+        """Hand the typed text to the engine as one job."""
         self._sync_due = False
         if self._sync_timer is not None:
             self._sync_timer.stop()
@@ -434,8 +496,8 @@ class LoomApp(
                 raise
             self.post_message(Synced(node, text))
 
-        self.submit("sync", job)
-        self._refresh_status_soon()
+        self.jobs.submit("sync", job)
+        self.refresh_status_soon()
 
     def on_synced(self, message: Synced) -> None:
         doc = self.doc
@@ -446,7 +508,7 @@ class LoomApp(
             # More typing arrived meanwhile: it now builds on the synced node.
             doc.rebase(message.node, message.text)
             self._sync_due = True
-        self._arrive(message.node, record=True)
+        self.navigation.arrive(message.node, record=True)
 
     # -- text for the panes ------------------------------------------------------------
     def token_text(self, token: int) -> str:
@@ -464,11 +526,13 @@ class LoomApp(
             self._text_cache[key] = text
         return text
 
-    def _rebuild_tree_soon(self) -> None:
+    def rebuild_tree_soon(self) -> None:
+        """Rebuild the branch pane shortly (structural changes come in bursts)."""
         if self._tree_timer is None:
-            self._tree_timer = self.set_timer(TREE_DELAY, self._rebuild_tree)
+            self._tree_timer = self.set_timer(TREE_DELAY, self.rebuild_tree)
 
-    def _rebuild_tree(self) -> None:
+    def rebuild_tree(self) -> None:
+        """Rebuild the branch pane now (unless it is hidden)."""
         self._tree_timer = None
         tree = self.branches
         if tree.has_class("-hidden"):
@@ -477,11 +541,13 @@ class LoomApp(
         tree.set_path(self.doc.path, self.doc.node or self.loom.root)
 
     # -- status ----------------------------------------------------------------------
-    def _refresh_status_soon(self) -> None:
+    def refresh_status_soon(self) -> None:
+        """Refresh the status bar shortly (many things change it at once)."""
         if self._status_timer is None:
-            self._status_timer = self.set_timer(0.1, self._refresh_status)
+            self._status_timer = self.set_timer(0.1, self.refresh_status)
 
-    def _refresh_status(self) -> None:
+    def refresh_status(self) -> None:
+        """Refresh the status bar now."""
         self._status_timer = None
         self._caret_soon()  # the session hears the caret once it rests
         loom = self.loom
@@ -491,8 +557,8 @@ class LoomApp(
         elif self._loading is not None:
             state = self.loading_state()
         elif self.generating:
-            state = self.weave_state() or "generating\u2026 esc stops"
-        elif self._jobs_in_flight:
+            state = self.weave.state() or "generating\u2026 esc stops"
+        elif self.jobs.in_flight:
             state = "working\u2026"
         elif self.doc.dirty:
             state = "edited"
@@ -507,11 +573,11 @@ class LoomApp(
             kv_bytes=memory.total,
             tokens_per_second=self._tokens_per_second if self.show_speed else None,
             settings=loom.settings,
-            preset=self.preset_label() if loom.settings.preset else "",
+            preset=self.presets.label() if loom.settings.preset else "",
             state=state,
             read_only=self.read_only,
             unsaved=self.unsaved,
-            place=self.caret_place(),
+            place=self.navigation.caret_place(),
         )
         self.status.show_status(info)
 

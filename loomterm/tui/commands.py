@@ -12,7 +12,7 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from loomterm.tui.keymap import ACTIONS
 
 if TYPE_CHECKING:
-    from loomterm.tui.app import LoomApp
+    from loomterm.tui.controllers.editor import Editor
 
 Command = tuple[str, Callable[[], object], str]  # (title, run, help)
 
@@ -23,28 +23,28 @@ class LoomCommands(Provider):
     ``Bookmark: TEXT`` for every bookmark."""
 
     @property
-    def loom_app(self) -> LoomApp:
-        return cast("LoomApp", self.app)
+    def loom_app(self) -> Editor:
+        return cast("Editor", self.app)
 
     def commands(self) -> Iterator[Command]:
         app = self.loom_app
-        keys = app.keys_by_id()
+        keys = app.looks.keys_by_id()
         for action in ACTIONS:
             key = keys.get(action.id, "")
             help_text = f"{action.help}  ({key})" if key else action.help
             yield action.title, partial(app.run_action, action.action), help_text
-        for name, preset in app.presets().items():
+        for name, preset in app.presets.listed().items():
             values = ", ".join(f"{k} {v}" for k, v in preset.values.items())
-            yield f"Preset: {name}", partial(app.apply_preset, name), values
+            yield f"Preset: {name}", partial(app.presets.apply, name), values
         for key in app.attached_models():
             yield f"Model: {key}", partial(app.use_model, key), "Make this model the active one"
-        for name in app.theme_names():
+        for name in app.looks.theme_names():
             yield f"Theme: {name}", partial(app.set_theme, name), "Switch to this theme"
-        for node, preview in app.bookmarks():
-            yield f"Bookmark: {preview}", partial(app.go_to_node, node), "Go to this bookmark"
+        for node, preview in app.bookmarks.listed():
+            yield f"Bookmark: {preview}", partial(app.navigation.go_to, node), "Go to this bookmark"
 
     async def startup(self) -> None:
-        self.loom_app.presets(reload=True)  # a preset file written since is offered too
+        self.loom_app.presets.listed(reload=True)  # a preset file written since is offered too
 
     async def discover(self) -> Hits:
         for title, run, help_text in self.commands():
@@ -63,14 +63,14 @@ class ThemeCommands(Provider):
     """The Theme command's list: loomterm's themes first, then the user's."""
 
     async def discover(self) -> Hits:
-        app = cast("LoomApp", self.app)
-        for name in app.theme_names():
+        app = cast("Editor", self.app)
+        for name in app.looks.theme_names():
             yield DiscoveryHit(name, partial(app.set_theme, name), help="Switch to this theme")
 
     async def search(self, query: str) -> Hits:
-        app = cast("LoomApp", self.app)
+        app = cast("Editor", self.app)
         matcher = self.matcher(query)
-        for name in app.theme_names():
+        for name in app.looks.theme_names():
             score = matcher.match(name)
             if score > 0:
                 yield Hit(score, matcher.highlight(name), partial(app.set_theme, name))

@@ -58,13 +58,13 @@ async def settle(pilot, timeout: float = 20.0) -> None:
     while loop.time() < end:
         await pilot.pause(0.02)
         if (
-            not app.busy
-            and not app._deferred  # noqa: SLF001
+            not app.jobs.busy
+            and not app.jobs.deferred
             and not app.doc.dirty
             and app._sync_timer is None  # noqa: SLF001
         ):
             await pilot.pause(0.15)  # the branch pane and status timers
-            if not app.busy and not app.doc.dirty and not app._deferred:  # noqa: SLF001
+            if not app.jobs.busy and not app.doc.dirty and not app.jobs.deferred:
                 return
     raise AssertionError("the app did not settle")
 

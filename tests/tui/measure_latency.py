@@ -114,7 +114,7 @@ async def measure(loom, main) -> dict[str, tuple[float, ...]]:
             "action_cursor_down",
         ):
             setattr(view, name, timed(getattr(view, name)))
-        app._sibling = timed(app._sibling)  # noqa: SLF001
+        app.navigation.sibling = timed(app.navigation.sibling)
 
         async def press(key: str) -> tuple[float, float, float]:
             await pilot.pause(0.03)  # every pending frame goes out first
@@ -152,7 +152,7 @@ async def measure(loom, main) -> dict[str, tuple[float, ...]]:
 
         # Sibling switches at three depths: near the end, in the middle, at the start.
         for depth in (PATH_NODES - 1, PATH_NODES // 2, 1):
-            app.show_node(main[-1])
+            app.navigation.show_node(main[-1])
             await pilot.pause(0.3)
             app.doc.move_to(app.doc.end_of(main[depth]))
             view.caret_moved()

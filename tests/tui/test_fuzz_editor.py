@@ -198,13 +198,13 @@ async def _settle(pilot, app: FuzzApp) -> None:
         await settle(pilot, timeout=20)
     except AssertionError:
         state = dict(
-            jobs=app._jobs_in_flight,  # noqa: SLF001
+            jobs=app.jobs.in_flight,
             generating=app.generating,
-            deferred=len(app._deferred),  # noqa: SLF001
+            deferred=len(app.jobs.deferred),
             dirty=app.doc.dirty,
             sync_timer=app._sync_timer,  # noqa: SLF001
             failed_sync=app._failed_sync,  # noqa: SLF001
-            locks=app._locks,  # noqa: SLF001
+            locks=app.jobs.locks,
             doc=app.doc.text,
             engine=app.loom.text(app.loom.cursor),
             failures=app.failures,

@@ -212,7 +212,7 @@ async def test_a_rating_picks_too(make_app, two):
         await settle(pilot)
         kids = [k for k in two.cursor.parent.children if "blind" in k.meta]
         assert len(kids) == 2 and all(app.writer_colour(k) is None for k in kids)
-        app._set_meta(kids[1], rating=1)  # noqa: SLF001 - what the rating keys do
+        app.jobs.set_meta(kids[1], rating=1)  # what the rating keys do
         await settle(pilot)
         assert all("blind" not in k.meta for k in kids)
         assert any("You rated a branch by" in m for m in messages(app))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from textual.containers import Vertical
 
-from loomterm.tui.actions.view import tree_width
+from loomterm.tui.controllers.panes import tree_width
 from loomterm.tui.prefs import load_prefs
 from tests.tui.conftest import settle
 

@@ -204,7 +204,7 @@ async def test_hiding_a_branch_asks_first_and_can_be_undone(make_app, loom, bran
         await app.run_action("toggle_hidden")
         await settle(pilot)
         assert "there was a dog" in screen_text(app)
-        app.go_to_node(branched["dog"])
+        app.navigation.go_to(branched["dog"])
         await settle(pilot)
         await app.run_action("unhide_branch")
         await settle(pilot)

@@ -127,7 +127,7 @@ async def test_one_theme_command_and_only_loomterms_themes_bundled_first(make_ap
     (folder / "aaa-mine.tcss").write_text("$primary: #8b5a2b;\n")
     app = make_app()
     async with app.run_test(size=TERMINAL) as pilot:
-        names = app.theme_names()
+        names = app.looks.theme_names()
         assert names == ["loom-dark", "loom-high-contrast", "loom-light", "aaa-mine"]
         assert "textual-dark" not in app.available_themes and "nord" not in app.available_themes
         ours = [title for title, _, _ in LoomCommands(app.screen).commands()]

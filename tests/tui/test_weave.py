@@ -195,7 +195,7 @@ async def test_ratings_given_during_a_weave_steer_it(make_app, loom):
     async with app.run_test(size=TERMINAL) as pilot:
         await paste(pilot, "Once")
         await settle(pilot)
-        assert not app.weaving and not app.rate_while_weaving(loom.root, 1)
+        assert not app.weave.weaving and not app.weave.rate_while_weaving(loom.root, 1)
         loom.subscribe(listener)
         await pilot.press("alt+e")
         await pilot.pause()
@@ -206,10 +206,10 @@ async def test_ratings_given_during_a_weave_steer_it(make_app, loom):
             await pilot.pause(0.02)
             if hold.is_set():
                 break
-        assert hold.is_set() and app.weaving
+        assert hold.is_set() and app.weave.weaving
         # The rating keys would do this while a weave runs; nothing waits for the weave.
-        assert app.rate_while_weaving(added[3], 1)
-        assert app.rate_while_weaving(added[0], -1)
+        assert app.weave.rate_while_weaving(added[3], 1)
+        assert app.weave.rate_while_weaving(added[0], -1)
         assert "rating" not in added[3].meta  # not yet: the worker applies it
         release.set()
         await settle(pilot)

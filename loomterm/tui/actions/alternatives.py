@@ -20,11 +20,11 @@ class AlternativeActions:
     """Mixed into :class:`~loomterm.tui.app.LoomApp`: a token's alternatives."""
 
     def action_alternatives(self) -> None:
-        self.when_idle(lambda: self._alternatives(None))
+        self.jobs.when_idle(lambda: self._alternatives(None))
 
     def on_document_view_token_clicked(self, event: DocumentView.TokenClicked) -> None:
         char = event.char
-        self.when_idle(lambda: self._alternatives(char))
+        self.jobs.when_idle(lambda: self._alternatives(char))
 
     def _alternatives(self, char: int | None) -> None:
         doc = self.doc
@@ -56,6 +56,6 @@ class AlternativeActions:
                 branch = loom.pick(base, position, pick.token_id)
                 self.post_message(Moved(branch, then_generate=pick.generate))
 
-            self.when_idle(lambda: self.submit("pick", job, lock=True))
+            self.jobs.when_idle(lambda: self.jobs.submit("pick", job, lock=True))
 
         self.push_screen(AlternativesScreen(title, rows), picked)

@@ -50,7 +50,7 @@ class CaretActions:
 
     def _caret_settled(self) -> None:
         self._caret_timer = None
-        if not self.busy:  # a job's end refreshes the status, which comes back here
+        if not self.jobs.busy:  # a job's end refreshes the status, which comes back here
             self.report_caret()
 
     def report_caret(self) -> None:

@@ -27,7 +27,7 @@ class ChatActions:
 
         def chosen(request: ChatRequest | None) -> None:
             if request is not None:
-                self.when_idle(lambda: self._start_chat(request), stop=True)
+                self.jobs.when_idle(lambda: self._start_chat(request), stop=True)
 
         if not self.loom.root.children:
             self.push_screen(ChatScreen(), chosen)
@@ -42,7 +42,7 @@ class ChatActions:
             ConfirmScreen(
                 f"{name!r} has text, so the chat starts in a new session. {name!r} is "
                 "kept: 'Back to previous session' (palette) or the session list "
-                f"({self._key_for('sessions')}) brings you back.",
+                f"({self.looks.key_for('sessions')}) brings you back.",
                 yes="New session",
             ),
             go_on,
@@ -66,7 +66,7 @@ class ChatActions:
             else:
                 self.post_message(SessionSwitched(loom, name, node, request.generate))
 
-        self.submit("chat", job, lock=True)
+        self.jobs.submit("chat", job, lock=True)
 
     def action_add_turn(self) -> None:
         if not chat.has_template(self.loom.runner.tokenizer):
@@ -75,7 +75,7 @@ class ChatActions:
 
         def chosen(request: TurnRequest | None) -> None:
             if request is not None:
-                self.when_idle(lambda: self._add_turn(request), stop=True)
+                self.jobs.when_idle(lambda: self._add_turn(request), stop=True)
 
         self.push_screen(TurnScreen(), chosen)
 
@@ -91,4 +91,4 @@ class ChatActions:
                 node = loom.append(node, text, **meta)
             self.post_message(Moved(node, then_generate=request.generate))
 
-        self.submit("turn", job, lock=True)
+        self.jobs.submit("turn", job, lock=True)

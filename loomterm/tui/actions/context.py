@@ -55,7 +55,7 @@ class ContextActions:
     def action_regenerate_own_context(self: LoomApp) -> None:
         """Regenerate the generated node at the caret with the context it was made
         with (memory, author's note, world info of that time), not the current one."""
-        self.when_idle(lambda: self._regenerate(own_context=True))
+        self.jobs.when_idle(lambda: self._regenerate(own_context=True))
 
     @property
     def context_shown(self: LoomApp) -> bool:
@@ -101,7 +101,7 @@ class ContextActions:
             finally:  # always answered, so the next change refreshes again
                 self.post_message(ContextAssembled(runs, problem))
 
-        self.submit("context", job)
+        self.jobs.submit("context", job)
 
     def on_context_assembled(self: LoomApp, message: ContextAssembled) -> None:
         self._context_queued = False

@@ -98,19 +98,19 @@ class GenerationActions:
     arrive."""
 
     def action_generate(self) -> None:
-        self.when_idle(lambda: self._generate(1), sync=False)
+        self.jobs.when_idle(lambda: self._generate(1), sync=False)
 
     def action_generate_n(self) -> None:
         n = self.loom.settings.n
-        self.when_idle(lambda: self._generate(max(1, n)), sync=False)
+        self.jobs.when_idle(lambda: self._generate(max(1, n)), sync=False)
 
     def action_regenerate(self) -> None:
-        self.when_idle(self._regenerate)
+        self.jobs.when_idle(self._regenerate)
 
     def _regenerate(self, own_context: bool = False) -> None:
         """A new sibling of the generated node at the caret; ``own_context``: with the
         memory, author's note and world info it was generated with, not today's."""
-        node = self._caret_node()
+        node = self.navigation.caret_node()
         if node is None or node.origin is not Origin.MODEL:
             node = self.doc.node
         if node is None or node.origin is not Origin.MODEL:
@@ -155,12 +155,12 @@ class GenerationActions:
             self._sync_timer.stop()  # the generation job syncs the text itself
             self._sync_timer = None
         self._sync_due = False
-        cancel = self._cancel
+        cancel = self.jobs.cancel
         cancel.clear()
         self.generating = True
         self._generation_lock = True
-        self._lock()  # until the generation starts: the cut at the caret is not made yet
-        self._refresh_status_soon()
+        self.jobs.lock()  # until the generation starts: the cut at the caret is not made yet
+        self.refresh_status_soon()
 
         def job() -> None:
             node = start if start is not None else base
@@ -213,12 +213,12 @@ class GenerationActions:
                 self.post_message(GenerationDone(node, kids, total, seconds))
 
         self._after_generation = then
-        self.submit("generate", job)
+        self.jobs.submit("generate", job)
 
     def _release_generation_lock(self) -> None:
         if self._generation_lock:
             self._generation_lock = False
-            self._unlock()
+            self.jobs.unlock()
 
     def on_generation_started(self, message: GenerationStarted) -> None:
         self.doc.show(message.start)
@@ -226,7 +226,7 @@ class GenerationActions:
         self.view.follow = True
         self._release_generation_lock()
         self.view.document_changed()
-        self._arrive(message.start, record=False, engine=False)
+        self.navigation.arrive(message.start, record=False, engine=False)
 
     def on_tokens_streamed(self, message: TokensStreamed) -> None:
         if self.show_speed and message.seconds > 0:
@@ -238,7 +238,7 @@ class GenerationActions:
             self.view.document_changed(scroll=follow)
         if not self.branches.has_class("-hidden"):
             self.branches.text_grew()  # the rows of every sibling being written
-        self._refresh_status_soon()
+        self.refresh_status_soon()
 
     def on_tokens_taken_back(self, message: TokensTakenBack) -> None:
         """Streamed text that a banned phrase took back leaves the screen."""
@@ -266,22 +266,22 @@ class GenerationActions:
             doc.show(target)
             doc.move_to(doc.length if follow else caret)
             self.view.document_changed(scroll=follow)
-            self._arrive(target)
+            self.navigation.arrive(target)
         elif message.kids:
             self.loom.cursor = target  # typed-over text syncs from what was shown
         then, self._after_generation = self._after_generation, None
         if then is not None and message.kids:
             then()
-        self._refresh_status_soon()
-        self._drain()
+        self.refresh_status_soon()
+        self.jobs.drain()
 
     def action_stop(self) -> None:
         """Esc: stop reading a long text (keeping the edit) or generating (keeping what
         came); else leave the branch pane."""
         if self._prefill is not None:
-            self._interrupt.set()
+            self.jobs.interrupt.set()
         if self.generating:
-            self._cancel.set()
+            self.jobs.cancel.set()
         elif self._prefill is None and self.focused is self.branches:
             self.view.focus()
 
@@ -294,4 +294,4 @@ class GenerationActions:
         def job() -> None:
             self.post_message(Moved(loom.refresh(node)))
 
-        self.when_idle(lambda: self.submit("refresh", job, lock=True))
+        self.jobs.when_idle(lambda: self.jobs.submit("refresh", job, lock=True))

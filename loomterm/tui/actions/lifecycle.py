@@ -27,7 +27,7 @@ class LifecycleActions:
     def on_loading(self, message: Loading) -> None:
         finished = message.total is not None and message.done >= message.total
         self._loading = None if finished else (message.stage, message.done, message.total)
-        self._refresh_status_soon()
+        self.refresh_status_soon()
 
     def loading_state(self) -> str:
         """``loading g: load 12/30`` or, for a stage of unknown length, its seconds."""
@@ -44,7 +44,7 @@ class LifecycleActions:
             self.refresh_bindings()  # escape now stops the reading
         else:
             self._prefill = (message.done, message.total, previous[2], previous[3])
-        self._refresh_status_soon()
+        self.refresh_status_soon()
 
     def prefill_state(self) -> str:
         """``reading 4,096/16,000 tokens · 812 tok/s · esc stops`` while reading."""
@@ -58,7 +58,7 @@ class LifecycleActions:
         return text + " \u00b7 esc stops"
 
     # -- read-only sessions ---------------------------------------------------------
-    def _note_change(self) -> None:
+    def note_change(self) -> None:
         """The session changed: in a read-only one, say once that nothing is saved."""
         if self.read_only and not self.unsaved:
             self.unsaved = True
@@ -68,7 +68,7 @@ class LifecycleActions:
                 severity="warning",
                 timeout=6,
             )
-            self._refresh_status_soon()
+            self.refresh_status_soon()
 
     def _offer_save_as(self) -> None:
         """Quitting a changed read-only session: save as a new one, drop, or stay."""
@@ -90,7 +90,7 @@ class LifecycleActions:
                 sessions.save_as(loom, choice)
                 self.post_message(SavedAs(choice))
 
-            self.submit("save as", job)
+            self.jobs.submit("save as", job)
 
         self.push_screen(SaveAsScreen(name, default), answered)
 
@@ -99,9 +99,9 @@ class LifecycleActions:
         self.unsaved = False
         self.session_name = message.name
         self.show_title()
-        self._refresh_status()
+        self.refresh_status()
         if self._quitting:
-            self.when_idle(self._finish)
+            self.jobs.when_idle(self._finish)
         else:
             self.notify(f"Saved as session {message.name!r}", timeout=4)
 
@@ -112,12 +112,12 @@ class LifecycleActions:
         if self._quitting:
             return
         self._quitting = True
-        self._cancel.set()
-        self.when_idle(self._finish)
+        self.jobs.cancel.set()
+        self.jobs.when_idle(self._finish)
 
     def _finish(self, ask: bool = True) -> None:
         if ask and self.read_only and self.unsaved:
             self._offer_save_as()
             return
-        self._jobs.put(None)
+        self.jobs.queue.put(None)
         self.exit()

@@ -130,7 +130,7 @@ class ModelActions:
             self.models_changed()
         elif message.event == "update" and message.node is not None:
             meta = message.node.meta
-            if meta.get("rating"):  # rated good or bad (``actions.ratings``)
+            if meta.get("rating"):  # rated good or bad (``controllers.ratings``)
                 self._picked(message.node, "rated")
             elif meta.get("bookmark"):
                 self._picked(message.node, "bookmarked")
@@ -156,7 +156,7 @@ class ModelActions:
         def job() -> None:
             loom.use(key)
 
-        self.when_idle(lambda: self.submit("use model", job), stop=True)
+        self.jobs.when_idle(lambda: self.jobs.submit("use model", job), stop=True)
         self.notify(f"Active model: {key}", timeout=2)
 
     def action_attach_model(self: LoomApp) -> None:
@@ -176,7 +176,7 @@ class ModelActions:
             key = loom.open_model(source)
             self.call_from_thread(self.notify, f"Attached {key}: alt+l switches to it", timeout=4)
 
-        self.submit("attach model", job)
+        self.jobs.submit("attach model", job)
 
     # -- siblings from several models --------------------------------------------------
     def action_siblings(self: LoomApp) -> None:
@@ -206,7 +206,7 @@ class ModelActions:
             plan = singles
             meta = {"blind": int(time.time() * 1000)}
         total = sum(count for _key, count in plan)
-        self.when_idle(lambda: self._generate(total, models=plan, meta=meta), sync=False)
+        self.jobs.when_idle(lambda: self._generate(total, models=plan, meta=meta), sync=False)
 
     # -- blind mode --------------------------------------------------------------------
     def action_toggle_blind(self: LoomApp) -> None:
@@ -221,7 +221,7 @@ class ModelActions:
         self.models_changed()
 
     def action_pick_branch(self: LoomApp) -> None:
-        node = self._caret_node() or self.doc.node
+        node = self.navigation.caret_node() or self.doc.node
         if not self._picked(node, "picked"):
             self.notify("No hidden siblings here to pick", timeout=2)
 
@@ -241,7 +241,7 @@ class ModelActions:
             if n.meta.get("blind") == group
         ]
         for sibling in siblings:
-            self._set_meta(sibling, blind=None)
+            self.jobs.set_meta(sibling, blind=None)
         if self.blind_mode:
             writer = first.meta.get("model", "?")
             self.notify(f"You {how} a branch by {writer}: models revealed", timeout=5)

@@ -66,9 +66,9 @@ class SessionActions:
 
         def start() -> None:
             self.report_caret()  # before a rename closes the session in the worker
-            self.submit("session", job, lock=True)
+            self.jobs.submit("session", job, lock=True)
 
-        self.when_idle(start, stop=True)
+        self.jobs.when_idle(start, stop=True)
 
     def _rename_open(self, path: Path, name: str) -> Path:
         """Rename the open session (in the worker): close it, rename, and hand back
@@ -110,15 +110,15 @@ class SessionActions:
         self.doc = self._new_document(new)  # type: ignore[arg-type]
         self.view.doc = self.doc
         self.history = History()
-        self._last_seen.clear()
+        self.navigation.last_seen.clear()
         self._text_cache.clear()
-        self._rebuild_tree()
+        self.rebuild_tree()
         self.show_title()
         caret = self.saved_caret(message.node)
         if caret is None:
             self.on_moved(Moved(message.node, then_generate=message.then_generate))
         else:  # where the user left the caret in that session
-            self.show_node(message.node, caret)
+            self.navigation.show_node(message.node, caret)
         back = ""
         if self.previous_session is not None:
             back = f"; 'Back to previous session' returns to {name_of(self.previous_session)!r}"

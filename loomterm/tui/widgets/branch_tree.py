@@ -182,7 +182,7 @@ class BranchTree(ScrollView, can_focus=True):
         self.text_of = text_of
         self.show_hidden = False
         # Given the root, a test of which children to show besides the archive's
-        # (the rating filter, ``tui.actions.ratings``); None shows every one.
+        # (the rating filter, ``tui.controllers.ratings``); None shows every one.
         self.row_filter: Callable[[Node], Callable[[Node], bool]] | None = None
         self.rows: list[Row] = []
         self.entries: dict[int, int] = {}  # node id -> row index

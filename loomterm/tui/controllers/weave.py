@@ -25,7 +25,7 @@ from loomterm.tui.widgets.weave_dialog import WeaveChoice, WeaveScreen
 
 if TYPE_CHECKING:
     from loomterm.engine.weave import WeaveResult
-    from loomterm.tui.app import LoomApp
+    from loomterm.tui.controllers.editor import Editor
 
 POST_INTERVAL = 0.1  # token counts reach the status bar at most this often
 
@@ -53,11 +53,11 @@ class WeaveDone(Message):
         self.result = result
 
 
-class _Reporter:
+class Reporter:
     """In the worker: turns the engine's progress and tokens into messages, and hands
-    the engine the ratings given meanwhile (:meth:`WeaveActions.rate_while_weaving`)."""
+    the engine the ratings given meanwhile (:meth:`Weave.rate_while_weaving`)."""
 
-    def __init__(self, app: LoomApp, depth: int, ratings: queue.SimpleQueue) -> None:
+    def __init__(self, app: Editor, depth: int, ratings: queue.SimpleQueue) -> None:
         self.app = app
         self.depth = depth
         self.ratings = ratings
@@ -90,59 +90,65 @@ class _Reporter:
         )
 
 
-class WeaveActions:
-    """Mixed into :class:`~loomterm.tui.app.LoomApp`: the weave action, its dialog, its
-    progress in the status bar and its result on screen."""
+class Weave:
+    """The weave action, its dialog, its progress in the status bar and its result on
+    screen."""
 
-    _weave_choice: WeaveChoice | None = None  # the last shape asked for, offered again
-    _weave_progress: WeaveProgress | None = None  # None: no weave running
-    _weave_ratings: queue.SimpleQueue | None = None  # ratings for the running weave
+    def __init__(self, app: Editor) -> None:
+        self.app = app
+        self.choice: WeaveChoice | None = None  # the last shape asked for, offered again
+        self.progress: WeaveProgress | None = None  # None: no weave running
+        self.ratings: queue.SimpleQueue | None = None  # ratings for the running weave
 
     @property
     def weaving(self) -> bool:
         """True while a weave runs."""
-        return self._weave_progress is not None
+        return self.progress is not None
 
     def rate_while_weaving(self, node: Node, rating: int | None) -> bool:
         """For the ratings action: while a weave runs, ``rating`` (1, -1, None to
         clear) reaches ``node`` from the worker between two batches, without waiting
         for the weave, so it steers the levels still to come (``score="rating"``).
         False when no weave runs: rate as usual."""
-        ratings = self._weave_ratings
+        ratings = self.ratings
         if ratings is None:
             return False
         ratings.put((node, rating))
         return True
 
-    def action_weave(self) -> None:
-        if self.generating:
-            self.bell()
+    def ask(self) -> None:
+        """The weave dialog; the shape chosen there is woven once the engine is idle."""
+        app = self.app
+        if app.generating:
+            app.bell()
             return
-        self.push_screen(WeaveScreen(self._weave_choice), self._weave_answered)
+        app.push_screen(WeaveScreen(self.choice), self.answered)
 
-    def _weave_answered(self, choice: WeaveChoice | None) -> None:
+    def answered(self, choice: WeaveChoice | None) -> None:
         if choice is None:
             return
-        self._weave_choice = choice
-        self.when_idle(lambda: self._start_weave(choice))
+        self.choice = choice
+        self.app.jobs.when_idle(lambda: self.start(choice))
 
-    def _start_weave(self, choice: WeaveChoice) -> None:
-        if self.generating:
-            self.bell()
+    def start(self, choice: WeaveChoice) -> None:
+        """Weave ``choice`` from the caret, as one job."""
+        app = self.app
+        if app.generating:
+            app.bell()
             return
-        loom = self.loom
-        doc = self.doc
+        loom = app.loom
+        doc = app.doc
         base = doc.node or loom.root
         keep = doc.shown_tokens
         caret = doc.caret if doc.caret < doc.length else None
         sampling = loom.settings.sampling()  # the settings of this moment
-        cancel = self._cancel
+        cancel = app.jobs.cancel
         cancel.clear()
-        self.generating = True
-        self._weave_progress = WeaveProgress(1, choice.depth, 0, choice.n, 0)
-        ratings = self._weave_ratings = queue.SimpleQueue()
-        self._lock()  # the document holds still until the weave is over
-        self._refresh_status_soon()
+        app.generating = True
+        self.progress = WeaveProgress(1, choice.depth, 0, choice.n, 0)
+        ratings = self.ratings = queue.SimpleQueue()
+        app.jobs.lock()  # the document holds still until the weave is over
+        app.refresh_status_soon()
 
         def job() -> None:
             from loomterm.engine.weave import WeaveRequest, weave
@@ -157,7 +163,7 @@ class WeaveActions:
                     node = ops.start_point(loom, node, position, partial)
                 if node.end == 0:
                     raise LoomError("nothing to weave from: type something first")
-                reporter = _Reporter(self, choice.depth, ratings)
+                reporter = Reporter(app, choice.depth, ratings)
                 request = WeaveRequest(
                     node,
                     n=choice.n,
@@ -172,13 +178,13 @@ class WeaveActions:
                 )
                 result = weave(loom, request)
             finally:
-                self.post_message(WeaveDone(node, result))
+                app.post_message(WeaveDone(node, result))
 
-        self.submit("weave", job)
+        app.jobs.submit("weave", job)
 
-    def weave_state(self) -> str:
+    def state(self) -> str:
         """``weave level 2/3 · 4/8 nodes · 96 tokens · esc stops`` while weaving."""
-        p = self._weave_progress
+        p = self.progress
         if p is None:
             return ""
         return (
@@ -186,28 +192,30 @@ class WeaveActions:
             f"{p.tokens} tokens \u00b7 esc stops"
         )
 
-    def on_weave_progress(self, message: WeaveProgress) -> None:
-        if self._weave_progress is not None:
-            self._weave_progress = message
-            self._refresh_status_soon()
+    def progressed(self, message: WeaveProgress) -> None:
+        if self.progress is not None:
+            self.progress = message
+            self.app.refresh_status_soon()
 
-    def on_weave_done(self, message: WeaveDone) -> None:
-        self.generating = False
-        self._weave_progress = None
-        ratings, self._weave_ratings = self._weave_ratings, None
+    def done(self, message: WeaveDone) -> None:
+        """On the UI thread: the weave ended; show its best branch and what it made."""
+        app = self.app
+        app.generating = False
+        self.progress = None
+        ratings, self.ratings = self.ratings, None
         while ratings is not None and not ratings.empty():  # given after the last batch
             node, rating = ratings.get_nowait()
-            if node.id in self.loom.tree.nodes:
-                self.loom.set_meta(node, rating=rating)
-        self._unlock()
+            if node.id in app.loom.tree.nodes:
+                app.loom.set_meta(node, rating=rating)
+        app.jobs.unlock()
         result = message.result
         if result is not None:
             target = result.best or message.start
-            if target is not self.doc.node:
-                self.show_node(target)
-            self.notify(weave_summary(result), timeout=6)
-        self._refresh_status_soon()
-        self._drain()
+            if target is not app.doc.node:
+                app.navigation.show_node(target)
+            app.notify(weave_summary(result), timeout=6)
+        app.refresh_status_soon()
+        app.jobs.drain()
 
 
 def weave_summary(result: WeaveResult) -> str:

@@ -11,9 +11,13 @@ state of the branch pane only: the document, navigation and exports see every br
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from loomterm.tree import BAD, GOOD, Node, rating_of
-from loomterm.tui.actions.navigation import branch_of
+from loomterm.tui.tree_places import branch_of
+
+if TYPE_CHECKING:
+    from loomterm.tui.controllers.editor import Editor
 
 FILTERS = ("all", "good", "no_bad")
 FILTER_NOTES = {
@@ -50,34 +54,34 @@ def rating_filter(
     return None
 
 
-class RatingActions:
-    """Mixed into :class:`~loomterm.tui.app.LoomApp`: rating branches, filtering them."""
+class Ratings:
+    """Rating branches, and the branch pane's rating filter (``mode``)."""
 
-    rating_mode: str = "all"
+    def __init__(self, app: Editor) -> None:
+        self.app = app
+        self.mode = "all"  # one of FILTERS
 
-    def action_rate(self, value: int) -> None:
-        node = self._caret_node() or self.doc.node
+    def rate(self, value: int) -> None:
+        """Rate the caret's branch ``value`` (GOOD or BAD); the same again clears it."""
+        app = self.app
+        node = app.navigation.caret_node() or app.doc.node
         if node is None or node.parent is None:
-            self.bell()
+            app.bell()
             return
         branch = branch_of(node, show_hidden=True)
         clear = rating_of(branch) == value
         rating = None if clear else value
         # While a weave runs, the rating reaches it between two batches (the worker is
         # busy with the weave, so a job would wait for its end).
-        weaving = getattr(self, "rate_while_weaving", None)
-        if weaving is None or not weaving(branch, rating):
-            self._set_meta(branch, rating=rating)
+        if not app.weave.rate_while_weaving(branch, rating):
+            app.jobs.set_meta(branch, rating=rating)
         word = "good" if value == GOOD else "bad"
-        self.notify("Rating cleared" if clear else f"Branch rated {word}", timeout=2)
+        app.notify("Rating cleared" if clear else f"Branch rated {word}", timeout=2)
 
-    def action_rating_filter(self) -> None:
-        self.rating_mode = FILTERS[(FILTERS.index(self.rating_mode) + 1) % len(FILTERS)]
-        self._apply_rating_filter()
-        self.notify(FILTER_NOTES[self.rating_mode], timeout=2)
-
-    def _apply_rating_filter(self) -> None:
-        self.branches.row_filter = rating_filter(
-            self.rating_mode, lambda: {node.id for node in self.doc.path}
-        )
-        self._rebuild_tree()
+    def next_filter(self) -> None:
+        """Every branch, then only good ones, then no bad ones, then every branch."""
+        self.mode = FILTERS[(FILTERS.index(self.mode) + 1) % len(FILTERS)]
+        app = self.app
+        app.branches.row_filter = rating_filter(self.mode, lambda: {n.id for n in app.doc.path})
+        app.rebuild_tree()
+        app.notify(FILTER_NOTES[self.mode], timeout=2)

@@ -1,0 +1,100 @@
+"""Bookmarks and archiving, both kept in node ``meta`` (saved with the session):
+bookmark the node at the caret, jump to the next bookmark, archive (hide) the branch at
+the caret and everything below it, and restore it. The palette lists bookmarks through
+:meth:`Bookmarks.listed`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from loomterm.tree import Node
+from loomterm.tui.sanitize import safe_line
+from loomterm.tui.tree_places import branch_of
+from loomterm.tui.widgets.branch_tree import is_hidden
+from loomterm.tui.widgets.dialogs import ConfirmScreen
+
+if TYPE_CHECKING:
+    from loomterm.tui.controllers.editor import Editor
+
+
+class Bookmarks:
+    """Bookmarks and archived branches."""
+
+    def __init__(self, app: Editor) -> None:
+        self.app = app
+
+    def listed(self) -> list[tuple[Node, str]]:
+        """Every bookmarked node, with a short preview of the text up to it."""
+        loom = self.app.loom
+        marks = []
+        for node in list(loom.tree.nodes.values()):  # the worker may be adding
+            if node.meta.get("bookmark"):
+                marks.append((node, safe_line(loom.text(node)[-40:].strip()) or "(empty)"))
+        return marks
+
+    def toggle(self) -> None:
+        """Bookmark the node at the caret, or remove its bookmark."""
+        app = self.app
+        node = app.navigation.caret_node() or app.doc.node
+        if node is None or node.parent is None:
+            app.bell()
+            return
+        marked = bool(node.meta.get("bookmark"))
+        app.jobs.set_meta(node, bookmark=None if marked else True)
+        app.notify("Bookmark removed" if marked else "Bookmarked", timeout=2)
+
+    def next(self) -> None:
+        """Go to the bookmark after the caret's node (by id), round to the first."""
+        app = self.app
+        marks = [node for node, _ in self.listed()]
+        if not marks:
+            app.notify("No bookmarks yet (alt+s sets one)", timeout=2)
+            return
+        current = app.navigation.caret_node()
+        ids = [n.id for n in marks]
+        after = [n for n in marks if current is None or n.id > current.id]
+        target = after[0] if after else marks[ids.index(min(ids))]
+        app.jobs.when_idle(lambda: app.navigation.enter(target), stop=True)
+
+    def hide_branch(self) -> None:
+        """Archive the branch at the caret, once the user confirms."""
+        app = self.app
+        node = app.navigation.caret_node() or app.doc.node
+        if node is None or node.parent is None:
+            app.bell()
+            return
+        branch = branch_of(node, show_hidden=True)
+        preview = safe_line(app.node_text(branch).strip())[:40]
+
+        def confirmed(yes: bool | None) -> None:
+            if not yes:
+                return
+            app.jobs.set_meta(branch, hidden=True)
+            parent = branch.parent
+            assert parent is not None
+            others = [c for c in parent.children if c is not branch and not is_hidden(c)]
+            navigation = app.navigation
+            app.jobs.when_idle(
+                lambda: navigation.enter(others[-1]) if others else navigation.show_node(parent)
+            )
+            app.notify("Branch archived: 'Show hidden branches' brings it back", timeout=4)
+
+        app.push_screen(
+            ConfirmScreen(
+                f"Archive the branch {preview!r} and everything below it?", yes="Archive"
+            ),
+            confirmed,
+        )
+
+    def unhide_branch(self) -> None:
+        """Restore the archived branch the caret is in."""
+        app = self.app
+        node = app.navigation.caret_node() or app.doc.node
+        while node is not None and not is_hidden(node):
+            node = node.parent
+        if node is None:
+            app.notify("This branch is not archived", timeout=2)
+            return
+        app.jobs.set_meta(node, hidden=None)
+        app.notify("Branch restored", timeout=2)

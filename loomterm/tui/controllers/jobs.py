@@ -1,0 +1,150 @@
+"""The engine's jobs: one thread worker that runs model work one job at a time, for the
+life of the app.
+
+:class:`Jobs` owns the queue, the cancel and interrupt events, the edit locks, the count
+of jobs in flight and the actions waiting for the engine to be idle
+(:meth:`Jobs.when_idle`). A job reports back only by posting messages
+(``loomterm.tui.messages``); the worker never touches a widget. The app hears
+:class:`~loomterm.tui.messages.JobFinished` and hands it to :meth:`Jobs.finished`.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from textual.worker import get_current_worker
+
+from loomterm.tree import Node
+from loomterm.tui import ops
+from loomterm.tui.messages import JobFailed, JobFinished, JobStarted
+
+if TYPE_CHECKING:
+    from loomterm.tui.controllers.editor import Editor
+
+Job = Callable[[], None]
+ENGINE = "engine"  # the worker's name and group
+
+
+class Jobs:
+    """The engine worker's queue and everything that waits on it."""
+
+    def __init__(self, app: Editor) -> None:
+        self.app = app
+        self.queue: queue.SimpleQueue[tuple[str, Job] | None] = queue.SimpleQueue()
+        self.in_flight = 0
+        self.cancel = threading.Event()
+        """Set to stop a running generation or weave (escape, typing over it, quit)."""
+        self.interrupt = threading.Event()
+        """Set by escape while the model reads a long text (an edit near the top, say):
+        the engine stops between two chunks (``Loom.interrupt``). Cleared per job."""
+        self.deferred: list[tuple[Callable[[], None], bool]] = []
+        self.locks = 0  # reasons the document refuses edits just now
+        self.locked: set[str] = set()  # labels of queued jobs holding a lock
+
+    # -- the worker ----------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the worker (again, after it stopped on an error)."""
+        self.app.run_worker(
+            self.loop, name=ENGINE, group=ENGINE, exclusive=True, thread=True, exit_on_error=False
+        )
+
+    def stop(self) -> None:
+        """Stop generating and let the worker end once its job is done."""
+        self.cancel.set()
+        self.queue.put(None)
+
+    def loop(self) -> None:
+        """In the worker: run submitted jobs one at a time until told to stop."""
+        worker = get_current_worker()
+        while not worker.is_cancelled:
+            try:
+                item = self.queue.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            if item is None:
+                return
+            label, job = item
+            self.interrupt.clear()  # an escape meant for an earlier job stops nothing
+            self.app.post_message(JobStarted(label))
+            try:
+                job()
+            except Exception as exc:  # noqa: BLE001 - reported to the user, app goes on
+                self.app.post_message(JobFailed(label, exc))
+            finally:
+                self.app.post_message(JobFinished(label))
+
+    # -- submitting --------------------------------------------------------------------
+    def submit(self, label: str, job: Job, lock: bool = False) -> None:
+        """Queue model work for the worker. ``lock`` holds edits back until the job is
+        done (its result replaces the document, which would drop the typing)."""
+        self.in_flight += 1
+        if lock:
+            self.lock()
+            self.locked.add(label)
+        self.queue.put((label, job))
+
+    def set_meta(self, node: Node, **changes: object) -> None:
+        """Change ``node``'s meta (bookmark, hidden, rating, blind) as a job, so the
+        session saves it."""
+        loom = self.app.loom
+
+        def job() -> None:
+            ops.set_meta(loom, node, **changes)
+
+        self.submit("meta", job)
+
+    def lock(self) -> None:
+        """One more reason for the document to refuse edits."""
+        self.locks += 1
+        self.app.view.locked = True
+
+    def unlock(self) -> None:
+        self.locks = max(0, self.locks - 1)
+        self.app.view.locked = self.locks > 0
+
+    @property
+    def busy(self) -> bool:
+        """A job is queued or running, or a generation has not ended."""
+        return self.in_flight > 0 or self.app.generating
+
+    def finished(self, label: str) -> None:
+        """On the UI thread, when the job ``label`` has ended (however it ended)."""
+        self.in_flight = max(0, self.in_flight - 1)
+        if label in self.locked:
+            self.locked.discard(label)
+            self.unlock()
+        self.app.refresh_status_soon()
+        self.drain()
+
+    # -- when idle ---------------------------------------------------------------------
+    def when_idle(
+        self, action: Callable[[], None], *, sync: bool = True, stop: bool = False
+    ) -> None:
+        """Run ``action`` once no job is in flight (and, with ``sync``, once the engine
+        has the typed text). ``stop`` first stops a running generation."""
+        if stop and self.app.generating:
+            self.cancel.set()
+        self.deferred.append((action, sync))
+        self.drain()
+
+    def drain(self) -> None:
+        """Run what waits for the engine, in order, while it stays idle; typed text goes
+        to the engine first where the next action needs it."""
+        app = self.app
+        while self.deferred and not self.busy:
+            action, sync = self.deferred[0]
+            if sync and app.text_waiting():
+                app.start_sync()
+                return
+            self.deferred.pop(0)
+            action()
+        if not self.busy and app.sync_due():
+            app.start_sync()
+
+    @property
+    def idle(self) -> bool:
+        """Nothing in flight and nothing waiting."""
+        return not self.busy and not self.deferred

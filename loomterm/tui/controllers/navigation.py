@@ -1,0 +1,170 @@
+"""Navigation: where the document stands in the tree and how it gets there.
+
+Siblings (alt+left/right by default), branch points (alt+up/down), undo and redo (moves
+back and forth between places, see ``history.py``), going to a node (the branch pane,
+bookmarks, the palette) and where entering a subtree lands (where the user last was
+below it). All of it only reads the tree, so it runs on the UI thread once the app is
+idle (:meth:`~loomterm.tui.controllers.jobs.Jobs.when_idle`). Showing another node
+always ends in :meth:`Navigation.arrive`, which tells the Loom's cursor, the undo
+history and the branch pane.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from loomterm.tree import Node
+from loomterm.tui.history import Place
+from loomterm.tui.tree_places import branch_of, place_of, siblings_of
+from loomterm.tui.widgets.branch_tree import visible_children
+
+if TYPE_CHECKING:
+    from loomterm.tui.controllers.editor import Editor
+
+
+class Navigation:
+    """Moving around the tree; remembers where the user last was below each node."""
+
+    def __init__(self, app: Editor) -> None:
+        self.app = app
+        self.last_seen: dict[int, Node] = {}  # node id -> deepest node last shown below it
+
+    def arrive(self, node: Node, record: bool = True, engine: bool = True) -> None:
+        """The document now stands on ``node``: tell the engine, history, the pane.
+        ``engine`` False leaves the loom's cursor to the worker (a generation sets it,
+        and setting it here would wait for the engine)."""
+        app = self.app
+        if engine and app.loom.cursor is not node:
+            app.loom.cursor = node
+        if record:
+            app.history.push(Place(node, app.doc.caret))
+        self.remember(node)
+        tree = app.branches
+        if tree.display and not tree.has_class("-hidden"):
+            tree.set_path(app.doc.path, node)
+        app.refresh_status_soon()
+
+    def remember(self, node: Node) -> None:
+        """``node`` is where the user is now below each node of its path."""
+        for item in node.path():
+            self.last_seen[item.id] = node
+
+    def show_node(self, node: Node, caret: int | None = None, record: bool = True) -> None:
+        """Show ``node``'s path with the caret at ``caret`` (default: the end)."""
+        app = self.app
+        app.doc.show(node)
+        app.doc.move_to(app.doc.length if caret is None else caret)
+        app.view.follow = app.doc.caret >= app.doc.length
+        app.view.document_changed()
+        self.arrive(node, record=record)
+
+    def go_to(self, node: Node) -> None:
+        """Move the document to ``node`` (branch pane, bookmarks), once idle."""
+        self.app.jobs.when_idle(lambda: self.show_node(node), stop=True)
+
+    def show_at(self, leaf: Node, caret: int) -> None:
+        """Show ``leaf``'s path with the caret at ``caret`` (clamped), not following."""
+        app = self.app
+        app.doc.show(leaf)
+        app.doc.move_to(min(caret, app.doc.length))
+        app.view.follow = False
+        app.view.document_changed()
+        self.arrive(leaf)
+
+    def leaf_below(self, node: Node) -> Node:
+        """Where to land when entering ``node``'s subtree: where the user last was below
+        it, else the newest visible branch."""
+        seen = self.last_seen.get(node.id)
+        if seen is not None and node.is_ancestor_of(seen) and seen.id in self.app.loom.tree.nodes:
+            return seen
+        show_hidden = self.app.branches.show_hidden
+        while True:
+            kids = visible_children(node, show_hidden)
+            if not kids:
+                return node
+            node = kids[-1]
+
+    def caret_node(self) -> Node | None:
+        """The node holding the character before the caret (None at the start)."""
+        return self.app.doc.node_before_caret()
+
+    def sibling(self, step: int) -> None:
+        """Show the next (``step`` 1) or previous (-1) sibling of the caret's branch."""
+        app = self.app
+        node = self.caret_node()
+        if node is None or node.parent is None:
+            app.bell()
+            return
+        show_hidden = app.branches.show_hidden
+        node = branch_of(node, show_hidden)
+        siblings = siblings_of(node, show_hidden)
+        if len(siblings) < 2:
+            app.notify("No other branch here", timeout=2)
+            return
+        target = siblings[(siblings.index(node) + step) % len(siblings)]
+        self.enter(target)
+
+    def enter(self, target: Node) -> None:
+        """Show ``target``'s branch with the caret at the end of ``target``'s text."""
+        doc = self.app.doc
+        leaf = self.leaf_below(target)
+        doc.show(leaf)
+        end = doc.end_of(target)
+        doc.move_to(doc.length if end is None else end)
+        self.app.view.follow = False
+        self.app.view.document_changed()
+        self.arrive(leaf)
+
+    def branch_point(self, step: int) -> None:
+        """Move the caret to the nearest place above (``step`` < 0) or below it where the
+        path forks (the end of a node with more than one visible child); below the last
+        fork, down goes to the end of the document."""
+        app = self.app
+        doc = app.doc
+        path = doc.path
+        if not path:
+            app.bell()
+            return
+        show_hidden = app.branches.show_hidden
+        caret = doc.caret
+        forks = sorted(
+            end
+            for node in path[:-1]
+            if len(visible_children(node, show_hidden)) > 1
+            and (end := doc.end_of(node)) is not None
+        )
+        if step < 0:
+            targets = [end for end in forks if end < caret][-1:]
+        else:
+            targets = [end for end in forks if end > caret][:1] or (
+                [doc.length] if forks and caret < doc.length else []
+            )
+        if targets:
+            doc.move_to(targets[0])
+            app.view.caret_moved()
+            return
+        app.notify("No branch point " + ("above" if step < 0 else "below"), timeout=2)
+
+    def undo(self) -> None:
+        """Back to the place before this one on the history."""
+        place = self.app.history.undo()
+        if place is None:
+            self.app.notify("Nothing to undo", timeout=2)
+            return
+        self.show_node(place.node, place.caret, record=False)
+
+    def redo(self) -> None:
+        """Forward again to the place an undo left."""
+        place = self.app.history.redo()
+        if place is None:
+            self.app.notify("Nothing to redo", timeout=2)
+            return
+        self.show_node(place.node, place.caret, record=False)
+
+    def caret_place(self) -> str:
+        """``sibling 2 of 4 · depth 1`` for the branch at the caret ("" at the start)."""
+        node = self.caret_node()
+        if node is None or node.parent is None:
+            return ""
+        index, count, depth = place_of(node, self.app.branches.show_hidden)
+        return f"sibling {index} of {count} \u00b7 depth {depth}"

@@ -1,0 +1,98 @@
+"""What the screen shows: the branch pane (toggle, width, focus), the document's marks
+(token boundaries, probabilities, surprisal, approximate tokens) and archived branches
+shown or not, each remembered in the prefs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from loomterm.tui.prefs import save_prefs
+
+if TYPE_CHECKING:
+    from loomterm.tui.controllers.editor import Editor
+
+TREE_STEP = 0.05  # alt+shift+left/right narrow or widen the branch pane by this share
+TREE_SHARES = (0.1, 0.7)
+
+
+def tree_width(terminal: int, share: float) -> int:
+    """The branch pane's width in cells for a terminal ``terminal`` cells wide: its share,
+    but never so wide that the text gets less than half of a narrow terminal (or less
+    than 24 cells), nor narrower than a few words."""
+    low = max(8, min(20, terminal // 4))
+    high = max(low, terminal - max(24, terminal // 2))
+    return max(low, min(high, round(terminal * share)))
+
+
+class Panes:
+    """The branch pane, focus and the document's view toggles."""
+
+    def __init__(self, app: Editor) -> None:
+        self.app = app
+
+    def fit_tree(self, terminal: int | None = None) -> None:
+        """Size the branch pane for the terminal's width (and the user's share)."""
+        app = self.app
+        terminal = terminal if terminal is not None else app.size.width
+        if terminal > 0:
+            app.branches.styles.width = tree_width(terminal, app.prefs.tree_share)
+
+    def tree_width(self, step: int) -> None:
+        """Narrow (-1) or widen (+1) the branch pane; remembered."""
+        prefs = self.app.prefs
+        if self.app.branches.has_class("-hidden"):
+            self.toggle_tree()
+        low, high = TREE_SHARES
+        share = round(prefs.tree_share + step * TREE_STEP, 2)
+        prefs.tree_share = max(low, min(high, share))
+        save_prefs(prefs)
+        self.fit_tree()
+
+    def toggle_tree(self) -> None:
+        """Show or hide the branch pane; remembered."""
+        app = self.app
+        tree = app.branches
+        tree.toggle_class("-hidden")
+        app.prefs.tree = not tree.has_class("-hidden")
+        save_prefs(app.prefs)
+        if app.prefs.tree:
+            app.rebuild_tree()
+        elif app.focused is tree:
+            app.view.focus()
+
+    def focus_tree(self) -> None:
+        """Focus the branch pane (shown if hidden), or from it the document."""
+        app = self.app
+        tree = app.branches
+        if app.focused is tree:
+            app.view.focus()
+            return
+        if tree.has_class("-hidden"):
+            self.toggle_tree()
+        tree.focus()
+
+    def toggle_view(self, what: str) -> None:
+        """Turn one of the document's marks on or off; remembered."""
+        view, prefs = self.app.view, self.app.prefs
+        if what == "boundaries":
+            view.boundaries = prefs.boundaries = not view.boundaries
+        elif what == "probabilities":
+            view.probabilities = prefs.probabilities = not view.probabilities
+        elif what == "surprisal":
+            view.surprisal = prefs.surprisal = not view.surprisal
+        elif what == "approx":
+            view.approx_marks = prefs.approx = not view.approx_marks
+        save_prefs(prefs)
+
+    def toggle_hidden(self) -> None:
+        """Show archived branches in the pane, or hide them again; remembered."""
+        app = self.app
+        tree = app.branches
+        tree.show_hidden = app.prefs.show_hidden = not tree.show_hidden
+        save_prefs(app.prefs)
+        app.rebuild_tree()
+        app.notify(
+            "Showing archived branches" if tree.show_hidden else "Archived branches hidden",
+            timeout=2,
+        )

@@ -1,0 +1,196 @@
+"""Tidying the tree from the editor: split the node at the caret (alt+k by default),
+merge the node at the caret into its parent (alt+j), pick up the branch at the caret
+(alt+c) and move it to hang at the caret somewhere else (alt+y, "yank" it there).
+
+Each runs in the engine worker (``tui.hygiene``), is saved in the session as it
+happens, and goes on the undo history as a change: ctrl+z reverts it (the same nodes
+come back, ids and all), ctrl+y applies it again. :meth:`Tidy.undo` and
+:meth:`Tidy.redo` take over from navigation's when the place being left or re-entered
+holds such a change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from textual.message import Message
+
+from loomterm.tree import Node
+from loomterm.tui import hygiene, ops
+from loomterm.tui.history import Place
+from loomterm.tui.sanitize import safe_line
+from loomterm.tui.tree_places import branch_of
+
+if TYPE_CHECKING:
+    from loomterm.engine import Loom
+    from loomterm.tui.controllers.editor import Editor
+
+
+class Tidied(Message):
+    """A tidying job (or its undo or redo) finished: show ``node``'s path with the caret
+    at ``caret`` (None: the end of ``focus``'s text); ``change`` goes on the history
+    (None for an undo or redo, which move along it instead)."""
+
+    def __init__(
+        self,
+        node: Node,
+        caret: int | None,
+        change: hygiene.Change | None,
+        focus: Node | None,
+        done: str = "",
+    ) -> None:
+        super().__init__()
+        self.node = node
+        self.caret = caret
+        self.change = change
+        self.focus = focus
+        self.done = done
+
+
+class Tidy:
+    """Split, merge and move, their undo and redo; holds the branch picked up."""
+
+    def __init__(self, app: Editor) -> None:
+        self.app = app
+        self.picked_up: Node | None = None  # the branch alt+c picked up, to move
+
+    # -- the three operations ----------------------------------------------------------
+    def caret_position(self) -> tuple[Node, int] | None:
+        """The path's last node and the whole tokens before the caret (synced text)."""
+        node = self.app.doc.node
+        if node is None:
+            return None
+        position, _ = ops.split_at_char(self.app.loom, node, self.app.doc.caret)
+        return node, position
+
+    def split(self) -> None:
+        """Split the node at the caret (a job; undoable)."""
+        app = self.app
+        place = self.caret_position()
+        if place is None:
+            app.bell()
+            return
+        node, position = place
+        loom, caret = app.loom, app.doc.caret
+
+        def job() -> None:
+            change = hygiene.split_at(loom, node, position)
+            app.post_message(Tidied(node, caret, change, None))
+
+        app.jobs.submit("split", job, lock=True)
+
+    def merge(self) -> None:
+        """Merge the node at the caret into its parent (a job; undoable)."""
+        app = self.app
+        node = app.navigation.caret_node()
+        shown = app.doc.node
+        if node is None or shown is None or node.parent is None:
+            app.bell()
+            return
+        loom, caret = app.loom, app.doc.caret
+
+        def job() -> None:
+            change = hygiene.merge_into_parent(loom, node)
+            app.post_message(Tidied(shown, caret, change, None))
+
+        app.jobs.submit("merge", job, lock=True)
+
+    def pick_up(self) -> None:
+        """Remember the branch at the caret, to move it with :meth:`move_here`."""
+        app = self.app
+        node = app.navigation.caret_node() or app.doc.node
+        if node is None or node.parent is None:
+            app.bell()
+            return
+        self.picked_up = branch_of(node, show_hidden=True)
+        preview = safe_line(app.node_text(self.picked_up).strip())[:30]
+        key = app.looks.key_for("move_branch_here")
+        app.notify(f"Picked up {preview!r}: put the caret where it goes, then {key}", timeout=5)
+
+    def move_here(self) -> None:
+        """Hang the branch picked up at the caret (a job; undoable)."""
+        app = self.app
+        branch = self.picked_up
+        if branch is None:
+            key = app.looks.key_for("pick_up_branch")
+            app.notify(f"Pick up a branch first ({key} on it)", timeout=3)
+            return
+        place = self.caret_position()
+        if place is None:
+            app.bell()
+            return
+        node, position = place
+        loom = app.loom
+
+        def job() -> None:
+            change = hygiene.move_here(loom, branch, node, position)
+            app.post_message(Tidied(branch, None, change, branch))
+
+        app.jobs.submit("move", job, lock=True)
+
+    # -- showing the result, undo and redo ------------------------------------------------
+    def tidied(self, message: Tidied) -> None:
+        """On the UI thread: show what a tidying job left, and put it on the history."""
+        app = self.app
+        if message.change is not None and isinstance(message.change, hygiene.Move):
+            self.picked_up = None
+        app.note_change()
+        app.rebuild_tree_soon()
+        node = message.node
+        if node.id not in app.loom.tree.nodes:  # merged away: show what took it in
+            node = app.loom.cursor
+        leaf = app.navigation.leaf_below(node) if message.focus is not None else node
+        doc = app.doc
+        doc.show(leaf)
+        caret = message.caret
+        if caret is None:
+            end = doc.end_of(message.focus) if message.focus is not None else None
+            caret = doc.length if end is None else end
+        doc.move_to(min(caret, doc.length))
+        app.view.follow = False
+        app.view.document_changed()
+        app.navigation.arrive(leaf, record=False)
+        if message.change is not None:
+            app.history.push(Place(leaf, doc.caret, change=message.change))
+            undo = app.looks.key_for("undo")
+            app.notify(
+                f"{message.change.label.capitalize()} done \u00b7 {undo} undoes it", timeout=2
+            )
+        else:
+            app.notify(message.done, timeout=2)
+
+    def undo(self) -> None:
+        """Revert the change at this place, or (none here) navigation's undo."""
+        history = self.app.history
+        current = history.current
+        if current is None or current.change is None or not history.can_undo:
+            self.app.navigation.undo()
+            return
+        place = history.undo()
+        assert place is not None
+        self.replay(current.change.undo, place, "undo", f"Undid the {current.change.label}")
+
+    def redo(self) -> None:
+        """Apply the change at the next place again, or (none there) go there."""
+        history = self.app.history
+        if not history.can_redo:
+            self.app.navigation.redo()
+            return
+        place = history.redo()
+        assert place is not None
+        if place.change is None:
+            self.app.navigation.show_node(place.node, place.caret, record=False)
+            return
+        self.replay(place.change.redo, place, "redo", f"Redid the {place.change.label}")
+
+    def replay(self, step: Callable[[Loom], object], place: Place, label: str, done: str) -> None:
+        """Run an undo or redo ``step`` in the worker, then show ``place``."""
+        app = self.app
+        loom = app.loom
+
+        def job() -> None:
+            step(loom)
+            app.post_message(Tidied(place.node, place.caret, None, None, done))
+
+        app.jobs.submit(label, job, lock=True)
