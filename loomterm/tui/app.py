@@ -75,12 +75,14 @@ from loomterm.tui.themes import LOOM_DEFAULTS, resolve_references, solidify
 from loomterm.tui.widgets.branch_tree import BranchTree
 from loomterm.tui.widgets.context import ContextView
 from loomterm.tui.widgets.document_view import DocumentView
+from loomterm.tui.widgets.export_dialog import ExportScreen
 from loomterm.tui.widgets.status_bar import StatusBar, StatusInfo
 
 if TYPE_CHECKING:
     from textual.driver import Driver
 
     from loomterm.engine import Loom
+    from loomterm.tui.widgets.export_dialog import ExportRequest
 
 TITLE_PUSH = "\x1b[22;2t"  # xterm: save the window title (terminals without it ignore it)
 TITLE_POP = "\x1b[23;2t"  # and give it back
@@ -134,6 +136,7 @@ class LoomApp(
         self.show_speed = show_speed
         self.sync_delay = sync_delay
         self.export_dir = export_dir
+        self.last_export: ExportRequest | None = None  # the dialog opens on its choices
         self.prefs: Prefs = load_prefs()
         self.doc = self._new_document(loom)
         self.history = History()
@@ -416,8 +419,11 @@ class LoomApp(
     def on_weave_done(self, message: WeaveDone) -> None:
         self.weave.done(message)
 
+    def on_export_screen_requested(self, message: ExportScreen.Requested) -> None:
+        self.dialogs.export_requested(message.request)
+
     def on_exported(self, message: Exported) -> None:
-        self.notify(f"Exported {message.fmt} to {message.path}", timeout=4)
+        self.dialogs.exported(message)
 
     def on_moved(self, message: Moved) -> None:
         """A job (a pick, a recompute, a chat turn) made ``message.node``: show it."""
@@ -557,7 +563,7 @@ class LoomApp(
         elif self._loading is not None:
             state = self.loading_state()
         elif self.generating:
-            state = self.weave.state() or "generating\u2026 esc stops"
+            state = self.weave.state() or self.generation_state()
         elif self.jobs.in_flight:
             state = "working\u2026"
         elif self.doc.dirty:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from loomterm.errors import LoomError
 from loomterm.tui import defaults, ops
 from loomterm.tui.keymap import keymap_path
 from loomterm.tui.messages import Exported
@@ -42,25 +43,48 @@ class Dialogs:
         )
 
     def export(self) -> None:
-        """The export dialog; the export runs as a job once the engine is idle."""
+        """The export dialog, opening on the folder, format and branches of the last
+        export of this editor run (the first time: the current folder, Markdown, the
+        current path)."""
         from loomterm.export import FORMATS
 
         app = self.app
-        folder = app.export_dir or Path.cwd()
+        last = app.last_export
+        folder = Path(last.path).parent if last else app.export_dir or Path.cwd()
         stem = app.session_name or "loomterm"
+        fmt, branch = (last.fmt, last.branch) if last else ("md", "current")
+        app.push_screen(ExportScreen(FORMATS, folder, stem, fmt, branch))
 
-        def chosen(request: ExportRequest | None) -> None:
-            if request is None:
-                return
-            loom = app.loom
+    def export_requested(self, request: ExportRequest) -> None:
+        """The dialog asked for an export: a job, once the engine is idle."""
+        app = self.app
+        loom = app.loom
 
-            def job() -> None:
+        def job() -> None:
+            try:
                 ops.export_session(loom, request.path, request.fmt, request.branch)
-                app.post_message(Exported(request.path, request.fmt))
+            except LoomError as exc:  # a missing folder, say: said in the dialog
+                app.post_message(Exported(request, str(exc)))
+            else:
+                app.post_message(Exported(request))
 
-            app.jobs.when_idle(lambda: app.jobs.submit("export", job))
+        app.jobs.when_idle(lambda: app.jobs.submit("export", job))
 
-        app.push_screen(ExportScreen(FORMATS, folder, stem), chosen)
+    def exported(self, message: Exported) -> None:
+        """The export ended: the dialog (if still open) closes or shows why not."""
+        app = self.app
+        request = message.request
+        dialog = app.screen if isinstance(app.screen, ExportScreen) else None
+        if message.error:
+            if dialog is not None:
+                dialog.finished(message.error)
+            else:
+                app.notify(message.error, severity="error", timeout=6)
+            return
+        app.last_export = request
+        if dialog is not None:
+            dialog.finished()
+        app.notify(f"Exported {request.fmt} to {request.path}", timeout=4)
 
     def help(self) -> None:
         """Every key and action, and where the key map lives."""

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from loomterm.tui.prefs import Prefs
     from loomterm.tui.widgets.branch_tree import BranchTree
     from loomterm.tui.widgets.document_view import DocumentView
+    from loomterm.tui.widgets.export_dialog import ExportRequest
 
 
 class Editor(Protocol):
@@ -46,6 +47,8 @@ class Editor(Protocol):
     prefs: Prefs
     session_name: str
     export_dir: Path | None
+    last_export: ExportRequest | None
+    """The last export of this editor run: the export dialog opens on its choices."""
     generating: bool
     """True from the moment a generation (or weave) is asked for until it has ended."""
 
@@ -78,6 +81,7 @@ class Editor(Protocol):
     # -- Textual's App ---------------------------------------------------------------------
     theme: str
     size: Size
+    screen: Screen
     available_themes: dict[str, Theme]
     theme_changed_signal: Signal[Theme]
 
