@@ -2,12 +2,12 @@
 
 :class:`LoomApp` owns composition (the widgets), the bindings and their actions,
 syncing typed text, and routing messages. What each action does lives in a controller
-(``loomterm.tui.controllers``), one object per area made in ``__init__`` and holding
-that area's state: ``jobs`` (the engine worker), ``navigation``, ``tidy``,
-``bookmarks``, ``ratings``, ``search``, ``weave``, ``presets``, ``looks``, ``panes`` and
-``dialogs``. An action here is one line that asks its controller; a job's message is
-handed to the controller that asked for it. The areas not yet turned into controllers
-are still mixins in ``loomterm.tui.actions``.
+(``loomterm.tui.controllers``): one object per area, made in ``__init__`` and holding
+that area's state (``jobs``, the engine worker; ``navigation``, ``generation``,
+``tidy``, ``models``, ``sessions`` and the rest). An action here is one line that asks
+its controller; a job's message is handed to the controller that asked for it. Only
+``lifecycle`` (progress, read-only sessions, quitting) is still a mixin
+(``loomterm.tui.actions``).
 
 How work flows:
 
@@ -26,7 +26,7 @@ How work flows:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
@@ -43,32 +43,42 @@ from textual.worker import Worker, WorkerState
 from loomterm.errors import LoomError, PrefillCancelled
 from loomterm.tree import Node
 from loomterm.tui import ops, paste, sessions
-from loomterm.tui.actions import (
-    AlternativeActions,
-    ChatActions,
-    ContextActions,
-    GenerationActions,
-    LifecycleActions,
-    SessionActions,
-)
-from loomterm.tui.actions.caret import CaretActions
-from loomterm.tui.actions.models import ModelActions
+from loomterm.tui.actions import LifecycleActions
 from loomterm.tui.commands import LoomCommands
+from loomterm.tui.controllers.alternatives import Alternatives
 from loomterm.tui.controllers.bookmarks import Bookmarks
+from loomterm.tui.controllers.caret import Caret
+from loomterm.tui.controllers.chat import Chat
+from loomterm.tui.controllers.context import Context, ContextAssembled
 from loomterm.tui.controllers.dialogs import Dialogs
+from loomterm.tui.controllers.generation import Generation
 from loomterm.tui.controllers.jobs import ENGINE, Jobs
 from loomterm.tui.controllers.looks import Looks
+from loomterm.tui.controllers.models import Models
 from loomterm.tui.controllers.navigation import Navigation
 from loomterm.tui.controllers.panes import Panes
 from loomterm.tui.controllers.presets import Presets
 from loomterm.tui.controllers.ratings import Ratings
 from loomterm.tui.controllers.search import Search
+from loomterm.tui.controllers.sessions import Sessions
 from loomterm.tui.controllers.tidy import Tidied, Tidy
 from loomterm.tui.controllers.weave import Weave, WeaveDone, WeaveProgress
 from loomterm.tui.document import DocumentModel
 from loomterm.tui.history import History, Place
 from loomterm.tui.keymap import app_bindings
-from loomterm.tui.messages import Exported, JobFailed, JobFinished, LoomChanged, Moved, Synced
+from loomterm.tui.messages import (
+    Exported,
+    GenerationDone,
+    GenerationStarted,
+    JobFailed,
+    JobFinished,
+    LoomChanged,
+    Moved,
+    SessionSwitched,
+    Synced,
+    TokensStreamed,
+    TokensTakenBack,
+)
 from loomterm.tui.prefs import Prefs, load_prefs
 from loomterm.tui.sanitize import safe_line
 from loomterm.tui.themes import LOOM_DEFAULTS, resolve_references, solidify
@@ -91,17 +101,7 @@ SYNC_DELAY = 0.4  # seconds of no typing before the text goes to the engine
 TREE_DELAY = 0.15  # structural changes are batched this long before the pane rebuilds
 
 
-class LoomApp(
-    ModelActions,
-    GenerationActions,
-    AlternativeActions,
-    ChatActions,
-    SessionActions,
-    LifecycleActions,
-    ContextActions,
-    CaretActions,
-    App[None],
-):
+class LoomApp(LifecycleActions, App[None]):
     """A terminal loom over ``loom``. ``session_name`` names the session in titles and
     exports; ``show_speed`` False keeps tok/s out of the status bar (for snapshots)."""
 
@@ -140,33 +140,41 @@ class LoomApp(
         self.prefs: Prefs = load_prefs()
         self.doc = self._new_document(loom)
         self.history = History()
-        self.jobs = Jobs(self)
-        self.navigation = Navigation(self)
-        self.tidy = Tidy(self)
-        self.bookmarks = Bookmarks(self)
-        self.ratings = Ratings(self)
-        self.search = Search(self)
-        self.weave = Weave(self)
-        self.presets = Presets(self)
-        self.looks = Looks(self)
-        self.panes = Panes(self)
-        self.dialogs = Dialogs(self)
+        self._make_controllers()
         # Reading in progress: (done, total, done at the first report, its time).
         self._prefill: tuple[int, int, int, float] | None = None
         self._loading: tuple[str, int, int | None] | None = None  # stage, done, total
-        self._after_generation: Callable[[], None] | None = None
         self._sync_due = False
         self._sync_timer: Timer | None = None
         self._failed_sync: str | None = None
         self._tree_timer: Timer | None = None
         self._status_timer: Timer | None = None
-        self._tokens_per_second: float | None = None
         self._text_cache: dict[tuple[int, int, int], str] = {}
         self._quitting = False
-        self._generation_lock = False
         self.read_only = sessions.is_read_only(loom)
         self.unsaved = False  # a read-only session was changed (in memory only)
         self._make_widgets()
+
+    def _make_controllers(self) -> None:
+        """One controller per area; each is handed the ones it uses."""
+        self.jobs = jobs = Jobs(self)
+        self.looks = looks = Looks(self)
+        self.presets = Presets(self)
+        self.panes = Panes(self)
+        self.navigation = navigation = Navigation(self, jobs)
+        self.caret = caret = Caret(self, jobs)
+        self.generation = generation = Generation(self, jobs, navigation)
+        self.tidy = Tidy(self, jobs, navigation, looks)
+        self.bookmarks = Bookmarks(self, jobs, navigation)
+        self.weave = weave = Weave(self, jobs, navigation)
+        self.ratings = Ratings(self, jobs, navigation, weave)
+        self.search = Search(self, jobs, navigation)
+        self.dialogs = Dialogs(self, jobs, looks)
+        self.models = Models(self, jobs, navigation, generation)
+        self.alternatives = Alternatives(self, jobs)
+        self.chat = Chat(self, jobs, looks)
+        self.context = Context(self, jobs)
+        self.sessions = Sessions(self, jobs, navigation, caret, generation)
 
     def get_driver_class(self) -> type[Driver]:
         """Textual's driver, reading bracketed pastes whole (``loomterm.tui.paste``)."""
@@ -183,7 +191,7 @@ class LoomApp(
             yield self.branches
             yield self.view
             yield self.context_view
-        yield self.model_legend()
+        yield self.models.legend
         yield self.status
         yield Footer(compact=True)
 
@@ -210,7 +218,7 @@ class LoomApp(
         self.jobs.start()
         cursor = self.loom.cursor
         self.doc.show(cursor)
-        self.place_saved_caret(cursor)  # where the user left it (else the end)
+        self.caret.place_saved(cursor)  # where the user left it (else the end)
         self.history.push(Place(cursor, self.doc.caret))
         self.navigation.remember(cursor)
         self.view.focus()
@@ -218,6 +226,7 @@ class LoomApp(
         self.panes.fit_tree()
         self.show_title()
         self.call_after_refresh(self._after_first_layout)
+        self.models.mounted()
 
     def on_resize(self, event: events.Resize) -> None:
         self.panes.fit_tree(event.size.width)
@@ -232,8 +241,35 @@ class LoomApp(
         loom.progress = self._on_progress
         loom.interrupt = self.jobs.interrupt
 
+    def engine_progress(self, stage: str, done: int, total: int | None) -> None:
+        """The engine's progress (prefill, model loading), on whichever thread."""
+        self._on_progress(stage, done, total)
+
+    def let_go(self, loom: Loom) -> None:
+        """Stop hearing ``loom`` (another session replaces it)."""
+        loom.unsubscribe(self._on_loom_event)
+        loom.progress = loom.interrupt = None
+
+    def open_loom(self, loom: Loom, name: str) -> None:
+        """Put ``loom`` (another session) in place of the open one, named ``name`` (or
+        as before): a new document and history, the caches cleared."""
+        self.loom = loom
+        self.session_name = name or self.session_name
+        self.generation.tokens_per_second = None  # the last session's speed is not this one's
+        self.read_only = sessions.is_read_only(loom)
+        self.unsaved = False
+        loom.subscribe(self._on_loom_event)
+        self._attach_engine(loom)
+        self.doc = self._new_document(loom)
+        self.view.doc = self.doc
+        self.history = History()
+        self.navigation.last_seen.clear()
+        self._text_cache.clear()
+        self.rebuild_tree()
+        self.show_title()
+
     def on_unmount(self) -> None:
-        self.report_caret()  # quitting: the caret as it is now, not as it last settled
+        self.caret.report()  # quitting: the caret as it is now, not as it last settled
         self.loom.unsubscribe(self._on_loom_event)
         self.loom.progress = None
         self.loom.interrupt = None
@@ -269,6 +305,69 @@ class LoomApp(
         self.refresh_bindings()
 
     # -- actions: each asks its controller ----------------------------------------------
+    def action_generate(self) -> None:
+        self.jobs.when_idle(lambda: self.generation.generate(1), sync=False)
+
+    def action_generate_n(self) -> None:
+        self.generation.generate_n()
+
+    def action_regenerate(self) -> None:
+        self.jobs.when_idle(self.generation.regenerate)
+
+    def action_regenerate_own_context(self) -> None:
+        """Regenerate the generated node at the caret with the context it was made
+        with (memory, author's note, world info of that time), not the current one."""
+        self.jobs.when_idle(lambda: self.generation.regenerate(own_context=True))
+
+    def action_refresh_exact(self) -> None:
+        self.generation.refresh_exact()
+
+    def action_stop(self) -> None:
+        """Esc: stop reading a long text (keeping the edit) or generating (keeping what
+        came); else leave the branch pane."""
+        if self._prefill is not None:
+            self.jobs.interrupt.set()
+        if self.generating:
+            self.jobs.cancel.set()
+        elif self._prefill is None and self.focused is self.branches:
+            self.view.focus()
+
+    def action_alternatives(self) -> None:
+        self.jobs.when_idle(lambda: self.alternatives.show(None))
+
+    def action_siblings(self) -> None:
+        self.models.siblings()
+
+    def action_next_model(self) -> None:
+        self.models.next()
+
+    def action_attach_model(self) -> None:
+        self.models.ask_attach()
+
+    def action_toggle_blind(self) -> None:
+        self.models.toggle_blind()
+
+    def action_pick_branch(self) -> None:
+        self.models.pick_branch()
+
+    def action_new_chat(self) -> None:
+        self.chat.new()
+
+    def action_add_turn(self) -> None:
+        self.chat.ask_turn()
+
+    def action_sessions(self) -> None:
+        self.sessions.pick()
+
+    def action_previous_session(self) -> None:
+        self.sessions.back()
+
+    def action_context_dialog(self) -> None:
+        self.context.ask()
+
+    def action_toggle_context_view(self) -> None:
+        self.context.toggle()
+
     def action_sibling(self, step: int) -> None:
         self.jobs.when_idle(lambda: self.navigation.sibling(step), stop=True)
 
@@ -429,7 +528,31 @@ class LoomApp(
         """A job (a pick, a recompute, a chat turn) made ``message.node``: show it."""
         self.navigation.show_node(message.node)
         if message.then_generate:
-            self.jobs.when_idle(lambda: self._generate(1), sync=False)
+            self.jobs.when_idle(lambda: self.generation.generate(1), sync=False)
+
+    def on_generation_started(self, message: GenerationStarted) -> None:
+        self.models.picked(message.start, "continued")
+        self.generation.started(message)
+
+    def on_tokens_streamed(self, message: TokensStreamed) -> None:
+        self.generation.streamed(message)
+
+    def on_tokens_taken_back(self, message: TokensTakenBack) -> None:
+        self.generation.taken_back(message)
+
+    def on_generation_done(self, message: GenerationDone) -> None:
+        self.generation.done(message)
+
+    def on_session_switched(self, message: SessionSwitched) -> None:
+        self.models.session_switched()
+        self.sessions.switched(message)
+
+    def on_context_assembled(self, message: ContextAssembled) -> None:
+        self.context.assembled(message)
+
+    def on_document_view_token_clicked(self, event: DocumentView.TokenClicked) -> None:
+        char = event.char
+        self.jobs.when_idle(lambda: self.alternatives.show(char))
 
     def on_document_view_caret_moved(self, event: DocumentView.CaretMoved) -> None:
         self.refresh_status_soon()  # the sibling and depth of the caret's branch
@@ -452,6 +575,8 @@ class LoomApp(
         if message.event == "update" and message.node is not None:
             self.view.redraw()
         self.refresh_status_soon()
+        self.models.loom_changed(message)
+        self.context.loom_changed(message)
 
     # -- syncing typed text ----------------------------------------------------------
     @on(DocumentView.Edited)
@@ -480,6 +605,14 @@ class LoomApp(
     def sync_due(self) -> bool:
         """The typing paused (or something asked for it): the text should go now."""
         return self._sync_due and self.doc.dirty
+
+    def sync_taken(self, timer: bool) -> None:
+        """The next job hands the typed text to the engine itself: no separate sync
+        (``timer``: and the pending one is stopped)."""
+        if timer and self._sync_timer is not None:
+            self._sync_timer.stop()
+            self._sync_timer = None
+        self._sync_due = False
 
     def start_sync(self) -> None:
         """Hand the typed text to the engine as one job."""
@@ -515,6 +648,7 @@ class LoomApp(
             doc.rebase(message.node, message.text)
             self._sync_due = True
         self.navigation.arrive(message.node, record=True)
+        self.models.picked(message.node, "wrote after")
 
     # -- text for the panes ------------------------------------------------------------
     def token_text(self, token: int) -> str:
@@ -555,7 +689,7 @@ class LoomApp(
     def refresh_status(self) -> None:
         """Refresh the status bar now."""
         self._status_timer = None
-        self._caret_soon()  # the session hears the caret once it rests
+        self.caret.soon()  # the session hears the caret once it rests
         loom = self.loom
         state = ""
         if self._prefill is not None:
@@ -563,7 +697,7 @@ class LoomApp(
         elif self._loading is not None:
             state = self.loading_state()
         elif self.generating:
-            state = self.weave.state() or self.generation_state()
+            state = self.weave.state() or self.generation.state()
         elif self.jobs.in_flight:
             state = "working\u2026"
         elif self.doc.dirty:
@@ -577,7 +711,7 @@ class LoomApp(
             path_tokens=self.doc.shown_tokens,
             nodes=len(loom.tree.nodes) - 1,
             kv_bytes=memory.total,
-            tokens_per_second=self._tokens_per_second if self.show_speed else None,
+            tokens_per_second=self.generation.tokens_per_second if self.show_speed else None,
             settings=loom.settings,
             preset=self.presets.label() if loom.settings.preset else "",
             state=state,

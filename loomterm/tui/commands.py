@@ -5,16 +5,34 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from functools import partial
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from loomterm.tui.keymap import ACTIONS
 
 if TYPE_CHECKING:
-    from loomterm.tui.controllers.editor import Editor
+    from loomterm.tui.controllers.bookmarks import Bookmarks
+    from loomterm.tui.controllers.looks import Looks
+    from loomterm.tui.controllers.models import Models
+    from loomterm.tui.controllers.navigation import Navigation
+    from loomterm.tui.controllers.presets import Presets
 
 Command = tuple[str, Callable[[], object], str]  # (title, run, help)
+
+
+class PaletteApp(Protocol):
+    """What the palette uses of the app (:class:`~loomterm.tui.app.LoomApp`): its
+    controllers and two of Textual's ``App`` methods."""
+
+    looks: Looks
+    presets: Presets
+    models: Models
+    bookmarks: Bookmarks
+    navigation: Navigation
+
+    async def run_action(self, action: str) -> bool: ...
+    def set_theme(self, name: str) -> None: ...
 
 
 class LoomCommands(Provider):
@@ -23,8 +41,8 @@ class LoomCommands(Provider):
     ``Bookmark: TEXT`` for every bookmark."""
 
     @property
-    def loom_app(self) -> Editor:
-        return cast("Editor", self.app)
+    def loom_app(self) -> PaletteApp:
+        return cast("PaletteApp", self.app)
 
     def commands(self) -> Iterator[Command]:
         app = self.loom_app
@@ -36,8 +54,8 @@ class LoomCommands(Provider):
         for name, preset in app.presets.listed().items():
             values = ", ".join(f"{k} {v}" for k, v in preset.values.items())
             yield f"Preset: {name}", partial(app.presets.apply, name), values
-        for key in app.attached_models():
-            yield f"Model: {key}", partial(app.use_model, key), "Make this model the active one"
+        for key in app.models.attached():
+            yield f"Model: {key}", partial(app.models.use, key), "Make this model the active one"
         for name in app.looks.theme_names():
             yield f"Theme: {name}", partial(app.set_theme, name), "Switch to this theme"
         for node, preview in app.bookmarks.listed():
@@ -63,12 +81,12 @@ class ThemeCommands(Provider):
     """The Theme command's list: loomterm's themes first, then the user's."""
 
     async def discover(self) -> Hits:
-        app = cast("Editor", self.app)
+        app = cast("PaletteApp", self.app)
         for name in app.looks.theme_names():
             yield DiscoveryHit(name, partial(app.set_theme, name), help="Switch to this theme")
 
     async def search(self, query: str) -> Hits:
-        app = cast("Editor", self.app)
+        app = cast("PaletteApp", self.app)
         matcher = self.matcher(query)
         for name in app.looks.theme_names():
             score = matcher.match(name)

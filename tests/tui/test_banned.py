@@ -23,7 +23,7 @@ async def test_a_banned_phrase_never_reaches_the_screen(make_app, loom):
 
 
 async def test_the_streamer_drops_what_was_taken_back(make_app, loom):
-    from loomterm.tui.actions.generation import Streamer
+    from loomterm.tui.controllers.generation import Streamer
     from loomterm.tui.messages import TokensTakenBack
 
     app = make_app()

@@ -9,7 +9,7 @@ import sqlite3
 from loomterm.engine import Loom
 from loomterm.session import close_session, load_session, open_loom, save_loom, session_of
 from loomterm.store import Caret
-from loomterm.tui.actions.caret import CARET_DELAY
+from loomterm.tui.controllers.caret import CARET_DELAY
 from loomterm.tui.widgets.sessions import SessionsScreen
 from tests.helpers import caret_writes
 from tests.tui.conftest import TERMINAL, settle

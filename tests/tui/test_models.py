@@ -40,7 +40,7 @@ def colours_on_screen(app, text: str) -> set[str]:
     """Foreground colours of the screen's segments that contain ``text`` (the legend
     line left out)."""
     found = set()
-    legend_row = app.model_legend().region.y
+    legend_row = app.models.legend.region.y
     for y, strip in enumerate(app.screen._compositor.render_strips()):  # noqa: SLF001
         if y == legend_row:
             continue
@@ -73,7 +73,7 @@ async def test_alt_l_and_the_palette_switch_the_active_model(make_app, two):
         await pilot.press("enter")
         await settle(pilot)
         assert two.active_model == llama
-        legend = app.model_legend().plain
+        legend = app.models.legend.plain
         assert f"{llama} (active)" in legend and "g" in legend
 
 
@@ -83,7 +83,7 @@ async def test_alt_l_with_one_model_says_how_to_attach_one(make_app, loom):
         await pilot.press("alt+l")
         await settle(pilot)
         assert any("attach another" in m for m in messages(app))
-        assert app.model_legend().has_class("-hidden")  # one model: no legend
+        assert app.models.legend.has_class("-hidden")  # one model: no legend
 
 
 async def test_attach_by_path_and_bad_ones_are_one_line(make_app, loom, tiny_gpt2_dir, tmp_path):
@@ -109,7 +109,7 @@ async def test_attach_by_path_and_bad_ones_are_one_line(make_app, loom, tiny_gpt
         await settle(pilot, timeout=60)
         assert len(loom.models) == 2 and not loom.models[list(loom.models)[1]].capabilities.node_kv
         assert any(m.startswith("Attached ") for m in messages(app))
-        assert not app.model_legend().has_class("-hidden")
+        assert not app.models.legend.has_class("-hidden")
 
 
 async def test_ctrl_n_asks_several_models_and_each_has_its_colour(make_app, two):
@@ -128,7 +128,7 @@ async def test_ctrl_n_asks_several_models_and_each_has_its_colour(make_app, two)
         prompt = two.cursor.parent
         writers = [kid.meta["model"] for kid in prompt.children]
         assert writers == [llama, llama, "g"]
-        colours = app.model_colours()
+        colours = app.models.colours
         assert set(colours) == {llama, "g"} and colours[llama] != colours["g"]
         # The document draws the shown sibling in its model's colour...
         shown = two.cursor
@@ -137,7 +137,7 @@ async def test_ctrl_n_asks_several_models_and_each_has_its_colour(make_app, two)
         # ...and the branch pane puts a swatch of each model's colour by its rows.
         swatches = colours_on_screen(app, "\u25a0")
         assert {hex_of(colours[llama]), hex_of(colours["g"])} <= swatches
-        legend = app.model_legend().plain
+        legend = app.models.legend.plain
         assert legend.startswith("models") and llama in legend and "g" in legend
         # Reopening the dialog offers the last counts.
         await pilot.press("ctrl+n")
@@ -152,7 +152,7 @@ async def test_blind_mode_hides_who_wrote_until_a_branch_is_picked(make_app, two
         await paste(pilot, "Once upon a time")
         await settle(pilot)
         await pilot.press("alt+w")
-        assert app.blind_mode
+        assert app.models.blind
         await pilot.press("ctrl+n")
         await pilot.pause()
         inputs = list(app.screen.query("Input"))
@@ -164,22 +164,22 @@ async def test_blind_mode_hides_who_wrote_until_a_branch_is_picked(make_app, two
         assert len(kids) == 4 and sorted(k.meta["model"] for k in kids).count("g") == 2
         group = kids[0].meta["blind"]
         assert all(k.meta["blind"] == group for k in kids)
-        assert all(app.writer_colour(k) is None for k in kids)  # hidden
+        assert all(app.models.writer_colour(k) is None for k in kids)  # hidden
         assert not colours_on_screen(app, "\u25a0")  # no swatch in the branch pane
-        assert "4 branch(es) hidden" in app.model_legend().plain
+        assert "4 branch(es) hidden" in app.models.legend.plain
 
         # Moving among the siblings does not pick one.
         await pilot.press("alt+right")
         await settle(pilot)
-        assert all(app.writer_colour(k) is None for k in kids)
+        assert all(app.models.writer_colour(k) is None for k in kids)
 
         # Continuing one picks it: every sibling's writer shows, and the mark is gone.
         await pilot.press("ctrl+end", "ctrl+g")
         await settle(pilot)
-        assert all(app.writer_colour(k) is not None for k in kids)
+        assert all(app.models.writer_colour(k) is not None for k in kids)
         assert all("blind" not in k.meta for k in kids)
         assert any("models revealed" in m for m in messages(app))
-        assert "hidden" not in app.model_legend().plain
+        assert "hidden" not in app.models.legend.plain
 
 
 async def test_alt_p_picks_and_bookmarks_pick_too(make_app, two):
@@ -189,17 +189,17 @@ async def test_alt_p_picks_and_bookmarks_pick_too(make_app, two):
         await settle(pilot)
         await pilot.press("alt+w")
         for pick in ("alt+p", "alt+s"):
-            app.generate_from_models([(two.active_model, 1), ("g", 1)])
+            app.models.generate_from([(two.active_model, 1), ("g", 1)])
             await settle(pilot)
             kids = [k for k in two.cursor.parent.children if "blind" in k.meta]
-            assert len(kids) == 2 and all(app.writer_colour(k) is None for k in kids)
+            assert len(kids) == 2 and all(app.models.writer_colour(k) is None for k in kids)
             await pilot.press(pick)
             await settle(pilot)
             assert all("blind" not in k.meta for k in kids), pick
-            assert all(app.writer_colour(k) is not None for k in kids)
+            assert all(app.models.writer_colour(k) is not None for k in kids)
         # With blind mode off, colours show whatever the marks say.
         await pilot.press("alt+w")
-        assert not app.blind_mode
+        assert not app.models.blind
 
 
 async def test_a_rating_picks_too(make_app, two):
@@ -208,10 +208,10 @@ async def test_a_rating_picks_too(make_app, two):
         await paste(pilot, "Once upon a time")
         await settle(pilot)
         await pilot.press("alt+w")
-        app.generate_from_models([(two.active_model, 1), ("g", 1)])
+        app.models.generate_from([(two.active_model, 1), ("g", 1)])
         await settle(pilot)
         kids = [k for k in two.cursor.parent.children if "blind" in k.meta]
-        assert len(kids) == 2 and all(app.writer_colour(k) is None for k in kids)
+        assert len(kids) == 2 and all(app.models.writer_colour(k) is None for k in kids)
         app.jobs.set_meta(kids[1], rating=1)  # what the rating keys do
         await settle(pilot)
         assert all("blind" not in k.meta for k in kids)

@@ -54,9 +54,9 @@ async def test_a_model_that_did_not_come_back_is_said_on_opening(
         assert warning.startswith("Model g was not re-attached: its folder ")
         assert "is gone" in warning and "its branches stay (recorded)" in warning
         assert "\n" not in warning
-        assert "g (recorded)" in app.model_legend().plain
+        assert "g (recorded)" in app.models.legend.plain
         assert app.loom.tree.nodes[written.id].meta["model"] == "g"
-        assert app.writer_colour(app.loom.tree.nodes[written.id]) is not None  # coloured
+        assert app.models.writer_colour(app.loom.tree.nodes[written.id]) is not None  # coloured
     close_session(reopened.loom)
 
 

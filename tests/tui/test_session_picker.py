@@ -58,7 +58,7 @@ async def test_the_picker_lists_sessions_and_opens_one_in_place(make_app, two_se
         assert app.session_name == "other"
         assert app.doc.text == "The other story"
         assert session_of(two_sessions).closed
-        assert app.previous_session == session_path("story")
+        assert app.sessions.previous == session_path("story")
 
         await app.run_action("previous_session")
         await settle(pilot)

@@ -1,19 +1,28 @@
 """The editor's controllers: one object per area, made in
 :class:`~loomterm.tui.app.LoomApp`'s ``__init__``, holding that area's state. The app's
-actions and message handlers are one line each that ask them. Each controller knows the
+actions and message handlers are one line each that ask them. A controller knows the
 app only as :class:`~loomterm.tui.controllers.editor.Editor` (a protocol), never by
-importing it.
+importing it, and is handed the other controllers it uses in its constructor.
 
 - ``jobs.py``: the engine worker: its queue, cancel and interrupt, edit locks, jobs in
   flight, and the actions waiting for it to be idle;
 - ``navigation.py``: where the document stands (siblings, branch points, undo and redo
   between places, going to a node) and where entering a subtree lands;
+- ``generation.py``: generate, generate N, regenerate, recompute, streaming onto the
+  screen (``Streamer``, and ``GenerationJob``, one generation as the worker runs it);
 - ``tidy.py``: split, merge and move (undoable; its undo and redo fall back to
   navigation's);
+- ``alternatives.py``: a token's top alternatives and picking one;
+- ``models.py``: several models in one tree: the active one, colours, the legend,
+  blind mode;
 - ``bookmarks.py``: bookmarks, and archiving (hiding) branches;
 - ``ratings.py``: rating branches good or bad, and the branch pane's rating filter;
 - ``search.py``: search across every branch, its hits;
 - ``weave.py``: weave, growing the tree from the caret by itself, its progress;
+- ``chat.py``: new chats and turns through the chat template;
+- ``sessions.py``: the session picker, and switching sessions in place;
+- ``context.py``: memory, author's note and world info, and the context view;
+- ``caret.py``: the caret reported to the session once it rests, and found again;
 - ``presets.py``: sampler presets from the palette, and which one is in use;
 - ``looks.py``: themes, the key map and the help screen's rows;
 - ``panes.py``: the branch pane (shown, width, focus) and the document's view marks;

@@ -16,13 +16,17 @@ from loomterm.tui.widgets.dialogs import ConfirmScreen
 
 if TYPE_CHECKING:
     from loomterm.tui.controllers.editor import Editor
+    from loomterm.tui.controllers.jobs import Jobs
+    from loomterm.tui.controllers.navigation import Navigation
 
 
 class Bookmarks:
     """Bookmarks and archived branches."""
 
-    def __init__(self, app: Editor) -> None:
+    def __init__(self, app: Editor, jobs: Jobs, navigation: Navigation) -> None:
         self.app = app
+        self.jobs = jobs
+        self.navigation = navigation
 
     def listed(self) -> list[tuple[Node, str]]:
         """Every bookmarked node, with a short preview of the text up to it."""
@@ -36,12 +40,12 @@ class Bookmarks:
     def toggle(self) -> None:
         """Bookmark the node at the caret, or remove its bookmark."""
         app = self.app
-        node = app.navigation.caret_node() or app.doc.node
+        node = self.navigation.caret_node() or app.doc.node
         if node is None or node.parent is None:
             app.bell()
             return
         marked = bool(node.meta.get("bookmark"))
-        app.jobs.set_meta(node, bookmark=None if marked else True)
+        self.jobs.set_meta(node, bookmark=None if marked else True)
         app.notify("Bookmark removed" if marked else "Bookmarked", timeout=2)
 
     def next(self) -> None:
@@ -51,16 +55,16 @@ class Bookmarks:
         if not marks:
             app.notify("No bookmarks yet (alt+s sets one)", timeout=2)
             return
-        current = app.navigation.caret_node()
+        current = self.navigation.caret_node()
         ids = [n.id for n in marks]
         after = [n for n in marks if current is None or n.id > current.id]
         target = after[0] if after else marks[ids.index(min(ids))]
-        app.jobs.when_idle(lambda: app.navigation.enter(target), stop=True)
+        self.jobs.when_idle(lambda: self.navigation.enter(target), stop=True)
 
     def hide_branch(self) -> None:
         """Archive the branch at the caret, once the user confirms."""
         app = self.app
-        node = app.navigation.caret_node() or app.doc.node
+        node = self.navigation.caret_node() or app.doc.node
         if node is None or node.parent is None:
             app.bell()
             return
@@ -70,12 +74,12 @@ class Bookmarks:
         def confirmed(yes: bool | None) -> None:
             if not yes:
                 return
-            app.jobs.set_meta(branch, hidden=True)
+            self.jobs.set_meta(branch, hidden=True)
             parent = branch.parent
             assert parent is not None
             others = [c for c in parent.children if c is not branch and not is_hidden(c)]
-            navigation = app.navigation
-            app.jobs.when_idle(
+            navigation = self.navigation
+            self.jobs.when_idle(
                 lambda: navigation.enter(others[-1]) if others else navigation.show_node(parent)
             )
             app.notify("Branch archived: 'Show hidden branches' brings it back", timeout=4)
@@ -90,11 +94,11 @@ class Bookmarks:
     def unhide_branch(self) -> None:
         """Restore the archived branch the caret is in."""
         app = self.app
-        node = app.navigation.caret_node() or app.doc.node
+        node = self.navigation.caret_node() or app.doc.node
         while node is not None and not is_hidden(node):
             node = node.parent
         if node is None:
             app.notify("This branch is not archived", timeout=2)
             return
-        app.jobs.set_meta(node, hidden=None)
+        self.jobs.set_meta(node, hidden=None)
         app.notify("Branch restored", timeout=2)

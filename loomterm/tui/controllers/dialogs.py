@@ -15,13 +15,17 @@ from loomterm.tui.widgets.settings import SettingsScreen, unavailable_settings
 
 if TYPE_CHECKING:
     from loomterm.tui.controllers.editor import Editor
+    from loomterm.tui.controllers.jobs import Jobs
+    from loomterm.tui.controllers.looks import Looks
 
 
 class Dialogs:
     """Opens the settings, export and help screens and acts on their answers."""
 
-    def __init__(self, app: Editor) -> None:
+    def __init__(self, app: Editor, jobs: Jobs, looks: Looks) -> None:
         self.app = app
+        self.jobs = jobs
+        self.looks = looks
 
     def settings(self) -> None:
         """The settings dialog; saved settings go to the session."""
@@ -68,7 +72,7 @@ class Dialogs:
             else:
                 app.post_message(Exported(request))
 
-        app.jobs.when_idle(lambda: app.jobs.submit("export", job))
+        self.jobs.when_idle(lambda: self.jobs.submit("export", job))
 
     def exported(self, message: Exported) -> None:
         """The export ended: the dialog (if still open) closes or shows why not."""
@@ -89,4 +93,4 @@ class Dialogs:
     def help(self) -> None:
         """Every key and action, and where the key map lives."""
         where = keymap_path()
-        self.app.push_screen(HelpScreen(self.app.looks.help_rows(), str(where) if where else ""))
+        self.app.push_screen(HelpScreen(self.looks.help_rows(), str(where) if where else ""))

@@ -1,9 +1,11 @@
 """What a controller may use of the editor app (:class:`Editor`), written as a
 protocol so that the controllers never import the app that makes them.
 
-:class:`~loomterm.tui.app.LoomApp` is the one implementation. Controllers hold it as
-``self.app`` and reach one another through it (``app.jobs``, ``app.navigation``), so
-each one reads the loom and the document open *now* (a session switch replaces both).
+:class:`~loomterm.tui.app.LoomApp` is the one implementation. A controller holds it as
+``self.app`` and reads the loom and the document through it, so it always sees the
+ones open *now* (a session switch replaces both). The other controllers a controller
+uses are handed to its constructor (``Tidy(app, jobs, navigation, looks)``), so who
+depends on whom is written down once, in the app's ``__init__``.
 """
 
 from __future__ import annotations
@@ -18,27 +20,24 @@ if TYPE_CHECKING:
     from textual.screen import Screen
     from textual.signal import Signal
     from textual.theme import Theme
+    from textual.timer import Timer
     from textual.widget import Widget
 
     from loomterm.engine import Loom
     from loomterm.tree import Node
-    from loomterm.tui.controllers.bookmarks import Bookmarks
-    from loomterm.tui.controllers.jobs import Jobs
-    from loomterm.tui.controllers.looks import Looks
-    from loomterm.tui.controllers.navigation import Navigation
-    from loomterm.tui.controllers.presets import Presets
-    from loomterm.tui.controllers.weave import Weave
     from loomterm.tui.document import DocumentModel
     from loomterm.tui.history import History
     from loomterm.tui.prefs import Prefs
     from loomterm.tui.widgets.branch_tree import BranchTree
+    from loomterm.tui.widgets.context import ContextView
     from loomterm.tui.widgets.document_view import DocumentView
     from loomterm.tui.widgets.export_dialog import ExportRequest
 
 
 class Editor(Protocol):
-    """The app as its controllers see it: the open session, the widgets, the other
-    controllers and the few things of Textual's ``App`` they call."""
+    """The app as its controllers see it: the open session, the widgets, the app's
+    own plumbing (status, branch pane, typed text) and the few things of Textual's
+    ``App`` they call."""
 
     # -- the open session and its document ----------------------------------------------
     loom: Loom
@@ -46,6 +45,7 @@ class Editor(Protocol):
     history: History
     prefs: Prefs
     session_name: str
+    show_speed: bool
     export_dir: Path | None
     last_export: ExportRequest | None
     """The last export of this editor run: the export dialog opens on its choices."""
@@ -55,14 +55,7 @@ class Editor(Protocol):
     # -- widgets ---------------------------------------------------------------------------
     view: DocumentView
     branches: BranchTree
-
-    # -- controllers -----------------------------------------------------------------------
-    jobs: Jobs
-    navigation: Navigation
-    looks: Looks
-    weave: Weave
-    presets: Presets
-    bookmarks: Bookmarks
+    context_view: ContextView
 
     # -- the app's own plumbing ------------------------------------------------------------
     def node_text(self, node: Node) -> str: ...
@@ -74,9 +67,11 @@ class Editor(Protocol):
     def text_waiting(self) -> bool: ...
     def sync_due(self) -> bool: ...
     def start_sync(self) -> None: ...
-    def attached_models(self) -> list[str]: ...
-    def use_model(self, key: str) -> None: ...
-    def set_theme(self, name: str) -> None: ...
+    def token_text(self, token: int) -> str: ...
+    def sync_taken(self, timer: bool) -> None: ...
+    def engine_progress(self, stage: str, done: int, total: int | None) -> None: ...
+    def let_go(self, loom: Loom) -> None: ...
+    def open_loom(self, loom: Loom, name: str) -> None: ...
 
     # -- Textual's App ---------------------------------------------------------------------
     theme: str
@@ -99,7 +94,10 @@ class Editor(Protocol):
     def push_screen(self, screen: Screen, callback: Callable[[Any], None] | None = None) -> Any: ...
     def post_message(self, message: Message) -> bool: ...
     def run_worker(self, work: Callable[[], None], **options: Any) -> Any: ...
-    async def run_action(self, action: str) -> bool: ...
+    def call_from_thread(self, callback: Callable[..., Any], *args: Any, **kwargs: Any) -> Any: ...
+    def call_after_refresh(self, callback: Callable[[], Any]) -> bool: ...
+    def set_timer(self, delay: float, callback: Callable[[], Any]) -> Timer: ...
+    def get_css_variables(self) -> dict[str, str]: ...
     def register_theme(self, theme: Theme) -> None: ...
     def unregister_theme(self, theme_name: str) -> None: ...
     def set_keymap(self, keymap: dict[str, str]) -> None: ...

@@ -20,13 +20,15 @@ from loomterm.tui.widgets.branch_tree import visible_children
 
 if TYPE_CHECKING:
     from loomterm.tui.controllers.editor import Editor
+    from loomterm.tui.controllers.jobs import Jobs
 
 
 class Navigation:
     """Moving around the tree; remembers where the user last was below each node."""
 
-    def __init__(self, app: Editor) -> None:
+    def __init__(self, app: Editor, jobs: Jobs) -> None:
         self.app = app
+        self.jobs = jobs
         self.last_seen: dict[int, Node] = {}  # node id -> deepest node last shown below it
 
     def arrive(self, node: Node, record: bool = True, engine: bool = True) -> None:
@@ -60,7 +62,7 @@ class Navigation:
 
     def go_to(self, node: Node) -> None:
         """Move the document to ``node`` (branch pane, bookmarks), once idle."""
-        self.app.jobs.when_idle(lambda: self.show_node(node), stop=True)
+        self.jobs.when_idle(lambda: self.show_node(node), stop=True)
 
     def show_at(self, leaf: Node, caret: int) -> None:
         """Show ``leaf``'s path with the caret at ``caret`` (clamped), not following."""

@@ -18,6 +18,9 @@ from loomterm.tui.tree_places import branch_of
 
 if TYPE_CHECKING:
     from loomterm.tui.controllers.editor import Editor
+    from loomterm.tui.controllers.jobs import Jobs
+    from loomterm.tui.controllers.navigation import Navigation
+    from loomterm.tui.controllers.weave import Weave
 
 FILTERS = ("all", "good", "no_bad")
 FILTER_NOTES = {
@@ -57,14 +60,17 @@ def rating_filter(
 class Ratings:
     """Rating branches, and the branch pane's rating filter (``mode``)."""
 
-    def __init__(self, app: Editor) -> None:
+    def __init__(self, app: Editor, jobs: Jobs, navigation: Navigation, weave: Weave) -> None:
         self.app = app
+        self.jobs = jobs
+        self.navigation = navigation
+        self.weave = weave
         self.mode = "all"  # one of FILTERS
 
     def rate(self, value: int) -> None:
         """Rate the caret's branch ``value`` (GOOD or BAD); the same again clears it."""
         app = self.app
-        node = app.navigation.caret_node() or app.doc.node
+        node = self.navigation.caret_node() or app.doc.node
         if node is None or node.parent is None:
             app.bell()
             return
@@ -73,8 +79,8 @@ class Ratings:
         rating = None if clear else value
         # While a weave runs, the rating reaches it between two batches (the worker is
         # busy with the weave, so a job would wait for its end).
-        if not app.weave.rate_while_weaving(branch, rating):
-            app.jobs.set_meta(branch, rating=rating)
+        if not self.weave.rate_while_weaving(branch, rating):
+            self.jobs.set_meta(branch, rating=rating)
         word = "good" if value == GOOD else "bad"
         app.notify("Rating cleared" if clear else f"Branch rated {word}", timeout=2)
 

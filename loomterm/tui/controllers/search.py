@@ -15,13 +15,17 @@ from loomterm.tui.widgets.search import SearchPick, SearchScreen
 
 if TYPE_CHECKING:
     from loomterm.tui.controllers.editor import Editor
+    from loomterm.tui.controllers.jobs import Jobs
+    from loomterm.tui.controllers.navigation import Navigation
 
 
 class Search:
     """Search and its hits; keeps the last search and the decoded node texts."""
 
-    def __init__(self, app: Editor) -> None:
+    def __init__(self, app: Editor, jobs: Jobs, navigation: Navigation) -> None:
         self.app = app
+        self.jobs = jobs
+        self.navigation = navigation
         self.texts: NodeTexts | None = None
         self.texts_of: object = None  # the loom ``texts`` was decoded from
         self.last: SearchPick | None = None
@@ -42,7 +46,7 @@ class Search:
         def chosen(pick: SearchPick | None) -> None:
             if pick is not None:
                 self.last = pick
-                app.jobs.when_idle(lambda: self.go_to_hit(pick.hits[pick.index]), stop=True)
+                self.jobs.when_idle(lambda: self.go_to_hit(pick.hits[pick.index]), stop=True)
 
         app.push_screen(SearchScreen(self.run, last), chosen)
 
@@ -52,7 +56,7 @@ class Search:
         if hit.node.id not in app.loom.tree.nodes:
             app.notify("That hit is gone (its node was merged): search again", timeout=3)
             return
-        navigation = app.navigation
+        navigation = self.navigation
         navigation.show_at(navigation.leaf_below(hit.node), hit.char)
 
     def step(self, step: int) -> None:
@@ -74,4 +78,4 @@ class Search:
         index = (last.index + step) % len(hits)
         self.last = SearchPick(last.query, hits, index)
         app.notify(f"Hit {index + 1} of {len(hits)}", timeout=1.5)
-        app.jobs.when_idle(lambda: self.go_to_hit(hits[index]), stop=True)
+        self.jobs.when_idle(lambda: self.go_to_hit(hits[index]), stop=True)

@@ -25,6 +25,9 @@ from loomterm.tui.tree_places import branch_of
 if TYPE_CHECKING:
     from loomterm.engine import Loom
     from loomterm.tui.controllers.editor import Editor
+    from loomterm.tui.controllers.jobs import Jobs
+    from loomterm.tui.controllers.looks import Looks
+    from loomterm.tui.controllers.navigation import Navigation
 
 
 class Tidied(Message):
@@ -51,8 +54,11 @@ class Tidied(Message):
 class Tidy:
     """Split, merge and move, their undo and redo; holds the branch picked up."""
 
-    def __init__(self, app: Editor) -> None:
+    def __init__(self, app: Editor, jobs: Jobs, navigation: Navigation, looks: Looks) -> None:
         self.app = app
+        self.jobs = jobs
+        self.navigation = navigation
+        self.looks = looks
         self.picked_up: Node | None = None  # the branch alt+c picked up, to move
 
     # -- the three operations ----------------------------------------------------------
@@ -78,12 +84,12 @@ class Tidy:
             change = hygiene.split_at(loom, node, position)
             app.post_message(Tidied(node, caret, change, None))
 
-        app.jobs.submit("split", job, lock=True)
+        self.jobs.submit("split", job, lock=True)
 
     def merge(self) -> None:
         """Merge the node at the caret into its parent (a job; undoable)."""
         app = self.app
-        node = app.navigation.caret_node()
+        node = self.navigation.caret_node()
         shown = app.doc.node
         if node is None or shown is None or node.parent is None:
             app.bell()
@@ -94,18 +100,18 @@ class Tidy:
             change = hygiene.merge_into_parent(loom, node)
             app.post_message(Tidied(shown, caret, change, None))
 
-        app.jobs.submit("merge", job, lock=True)
+        self.jobs.submit("merge", job, lock=True)
 
     def pick_up(self) -> None:
         """Remember the branch at the caret, to move it with :meth:`move_here`."""
         app = self.app
-        node = app.navigation.caret_node() or app.doc.node
+        node = self.navigation.caret_node() or app.doc.node
         if node is None or node.parent is None:
             app.bell()
             return
         self.picked_up = branch_of(node, show_hidden=True)
         preview = safe_line(app.node_text(self.picked_up).strip())[:30]
-        key = app.looks.key_for("move_branch_here")
+        key = self.looks.key_for("move_branch_here")
         app.notify(f"Picked up {preview!r}: put the caret where it goes, then {key}", timeout=5)
 
     def move_here(self) -> None:
@@ -113,7 +119,7 @@ class Tidy:
         app = self.app
         branch = self.picked_up
         if branch is None:
-            key = app.looks.key_for("pick_up_branch")
+            key = self.looks.key_for("pick_up_branch")
             app.notify(f"Pick up a branch first ({key} on it)", timeout=3)
             return
         place = self.caret_position()
@@ -127,7 +133,7 @@ class Tidy:
             change = hygiene.move_here(loom, branch, node, position)
             app.post_message(Tidied(branch, None, change, branch))
 
-        app.jobs.submit("move", job, lock=True)
+        self.jobs.submit("move", job, lock=True)
 
     # -- showing the result, undo and redo ------------------------------------------------
     def tidied(self, message: Tidied) -> None:
@@ -140,7 +146,7 @@ class Tidy:
         node = message.node
         if node.id not in app.loom.tree.nodes:  # merged away: show what took it in
             node = app.loom.cursor
-        leaf = app.navigation.leaf_below(node) if message.focus is not None else node
+        leaf = self.navigation.leaf_below(node) if message.focus is not None else node
         doc = app.doc
         doc.show(leaf)
         caret = message.caret
@@ -150,10 +156,10 @@ class Tidy:
         doc.move_to(min(caret, doc.length))
         app.view.follow = False
         app.view.document_changed()
-        app.navigation.arrive(leaf, record=False)
+        self.navigation.arrive(leaf, record=False)
         if message.change is not None:
             app.history.push(Place(leaf, doc.caret, change=message.change))
-            undo = app.looks.key_for("undo")
+            undo = self.looks.key_for("undo")
             app.notify(
                 f"{message.change.label.capitalize()} done \u00b7 {undo} undoes it", timeout=2
             )
@@ -165,7 +171,7 @@ class Tidy:
         history = self.app.history
         current = history.current
         if current is None or current.change is None or not history.can_undo:
-            self.app.navigation.undo()
+            self.navigation.undo()
             return
         place = history.undo()
         assert place is not None
@@ -175,12 +181,12 @@ class Tidy:
         """Apply the change at the next place again, or (none there) go there."""
         history = self.app.history
         if not history.can_redo:
-            self.app.navigation.redo()
+            self.navigation.redo()
             return
         place = history.redo()
         assert place is not None
         if place.change is None:
-            self.app.navigation.show_node(place.node, place.caret, record=False)
+            self.navigation.show_node(place.node, place.caret, record=False)
             return
         self.replay(place.change.redo, place, "redo", f"Redid the {place.change.label}")
 
@@ -193,4 +199,4 @@ class Tidy:
             step(loom)
             app.post_message(Tidied(place.node, place.caret, None, None, done))
 
-        app.jobs.submit(label, job, lock=True)
+        self.jobs.submit(label, job, lock=True)

@@ -26,6 +26,8 @@ from loomterm.tui.widgets.weave_dialog import WeaveChoice, WeaveScreen
 if TYPE_CHECKING:
     from loomterm.engine.weave import WeaveResult
     from loomterm.tui.controllers.editor import Editor
+    from loomterm.tui.controllers.jobs import Jobs
+    from loomterm.tui.controllers.navigation import Navigation
 
 POST_INTERVAL = 0.1  # token counts reach the status bar at most this often
 
@@ -94,8 +96,10 @@ class Weave:
     """The weave action, its dialog, its progress in the status bar and its result on
     screen."""
 
-    def __init__(self, app: Editor) -> None:
+    def __init__(self, app: Editor, jobs: Jobs, navigation: Navigation) -> None:
         self.app = app
+        self.jobs = jobs
+        self.navigation = navigation
         self.choice: WeaveChoice | None = None  # the last shape asked for, offered again
         self.progress: WeaveProgress | None = None  # None: no weave running
         self.ratings: queue.SimpleQueue | None = None  # ratings for the running weave
@@ -128,7 +132,7 @@ class Weave:
         if choice is None:
             return
         self.choice = choice
-        self.app.jobs.when_idle(lambda: self.start(choice))
+        self.jobs.when_idle(lambda: self.start(choice))
 
     def start(self, choice: WeaveChoice) -> None:
         """Weave ``choice`` from the caret, as one job."""
@@ -142,12 +146,12 @@ class Weave:
         keep = doc.shown_tokens
         caret = doc.caret if doc.caret < doc.length else None
         sampling = loom.settings.sampling()  # the settings of this moment
-        cancel = app.jobs.cancel
+        cancel = self.jobs.cancel
         cancel.clear()
         app.generating = True
         self.progress = WeaveProgress(1, choice.depth, 0, choice.n, 0)
         ratings = self.ratings = queue.SimpleQueue()
-        app.jobs.lock()  # the document holds still until the weave is over
+        self.jobs.lock()  # the document holds still until the weave is over
         app.refresh_status_soon()
 
         def job() -> None:
@@ -180,7 +184,7 @@ class Weave:
             finally:
                 app.post_message(WeaveDone(node, result))
 
-        app.jobs.submit("weave", job)
+        self.jobs.submit("weave", job)
 
     def state(self) -> str:
         """``weave level 2/3 · 4/8 nodes · 96 tokens · esc stops`` while weaving."""
@@ -207,15 +211,15 @@ class Weave:
             node, rating = ratings.get_nowait()
             if node.id in app.loom.tree.nodes:
                 app.loom.set_meta(node, rating=rating)
-        app.jobs.unlock()
+        self.jobs.unlock()
         result = message.result
         if result is not None:
             target = result.best or message.start
             if target is not app.doc.node:
-                app.navigation.show_node(target)
+                self.navigation.show_node(target)
             app.notify(weave_summary(result), timeout=6)
         app.refresh_status_soon()
-        app.jobs.drain()
+        self.jobs.drain()
 
 
 def weave_summary(result: WeaveResult) -> str:

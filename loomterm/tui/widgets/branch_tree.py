@@ -195,7 +195,7 @@ class BranchTree(ScrollView, can_focus=True):
         self._root: Node | None = None
         self._base: Style | None = None
         # Several models: the colour of the model that wrote a row (None: the usual
-        # model colour), from ``tui.actions.models``.
+        # model colour), from ``tui.controllers.models``.
         self.writer_colour: Callable[[Node], str | None] | None = None
 
     # -- building ------------------------------------------------------------------

@@ -225,7 +225,7 @@ class DocumentView(DocumentKeys, ScrollView, can_focus=True):
         self._caret_line = 0
         self.follow = True  # keep the caret at the end while text streams in
         self.placeholder = ""  # one line on how to start, while the document is empty
-        # node -> its writer's colour, or None (``tui.actions.models``); then redraw().
+        # node -> its writer's colour, or None (``tui.controllers.models``); then redraw().
         self.writer_colour: Callable[..., str | None] | None = None
 
     # -- styles --------------------------------------------------------------------

@@ -5,6 +5,8 @@ picking one, which makes a branch there (optionally generating on) as a worker j
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from loomterm.tui.messages import Moved
 from loomterm.tui.widgets.alternatives import (
     Alternative,
@@ -13,37 +15,39 @@ from loomterm.tui.widgets.alternatives import (
     chosen_summary,
     shown_piece,
 )
-from loomterm.tui.widgets.document_view import DocumentView
+
+if TYPE_CHECKING:
+    from loomterm.tui.controllers.editor import Editor
+    from loomterm.tui.controllers.jobs import Jobs
 
 
-class AlternativeActions:
-    """Mixed into :class:`~loomterm.tui.app.LoomApp`: a token's alternatives."""
+class Alternatives:
+    """A token's alternatives, and picking one."""
 
-    def action_alternatives(self) -> None:
-        self.jobs.when_idle(lambda: self._alternatives(None))
+    def __init__(self, app: Editor, jobs: Jobs) -> None:
+        self.app = app
+        self.jobs = jobs
 
-    def on_document_view_token_clicked(self, event: DocumentView.TokenClicked) -> None:
-        char = event.char
-        self.jobs.when_idle(lambda: self._alternatives(char))
-
-    def _alternatives(self, char: int | None) -> None:
-        doc = self.doc
+    def show(self, char: int | None) -> None:
+        """The alternatives of the token at ``char`` (None: at the caret)."""
+        app = self.app
+        doc = app.doc
         found = doc.token_under_caret() if char is None else doc.token_at(min(char, doc.length - 1))
         if found is None:
-            self.notify("No token here", timeout=2)
+            app.notify("No token here", timeout=2)
             return
         node, index, position = found
         top = node.top[index] if index < len(node.top) else None
         if not top:
             why = "nothing comes before it" if position == 0 else "none were recorded"
-            self.notify(f"No alternatives for this token: {why}", timeout=3)
+            app.notify(f"No alternatives for this token: {why}", timeout=3)
             return
         chosen = node.tokens[index]
-        loom = self.loom
-        rows = [Alternative(t, self.token_text(t), lp, chosen=t == chosen) for t, lp in top]
+        loom = app.loom
+        rows = [Alternative(t, app.token_text(t), lp, chosen=t == chosen) for t, lp in top]
         logprob = node.logprobs[index] if index < len(node.logprobs) else None
         title = (
-            f"Alternatives at token {position} (now {shown_piece(self.token_text(chosen))}, "
+            f"Alternatives at token {position} (now {shown_piece(app.token_text(chosen))}, "
             f"{chosen_summary(rows, logprob)})"
         )
         base = doc.node or node
@@ -54,8 +58,8 @@ class AlternativeActions:
 
             def job() -> None:
                 branch = loom.pick(base, position, pick.token_id)
-                self.post_message(Moved(branch, then_generate=pick.generate))
+                app.post_message(Moved(branch, then_generate=pick.generate))
 
             self.jobs.when_idle(lambda: self.jobs.submit("pick", job, lock=True))
 
-        self.push_screen(AlternativesScreen(title, rows), picked)
+        app.push_screen(AlternativesScreen(title, rows), picked)

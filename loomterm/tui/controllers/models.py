@@ -24,11 +24,14 @@ import time
 from typing import TYPE_CHECKING
 
 from loomterm.tree import Node
-from loomterm.tui.messages import GenerationStarted, LoomChanged, SessionSwitched, Synced
+from loomterm.tui.messages import LoomChanged
 from loomterm.tui.widgets.models import AttachScreen, ModelLegend, SiblingsScreen
 
 if TYPE_CHECKING:
-    from loomterm.tui.app import LoomApp
+    from loomterm.tui.controllers.editor import Editor
+    from loomterm.tui.controllers.generation import Generation
+    from loomterm.tui.controllers.jobs import Jobs
+    from loomterm.tui.controllers.navigation import Navigation
 
 N_COLOURS = 6
 
@@ -43,198 +46,208 @@ def blind_group(node: Node | None) -> tuple[Node, object] | None:
     return None
 
 
-class ModelActions:
-    """Mixed into :class:`~loomterm.tui.app.LoomApp`. See the module docstring."""
+class Models:
+    """The models of the tree: the active one, their colours and legend, blind mode."""
 
-    # -- state (made on first use: the app's __init__ is not ours) -------------------
-    @property
-    def blind_mode(self: LoomApp) -> bool:
-        return getattr(self, "_blind_mode", False)
+    def __init__(
+        self, app: Editor, jobs: Jobs, navigation: Navigation, generation: Generation
+    ) -> None:
+        self.app = app
+        self.jobs = jobs
+        self.navigation = navigation
+        self.generation = generation
+        self.blind = False
+        """Blind mode: siblings from several models hide who wrote them until picked."""
+        self.legend = ModelLegend(id="model-legend")  # the app composes it
+        self.colours: dict[str, str] = {}  # model key -> colour (two or more models)
+        self.revealed: set[object] = set()  # blind groups the user has picked from
+        self.sibling_counts: list[tuple[str, int]] = []  # the last plan asked for
 
-    def model_legend(self: LoomApp) -> ModelLegend:
-        """The legend line (the app composes it under the document)."""
-        legend = getattr(self, "_model_legend", None)
-        if legend is None:
-            legend = self._model_legend = ModelLegend(id="model-legend")
-        return legend
+    def mounted(self) -> None:
+        """The app is mounted: colour the writers, and say which models are missing."""
+        app = self.app
+        app.view.writer_colour = self.writer_colour
+        app.branches.writer_colour = self.writer_colour
+        app.theme_changed_signal.subscribe(app, lambda _theme: self.changed())
+        self.changed()
+        self.show_notes()
 
-    def _revealed(self: LoomApp) -> set:
-        if not hasattr(self, "_revealed_groups"):
-            self._revealed_groups = set()
-        return self._revealed_groups
-
-    def on_mount(self: LoomApp) -> None:
-        self.view.writer_colour = self.writer_colour
-        self.branches.writer_colour = self.writer_colour
-        self.theme_changed_signal.subscribe(self, lambda _theme: self.models_changed())
-        self.models_changed()
-        self.show_model_notes()
-
-    def show_model_notes(self: LoomApp) -> None:
+    def show_notes(self) -> None:
         """Say, one line each, which of the session's models did not come back when it
         was reopened, and why (their branches stay, recorded)."""
-        for key, why in self.loom.model_notes.items():
-            self.notify(
+        for key, why in self.app.loom.model_notes.items():
+            self.app.notify(
                 f"Model {key} was not re-attached: {why}; its branches stay (recorded)",
                 severity="warning",
                 timeout=10,
             )
 
     # -- colours -----------------------------------------------------------------------
-    def model_colours(self: LoomApp) -> dict[str, str]:
-        """Model key to colour, for two or more models in the table (else empty)."""
-        return getattr(self, "_model_colours", {})
-
-    def writer_colour(self: LoomApp, node: Node) -> str | None:
+    def writer_colour(self, node: Node) -> str | None:
         """The colour of the model that wrote ``node``; None for text no model wrote, a
         tree of one model, and (in blind mode) siblings not picked yet."""
         key = node.meta.get("model")
         if key is None:
             return None
-        if self.blind_mode:
+        if self.blind:
             group = node.meta.get("blind")
-            if group is not None and group not in self._revealed():
+            if group is not None and group not in self.revealed:
                 return None
-        return self.model_colours().get(key)
+        return self.colours.get(key)
 
-    def models_changed(self: LoomApp) -> None:
+    def changed(self) -> None:
         """The table, the active model, the theme or blindness changed: recolour."""
-        table = self.loom.model_table
-        variables = self.get_css_variables()
+        app = self.app
+        table = app.loom.model_table
+        variables = app.get_css_variables()
         colours = {}
         if len(table) > 1:
             for i, key in enumerate(table):
                 colours[key] = variables.get(f"loom-model-{i % N_COLOURS + 1}", "#2aa198")
-        self._model_colours = colours
-        self._refresh_legend()
-        self.view.redraw()
-        self.branches.refresh()
+        self.colours = colours
+        self.refresh_legend()
+        app.view.redraw()
+        app.branches.refresh()
 
-    def _refresh_legend(self: LoomApp) -> None:
-        loom = self.loom
+    def refresh_legend(self) -> None:
+        """The legend line: each model's colour, the active one, and (blind) how many
+        branches still hide their writer."""
+        loom = self.app.loom
         attached = loom.models
-        colours = self.model_colours()
         entries = [
-            (key, colours.get(key), key == loom.active_model, key in attached)
+            (key, self.colours.get(key), key == loom.active_model, key in attached)
             for key in loom.model_table
         ]
         waiting = 0
-        if self.blind_mode:
-            revealed = self._revealed()
+        if self.blind:
+            revealed = self.revealed
             nodes = list(loom.tree.nodes.values())
             waiting = sum(1 for n in nodes if "blind" in n.meta and n.meta["blind"] not in revealed)
-        self.model_legend().show_models(entries, self.blind_mode, waiting)
+        self.legend.show_models(entries, self.blind, waiting)
 
-    def on_loom_changed(self: LoomApp, message: LoomChanged) -> None:
+    def loom_changed(self, message: LoomChanged) -> None:
+        """The loom's models changed, or a node was rated or bookmarked (a pick)."""
         if message.event == "models":
-            self.models_changed()
+            self.changed()
         elif message.event == "update" and message.node is not None:
             meta = message.node.meta
             if meta.get("rating"):  # rated good or bad (``controllers.ratings``)
-                self._picked(message.node, "rated")
+                self.picked(message.node, "rated")
             elif meta.get("bookmark"):
-                self._picked(message.node, "bookmarked")
-        elif message.event == "add" and self.blind_mode:
-            self._refresh_legend()
+                self.picked(message.node, "bookmarked")
+        elif message.event == "add" and self.blind:
+            self.refresh_legend()
 
     # -- switching and attaching -----------------------------------------------------
-    def attached_models(self: LoomApp) -> list[str]:
-        return list(self.loom.models)
+    def attached(self) -> list[str]:
+        """The keys of the models attached now."""
+        return list(self.app.loom.models)
 
-    def action_next_model(self: LoomApp) -> None:
+    def next(self) -> None:
         """Make the next attached model the active one."""
-        keys = self.attached_models()
+        keys = self.attached()
         if len(keys) < 2:
-            self.notify("One model only: attach another from the palette (Attach model)", timeout=3)
+            self.app.notify(
+                "One model only: attach another from the palette (Attach model)", timeout=3
+            )
             return
-        current = self.loom.active_model
-        self.use_model(keys[(keys.index(current) + 1) % len(keys)])
+        current = self.app.loom.active_model
+        self.use(keys[(keys.index(current) + 1) % len(keys)])
 
-    def use_model(self: LoomApp, key: str) -> None:
-        loom = self.loom
+    def use(self, key: str) -> None:
+        """Make ``key`` the active model (a job, once idle)."""
+        app = self.app
+        loom = app.loom
 
         def job() -> None:
             loom.use(key)
 
         self.jobs.when_idle(lambda: self.jobs.submit("use model", job), stop=True)
-        self.notify(f"Active model: {key}", timeout=2)
+        app.notify(f"Active model: {key}", timeout=2)
 
-    def action_attach_model(self: LoomApp) -> None:
+    def ask_attach(self) -> None:
+        """The attach dialog: a server URL or a local model."""
+
         def done(source: str | None) -> None:
             if source:
-                self.attach_model(source)
+                self.attach(source)
 
-        self.push_screen(AttachScreen(), done)
+        self.app.push_screen(AttachScreen(), done)
 
-    def attach_model(self: LoomApp, source: str) -> None:
+    def attach(self, source: str) -> None:
         """Load or connect to ``source`` on the engine worker and attach it; a model
         that cannot join is one line (the worker's error notice)."""
-        loom = self.loom
-        self.notify(f"Attaching {source}\u2026", timeout=3)
+        app = self.app
+        loom = app.loom
+        app.notify(f"Attaching {source}\u2026", timeout=3)
 
         def job() -> None:
             key = loom.open_model(source)
-            self.call_from_thread(self.notify, f"Attached {key}: alt+l switches to it", timeout=4)
+            app.call_from_thread(app.notify, f"Attached {key}: alt+l switches to it", timeout=4)
 
         self.jobs.submit("attach model", job)
 
     # -- siblings from several models --------------------------------------------------
-    def action_siblings(self: LoomApp) -> None:
+    def siblings(self) -> None:
         """ctrl+n: N siblings from the active model, or (several attached) the dialog."""
-        keys = self.attached_models()
+        app = self.app
+        keys = self.attached()
         if len(keys) < 2:
-            self.action_generate_n()
+            self.generation.generate_n()
             return
-        last = dict(getattr(self, "_sibling_counts", []))
-        n = max(1, self.loom.settings.n)
-        counts = [(key, last.get(key, n if key == self.loom.active_model else 1)) for key in keys]
+        last = dict(self.sibling_counts)
+        n = max(1, app.loom.settings.n)
+        counts = [(key, last.get(key, n if key == app.loom.active_model else 1)) for key in keys]
 
         def done(plan: list[tuple[str, int]] | None) -> None:
             if plan:
-                self._sibling_counts = plan
-                self.generate_from_models(plan)
+                self.sibling_counts = plan
+                self.generate_from(plan)
 
-        self.push_screen(SiblingsScreen(counts, self.blind_mode), done)
+        app.push_screen(SiblingsScreen(counts, self.blind), done)
 
-    def generate_from_models(self: LoomApp, plan: list[tuple[str, int]]) -> None:
+    def generate_from(self, plan: list[tuple[str, int]]) -> None:
         """Siblings from several models at the caret, in one generation. In blind mode
         each sibling is its own request, in a shuffled order, marked blind."""
         meta = None
-        if self.blind_mode:
+        if self.blind:
             singles = [(key, 1) for key, count in plan for _ in range(count)]
             random.shuffle(singles)
             plan = singles
             meta = {"blind": int(time.time() * 1000)}
         total = sum(count for _key, count in plan)
-        self.jobs.when_idle(lambda: self._generate(total, models=plan, meta=meta), sync=False)
+        generation = self.generation
+        self.jobs.when_idle(lambda: generation.generate(total, models=plan, meta=meta), sync=False)
 
     # -- blind mode --------------------------------------------------------------------
-    def action_toggle_blind(self: LoomApp) -> None:
-        self._blind_mode = not self.blind_mode
-        self.notify(
+    def toggle_blind(self) -> None:
+        """Blind mode on or off."""
+        self.blind = not self.blind
+        self.app.notify(
             "Blind mode on: siblings from several models hide who wrote them until you "
             "pick one (continue, type, bookmark or alt+p)"
-            if self._blind_mode
+            if self.blind
             else "Blind mode off: every model's colour shows",
             timeout=4,
         )
-        self.models_changed()
+        self.changed()
 
-    def action_pick_branch(self: LoomApp) -> None:
-        node = self.navigation.caret_node() or self.doc.node
-        if not self._picked(node, "picked"):
-            self.notify("No hidden siblings here to pick", timeout=2)
+    def pick_branch(self) -> None:
+        """alt+p: pick the branch at the caret (reveals its blind group)."""
+        app = self.app
+        node = self.navigation.caret_node() or app.doc.node
+        if not self.picked(node, "picked"):
+            app.notify("No hidden siblings here to pick", timeout=2)
 
-    def _picked(self: LoomApp, node: Node | None, how: str) -> bool:
+    def picked(self, node: Node | None, how: str) -> bool:
         """The user picked the branch ``node`` is on: reveal its blind group."""
         found = blind_group(node)
         if found is None:
             return False
         first, group = found
-        revealed = self._revealed()
-        if group in revealed:
+        if group in self.revealed:
             return False
-        revealed.add(group)
+        self.revealed.add(group)
         siblings = [
             n
             for n in (first.parent.children if first.parent else [])
@@ -242,19 +255,13 @@ class ModelActions:
         ]
         for sibling in siblings:
             self.jobs.set_meta(sibling, blind=None)
-        if self.blind_mode:
+        if self.blind:
             writer = first.meta.get("model", "?")
-            self.notify(f"You {how} a branch by {writer}: models revealed", timeout=5)
-        self.models_changed()
+            self.app.notify(f"You {how} a branch by {writer}: models revealed", timeout=5)
+        self.changed()
         return True
 
-    def on_generation_started(self: LoomApp, message: GenerationStarted) -> None:
-        self._picked(message.start, "continued")
-
-    def on_synced(self: LoomApp, message: Synced) -> None:
-        self._picked(message.node, "wrote after")
-
-    def on_session_switched(self: LoomApp, message: SessionSwitched) -> None:
-        # Another session (another loom) is open now: its models, its colours.
-        self.call_after_refresh(self.models_changed)
-        self.call_after_refresh(self.show_model_notes)
+    def session_switched(self) -> None:
+        """Another session (another loom) is open now: its models, its colours."""
+        self.app.call_after_refresh(self.changed)
+        self.app.call_after_refresh(self.show_notes)

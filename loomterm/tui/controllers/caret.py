@@ -18,52 +18,59 @@ from loomterm.tree import Node
 if TYPE_CHECKING:
     from textual.timer import Timer
 
+    from loomterm.tui.controllers.editor import Editor
+    from loomterm.tui.controllers.jobs import Jobs
+
 CARET_DELAY = 1.0  # seconds the caret must rest before it is written
 
 
-class CaretActions:
-    """Mixed into :class:`~loomterm.tui.app.LoomApp`: reporting the caret to the
-    session, and finding where it was left."""
+class Caret:
+    """Reporting the caret to the session, and finding where it was left."""
 
-    _caret_timer: Timer | None = None
+    def __init__(self, app: Editor, jobs: Jobs) -> None:
+        self.app = app
+        self.jobs = jobs
+        self.timer: Timer | None = None  # runs once the caret has rested
 
-    def saved_caret(self, node: Node) -> int | None:
+    def saved(self, node: Node) -> int | None:
         """Where the caret was left in ``node``'s path in this loom's session (None:
         nowhere recorded, or the end). Not clamped: ``DocumentModel.move_to`` clamps it
         to the text shown, which may be shorter if the file changed meanwhile."""
         from loomterm.session import saved_caret
 
-        return saved_caret(self.loom, node)
+        return saved_caret(self.app.loom, node)
 
-    def place_saved_caret(self, node: Node) -> None:
+    def place_saved(self, node: Node) -> None:
         """Put the caret where it was left in the shown path of ``node`` (else at its
         end)."""
-        char = self.saved_caret(node)
-        self.doc.move_to(self.doc.length if char is None else char)
-        self.view.follow = self.doc.caret >= self.doc.length
+        doc = self.app.doc
+        char = self.saved(node)
+        doc.move_to(doc.length if char is None else char)
+        self.app.view.follow = doc.caret >= doc.length
 
-    def _caret_soon(self) -> None:
+    def soon(self) -> None:
         """Something moved: report the caret once it has rested ``CARET_DELAY``."""
-        if self._caret_timer is not None:
-            self._caret_timer.stop()
-        self._caret_timer = self.set_timer(CARET_DELAY, self._caret_settled)
+        if self.timer is not None:
+            self.timer.stop()
+        self.timer = self.app.set_timer(CARET_DELAY, self.settled)
 
-    def _caret_settled(self) -> None:
-        self._caret_timer = None
+    def settled(self) -> None:
+        self.timer = None
         if not self.jobs.busy:  # a job's end refreshes the status, which comes back here
-            self.report_caret()
+            self.report()
 
-    def report_caret(self) -> None:
+    def report(self) -> None:
         """Tell the session where the caret is now, when the document shows the loom's
         cursor as the engine has it (typed text not yet synced has no place in the
         file: the caret recorded before stays)."""
-        if self._caret_timer is not None:
-            self._caret_timer.stop()
-            self._caret_timer = None
-        doc = self.doc
+        if self.timer is not None:
+            self.timer.stop()
+            self.timer = None
+        app = self.app
+        doc = app.doc
         node = doc.node
-        if node is None or node is not self.loom.cursor or doc.dirty:
+        if node is None or node is not app.loom.cursor or doc.dirty:
             return
         from loomterm.session import record_caret
 
-        record_caret(self.loom, node, None if doc.caret >= doc.length else doc.caret)
+        record_caret(app.loom, node, None if doc.caret >= doc.length else doc.caret)

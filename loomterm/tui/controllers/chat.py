@@ -1,10 +1,12 @@
 """Chat actions: start a chat (system and user turns through the model's chat
 template, in this session if it is empty, else, once the user agrees, in a new session
-on the same model, see ``sessions.py``), and add a user turn. The template work itself
+on the same model, see ``Sessions``), and add a user turn. The template work itself
 is in ``loomterm.tui.chat``.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from loomterm.tui import chat, ops
 from loomterm.tui.messages import Moved, SessionSwitched
@@ -16,29 +18,42 @@ from loomterm.tui.widgets.dialogs import (
     TurnScreen,
 )
 
+if TYPE_CHECKING:
+    from loomterm.tui.controllers.editor import Editor
+    from loomterm.tui.controllers.jobs import Jobs
+    from loomterm.tui.controllers.looks import Looks
 
-class ChatActions:
-    """Mixed into :class:`~loomterm.tui.app.LoomApp`: chats and their turns."""
 
-    def action_new_chat(self) -> None:
-        if not chat.has_template(self.loom.runner.tokenizer):
-            self.notify("This model has no chat template", severity="warning")
+class Chat:
+    """Chats and their turns."""
+
+    def __init__(self, app: Editor, jobs: Jobs, looks: Looks) -> None:
+        self.app = app
+        self.jobs = jobs
+        self.looks = looks
+
+    def new(self) -> None:
+        """Ask for a new chat's turns (first, if this session has text, whether to
+        start it in a new session)."""
+        app = self.app
+        if not chat.has_template(app.loom.runner.tokenizer):
+            app.notify("This model has no chat template", severity="warning")
             return
 
         def chosen(request: ChatRequest | None) -> None:
             if request is not None:
-                self.jobs.when_idle(lambda: self._start_chat(request), stop=True)
+                self.jobs.when_idle(lambda: self.start(request), stop=True)
 
-        if not self.loom.root.children:
-            self.push_screen(ChatScreen(), chosen)
+        if not app.loom.root.children:
+            app.push_screen(ChatScreen(), chosen)
             return
 
         def go_on(yes: bool | None) -> None:
             if yes:
-                self.push_screen(ChatScreen(), chosen)
+                app.push_screen(ChatScreen(), chosen)
 
-        name = self.session_name or "this session"
-        self.push_screen(
+        name = app.session_name or "this session"
+        app.push_screen(
             ConfirmScreen(
                 f"{name!r} has text, so the chat starts in a new session. {name!r} is "
                 "kept: 'Back to previous session' (palette) or the session list "
@@ -48,10 +63,11 @@ class ChatActions:
             go_on,
         )
 
-    def _start_chat(self, request: ChatRequest) -> None:
+    def start(self, request: ChatRequest) -> None:
         """Turns through the chat template, in this session if it is empty, else in a
         new one on the same model."""
-        old = self.loom
+        app = self.app
+        old = app.loom
         in_new_session = bool(old.root.children)
 
         def job() -> None:
@@ -62,33 +78,37 @@ class ChatActions:
                 meta = {"role": role} if role else {}
                 node = loom.append(node, text, **meta)
             if loom is old:
-                self.post_message(Moved(node, then_generate=request.generate))
+                app.post_message(Moved(node, then_generate=request.generate))
             else:
-                self.post_message(SessionSwitched(loom, name, node, request.generate))
+                app.post_message(SessionSwitched(loom, name, node, request.generate))
 
         self.jobs.submit("chat", job, lock=True)
 
-    def action_add_turn(self) -> None:
-        if not chat.has_template(self.loom.runner.tokenizer):
-            self.notify("This model has no chat template", severity="warning")
+    def ask_turn(self) -> None:
+        """Ask for the next user turn."""
+        app = self.app
+        if not chat.has_template(app.loom.runner.tokenizer):
+            app.notify("This model has no chat template", severity="warning")
             return
 
         def chosen(request: TurnRequest | None) -> None:
             if request is not None:
-                self.jobs.when_idle(lambda: self._add_turn(request), stop=True)
+                self.jobs.when_idle(lambda: self.add_turn(request), stop=True)
 
-        self.push_screen(TurnScreen(), chosen)
+        app.push_screen(TurnScreen(), chosen)
 
-    def _add_turn(self, request: TurnRequest) -> None:
-        loom = self.loom
-        base = self.doc.node or loom.root
-        document = self.doc.text
+    def add_turn(self, request: TurnRequest) -> None:
+        """The user's turn (and the template's next header) after the document."""
+        app = self.app
+        loom = app.loom
+        base = app.doc.node or loom.root
+        document = app.doc.text
 
         def job() -> None:
             node = base
             for role, text in chat.next_turns(loom.runner.tokenizer, document, request.text):
                 meta = {"role": role} if role else {}
                 node = loom.append(node, text, **meta)
-            self.post_message(Moved(node, then_generate=request.generate))
+            app.post_message(Moved(node, then_generate=request.generate))
 
         self.jobs.submit("turn", job, lock=True)

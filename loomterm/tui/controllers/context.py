@@ -17,7 +17,8 @@ from loomterm.tui.widgets.context import ContextScreen, Run
 
 if TYPE_CHECKING:
     from loomterm.tree import Node
-    from loomterm.tui.app import LoomApp
+    from loomterm.tui.controllers.editor import Editor
+    from loomterm.tui.controllers.jobs import Jobs
 
 
 class ContextAssembled(Message):
@@ -30,51 +31,54 @@ class ContextAssembled(Message):
 
 
 # Loom events after which what the model sees may have changed.
-_CONTEXT_EVENTS = frozenset({"settings", "cursor", "add", "split", "done"})
+CONTEXT_EVENTS = frozenset({"settings", "cursor", "add", "split", "done"})
 
 
-class ContextActions:
-    """Mixed into :class:`~loomterm.tui.app.LoomApp`: the context dialog and view."""
+class Context:
+    """The context dialog and the context view."""
 
-    _context_queued = False  # a refresh is in the worker's queue: one is enough
+    def __init__(self, app: Editor, jobs: Jobs) -> None:
+        self.app = app
+        self.jobs = jobs
+        self.queued = False  # a refresh is in the worker's queue: one is enough
 
-    def action_context_dialog(self: LoomApp) -> None:
+    def ask(self) -> None:
+        """The memory, author's note and world info dialog."""
+        app = self.app
+
         def saved(values: dict[str, Any] | None) -> None:
             if not values:
                 return
             try:
-                self.loom.update_settings(**values)
+                app.loom.update_settings(**values)
             except LoomError as exc:
-                self.notify(str(exc), severity="error")
+                app.notify(str(exc), severity="error")
                 return
-            self.notify("Memory, author's note and world info saved with the session", timeout=3)
-            self.refresh_context_view()
+            app.notify("Memory, author's note and world info saved with the session", timeout=3)
+            self.refresh()
 
-        self.push_screen(ContextScreen(self.loom.settings), saved)
-
-    def action_regenerate_own_context(self: LoomApp) -> None:
-        """Regenerate the generated node at the caret with the context it was made
-        with (memory, author's note, world info of that time), not the current one."""
-        self.jobs.when_idle(lambda: self._regenerate(own_context=True))
+        app.push_screen(ContextScreen(app.loom.settings), saved)
 
     @property
-    def context_shown(self: LoomApp) -> bool:
-        return not self.context_view.has_class("-hidden")
+    def shown(self) -> bool:
+        """The context view is shown (in place of the document)."""
+        return not self.app.context_view.has_class("-hidden")
 
-    def action_toggle_context_view(self: LoomApp) -> None:
+    def toggle(self) -> None:
         """Show what the model sees instead of the document, or the document again."""
-        shown = not self.context_shown
-        self.context_view.set_class(not shown, "-hidden")
-        self.view.display = not shown
+        app = self.app
+        shown = not self.shown
+        app.context_view.set_class(not shown, "-hidden")
+        app.view.display = not shown
         if shown:
-            self.refresh_context_view()
-            self.context_view.focus()
+            self.refresh()
+            app.context_view.focus()
         else:
-            self.view.focus()
+            app.view.focus()
 
-    def context_runs(self: LoomApp, node: Node) -> list[Run]:
+    def runs(self, node: Node) -> list[Run]:
         """What the model sees for ``node``'s path, run by run (on the engine worker)."""
-        loom = self.loom
+        loom = self.app.loom
         tokens = node.path_tokens()
         runs = []
         for piece in loom.context_layout(node).pieces:  # the plain path's window, if no text
@@ -82,34 +86,36 @@ class ContextActions:
             runs.append(Run(piece.kind, loom.decode(ids), len(ids)))
         return runs
 
-    def refresh_context_view(self: LoomApp) -> None:
+    def refresh(self) -> None:
         """Assemble what the model sees in the engine worker (it encodes text, so it
         waits for a running generation); the view shows it when it comes back."""
-        if not self.context_shown or self._context_queued:
+        if not self.shown or self.queued:
             return
-        self._context_queued = True
-        loom = self.loom
+        self.queued = True
+        app = self.app
+        loom = app.loom
 
         def job() -> None:
             runs: list[Run] = []
             problem = ""
             try:
                 with loom.exclusive():
-                    runs = self.context_runs(self.doc.node or loom.root)
+                    runs = self.runs(app.doc.node or loom.root)
             except LoomError as exc:
                 problem = str(exc)
             finally:  # always answered, so the next change refreshes again
-                self.post_message(ContextAssembled(runs, problem))
+                app.post_message(ContextAssembled(runs, problem))
 
         self.jobs.submit("context", job)
 
-    def on_context_assembled(self: LoomApp, message: ContextAssembled) -> None:
-        self._context_queued = False
+    def assembled(self, message: ContextAssembled) -> None:
+        self.queued = False
         if message.problem:
-            self.context_view.show_problem(message.problem)
+            self.app.context_view.show_problem(message.problem)
         else:
-            self.context_view.show(message.runs)
+            self.app.context_view.show(message.runs)
 
-    def on_loom_changed(self: LoomApp, message: LoomChanged) -> None:
-        if message.event in _CONTEXT_EVENTS and self.context_shown:
-            self.refresh_context_view()
+    def loom_changed(self, message: LoomChanged) -> None:
+        """What the model sees may have changed: refresh the view if it is shown."""
+        if message.event in CONTEXT_EVENTS and self.shown:
+            self.refresh()

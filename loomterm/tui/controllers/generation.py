@@ -1,0 +1,362 @@
+"""Generation: generate, generate N siblings, regenerate, stop, recompute exactly, and
+streaming the tokens onto the screen as they come.
+
+A generation is one job on the engine worker (``Jobs.submit``): it first hands the
+engine any typed text and cuts the path at the caret, then generates, reporting through
+:class:`Streamer` (batched :class:`~loomterm.tui.messages.TokensStreamed`) and one
+:class:`~loomterm.tui.messages.GenerationDone`. ``generating`` (a reactive on the app)
+is True from the request until ``GenerationDone``; esc sets the jobs' cancel event.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from loomterm.errors import LoomError, PrefillCancelled
+from loomterm.tree import Node, Origin
+from loomterm.tui import ops
+from loomterm.tui.messages import (
+    GenerationDone,
+    GenerationStarted,
+    Moved,
+    Synced,
+    TokensStreamed,
+    TokensTakenBack,
+)
+
+if TYPE_CHECKING:
+    from loomterm.engine import Loom
+    from loomterm.settings import Settings
+    from loomterm.tui.controllers.editor import Editor
+    from loomterm.tui.controllers.jobs import Jobs
+    from loomterm.tui.controllers.navigation import Navigation
+
+STREAM_INTERVAL = 0.03  # streamed tokens are posted at most this often
+
+
+class Streamer:
+    """Collects streamed tokens in the worker and posts them in small batches, so a fast
+    model does not flood the UI with one message per token.
+
+    With ``loom``, the loom's cursor moves to the first new child at its first token
+    (from the worker, which holds the engine): the session file then points at the text
+    being written, so a crash mid-generation reopens there, not before it."""
+
+    def __init__(self, app: Editor, loom: Loom | None = None) -> None:
+        self.app = app
+        self.loom = loom
+        self.first: Node | None = None
+        self.start = 0
+        self.shown = 0
+        self.pieces: list[str] = []
+        self.total = 0
+        self.began = time.monotonic()
+        self.last_post = self.began
+        self.posted_total = 0
+        self.first_at: float | None = None  # when the first token came (after the read)
+        self.last_at = self.began
+
+    @property
+    def rate(self) -> float | None:
+        """Tokens per second since the first token: the decoding speed, without the
+        time the model spent reading the prompt. None before two tokens."""
+        if self.first_at is None or self.total < 2 or self.last_at <= self.first_at:
+            return None
+        return (self.total - 1) / (self.last_at - self.first_at)
+
+    def on_token(self, node: Node, token_id: int, piece: str) -> None:
+        self.total += 1
+        self.last_at = time.monotonic()
+        if self.first_at is None:
+            self.first_at = self.last_at
+        if self.first is None:
+            self.first = node
+            if self.loom is not None:
+                self.loom.cursor = node
+        if node is self.first:
+            self.pieces.append(piece)
+        now = time.monotonic()
+        if now - self.last_post >= STREAM_INTERVAL:
+            self.flush(now)
+
+    def on_take_back(self, node: Node, length: int) -> None:
+        """A banned phrase made ``node`` go back to its first ``length`` tokens."""
+        if node is not self.first:
+            return
+        kept = max(0, length - self.shown)
+        self.pieces = self.pieces[:kept]
+        if length < self.shown:
+            self.shown = length
+            self.app.post_message(TokensTakenBack(node, length))
+
+    def flush(self, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        # Posted too when only the other rows grew (the first one ended): the branch
+        # pane's labels follow every row.
+        if self.first is not None and (self.pieces or self.total > self.posted_total):
+            self.app.post_message(
+                TokensStreamed(self.first, self.shown, self.pieces, self.total, self.rate)
+            )
+            self.shown += len(self.pieces)
+            self.pieces = []
+            self.posted_total = self.total
+        self.last_post = now
+
+    @property
+    def seconds(self) -> float:
+        return time.monotonic() - self.began
+
+
+class Generation:
+    """Asking for text and showing it arrive."""
+
+    def __init__(self, app: Editor, jobs: Jobs, navigation: Navigation) -> None:
+        self.app = app
+        self.jobs = jobs
+        self.navigation = navigation
+        self.then: Callable[[], None] | None = None  # run when this generation has ended
+        self.lock_held = False  # the document is locked until the generation starts
+        self.tokens_per_second: float | None = None  # of the last generation (status bar)
+
+    def generate_n(self) -> None:
+        """N siblings (the ``n`` setting) at the caret, once idle."""
+        n = self.app.loom.settings.n
+        self.jobs.when_idle(lambda: self.generate(max(1, n)), sync=False)
+
+    def regenerate(self, own_context: bool = False) -> None:
+        """A new sibling of the generated node at the caret; ``own_context``: with the
+        memory, author's note and world info it was generated with, not today's."""
+        app = self.app
+        node = self.navigation.caret_node()
+        if node is None or node.origin is not Origin.MODEL:
+            node = app.doc.node
+        if node is None or node.origin is not Origin.MODEL:
+            app.notify("No generated text here to regenerate: ctrl+g generates", timeout=3)
+            return
+        # Walk up to the whole generation (truncates may have split it).
+        while (
+            node.parent is not None
+            and node.parent.origin is Origin.MODEL
+            and node.parent.created == node.created
+            and len(node.parent.children) == 1
+        ):
+            node = node.parent
+        assert node.parent is not None
+        context = app.loom.context_version(node) if own_context else None
+        self.generate(1, start=node.parent, context=context)
+
+    def generate(
+        self,
+        n: int,
+        start: Node | None = None,
+        then: Callable[[], None] | None = None,
+        models: list[tuple[str, int]] | None = None,
+        meta: dict | None = None,
+        context: str | None = None,
+    ) -> None:
+        """Generate ``n`` siblings at the caret (or from ``start``); ``models`` and
+        ``meta`` go to ``Loom.generate`` (siblings from several models)."""
+        app = self.app
+        if app.generating:
+            app.bell()
+            return
+        loom = app.loom
+        doc = app.doc
+        base = doc.node or loom.root
+        text = doc.text if (start is None and doc.dirty) else None
+        keep = doc.shown_tokens
+        caret = doc.caret if start is None and doc.caret < doc.length else None
+        settings = loom.settings  # immutable: the worker sees the settings of this moment
+        app.sync_taken(text is not None)  # the generation job syncs the text itself
+        cancel = self.jobs.cancel
+        cancel.clear()
+        app.generating = True
+        self.lock_held = True
+        self.jobs.lock()  # until the generation starts: the cut at the caret is not made yet
+        app.refresh_status_soon()
+        job = GenerationJob(
+            app, loom, cancel, n, base, start, text, keep, caret, settings, models, meta, context
+        )
+        self.then = then
+        self.jobs.submit("generate", job.run)
+
+    def release_lock(self) -> None:
+        if self.lock_held:
+            self.lock_held = False
+            self.jobs.unlock()
+
+    def started(self, message: GenerationStarted) -> None:
+        """The cut at the caret is made and the first token is on its way."""
+        app = self.app
+        self.tokens_per_second = None  # the last generation's speed is not this one's
+        app.doc.show(message.start)
+        app.doc.move_to(app.doc.length)
+        app.view.follow = True
+        self.release_lock()
+        app.view.document_changed()
+        self.navigation.arrive(message.start, record=False, engine=False)
+
+    def streamed(self, message: TokensStreamed) -> None:
+        """A batch of streamed tokens: onto the screen, following if it was."""
+        app = self.app
+        if app.show_speed and message.rate is not None:
+            self.tokens_per_second = message.rate  # live, as the tokens come
+        follow = app.view.follow
+        if app.doc.extend(message.node, message.start, message.pieces):
+            if follow:
+                app.doc.move_to(app.doc.length)
+            app.view.document_changed(scroll=follow)
+        if not app.branches.has_class("-hidden"):
+            app.branches.text_grew()  # the rows of every sibling being written
+        app.refresh_status_soon()
+
+    def taken_back(self, message: TokensTakenBack) -> None:
+        """Streamed text that a banned phrase took back leaves the screen."""
+        app = self.app
+        doc = app.doc
+        if doc.dirty or doc.node is not message.node:
+            return
+        follow = app.view.follow
+        doc.show(message.node)
+        if follow:
+            doc.move_to(doc.length)
+        app.view.document_changed(scroll=follow)
+
+    def done(self, message: GenerationDone) -> None:
+        """The generation ended (finished, stopped or failed): show where it got."""
+        app = self.app
+        app.generating = False
+        self.release_lock()
+        if not app.branches.has_class("-hidden"):
+            app.branches.text_grew()
+        if app.show_speed and message.rate is not None:
+            self.tokens_per_second = message.rate
+        elif app.show_speed and message.seconds > 0 and message.total:
+            self.tokens_per_second = message.total / message.seconds
+        doc = app.doc
+        target = message.kids[0] if message.kids else message.start
+        if not doc.dirty:
+            follow = app.view.follow
+            caret = doc.caret
+            doc.show(target)
+            doc.move_to(doc.length if follow else caret)
+            app.view.document_changed(scroll=follow)
+            self.navigation.arrive(target)
+        elif message.kids:
+            app.loom.cursor = target  # typed-over text syncs from what was shown
+        then, self.then = self.then, None
+        if then is not None and message.kids:
+            then()
+        app.refresh_status_soon()
+        self.jobs.drain()
+
+    def state(self) -> str:
+        """``generating · 14.2 tok/s · esc stops`` while tokens come (the rate once
+        known, and only where speeds are shown)."""
+        rate = self.tokens_per_second if self.app.show_speed else None
+        if rate is None:
+            return "generating\u2026 esc stops"
+        return f"generating \u00b7 {rate:.1f} tok/s \u00b7 esc stops"
+
+    def refresh_exact(self) -> None:
+        """Recompute the shown node's path exactly (a job, once idle)."""
+        app = self.app
+        node = app.doc.node
+        if node is None:
+            return
+        loom = app.loom
+
+        def job() -> None:
+            app.post_message(Moved(loom.refresh(node)))
+
+        self.jobs.when_idle(lambda: self.jobs.submit("refresh", job, lock=True))
+
+
+@dataclass
+class GenerationJob:
+    """One generation as the worker runs it: sync the typed text, cut the path at the
+    caret, generate, and always end in one :class:`GenerationDone`. Made on the UI
+    thread with what the document and settings are at that moment."""
+
+    app: Editor
+    loom: Loom
+    cancel: threading.Event
+    n: int
+    base: Node  # the document's node
+    start: Node | None  # generate from here instead of the caret (regenerate)
+    text: str | None  # typed text to sync first
+    keep: int  # tokens of ``base``'s path the document shows
+    caret: int | None  # cut the path here (None: at the end)
+    settings: Settings
+    models: list[tuple[str, int]] | None = None
+    meta: dict | None = None
+    context: str | None = None
+
+    def run(self) -> None:
+        """In the worker: the whole generation; its end is always posted."""
+        app = self.app
+        self.node = self.start if self.start is not None else self.base
+        self.synced: Node | None = None  # the typed text's node, once in the tree
+        self.kids: list[Node] = []
+        self.streamer: Streamer | None = None  # made when generating starts: it times it
+        self.started = False
+        try:
+            self.prepare()
+            if self.node.end == 0:
+                raise LoomError("nothing to continue from: type something first")
+            if self.cancel.is_set():
+                return
+            self.generate()
+        except PrefillCancelled:
+            # Escape while the model read the text: no generation, the edit is kept.
+            if not self.started and self.synced is not None and self.text is not None:
+                self.node = self.synced
+                app.post_message(Synced(self.synced, self.text))
+            raise
+        finally:
+            streamer = self.streamer
+            total = streamer.total if streamer is not None else 0
+            seconds = streamer.seconds if streamer is not None else 0.0
+            rate = streamer.rate if streamer is not None else None
+            app.post_message(GenerationDone(self.node, self.kids, total, seconds, rate))
+
+    def prepare(self) -> None:
+        """Sync the typed text (or cut the path at what is shown), then cut at the
+        caret: ``self.node`` is where the generation starts."""
+        loom, base, text = self.loom, self.base, self.text
+        if text is not None:
+            try:
+                self.node = self.synced = ops.sync_text(loom, base, text, self.keep)
+            except PrefillCancelled as stopped:
+                self.synced = stopped.node
+                raise
+        elif self.start is None and self.keep < base.end:
+            self.node = loom.truncate(base, self.keep)
+        if self.caret is not None:
+            position, partial = ops.split_at_char(loom, self.node, self.caret)
+            self.node = ops.start_point(loom, self.node, position, partial)
+
+    def generate(self) -> None:
+        """Generate from ``self.node``, streaming to the app."""
+        loom, node = self.loom, self.node
+        loom.cursor = node  # here, not on the UI thread: the engine is busy next
+        self.app.post_message(GenerationStarted(node, "", self.n))
+        self.started = True
+        self.streamer = streamer = Streamer(self.app, loom)
+        self.kids = loom.generate(
+            node,
+            self.settings.max_new_tokens,
+            n=self.n,
+            on_token=streamer.on_token,
+            on_take_back=streamer.on_take_back,
+            cancel=self.cancel,
+            models=self.models,
+            meta=self.meta,
+            context=self.context,
+            **self.settings.sampling(),
+        )
+        streamer.flush()

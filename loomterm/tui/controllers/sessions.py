@@ -1,0 +1,133 @@
+"""Sessions inside the editor: the session picker (open, create, rename, delete), going
+back to the previous session, and putting another session in place of the open one
+(which is saved and closed first; an empty one is deleted, so nothing is left behind).
+
+The file work is in ``loomterm.tui.sessions``; opening a session reads its tree (and
+perhaps loads its model), so it runs as a worker job that ends in
+:class:`~loomterm.tui.messages.SessionSwitched`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from loomterm.errors import SessionError
+from loomterm.tui import sessions
+from loomterm.tui.messages import SessionSwitched
+from loomterm.tui.widgets.sessions import SessionChoice, SessionsScreen
+
+if TYPE_CHECKING:
+    from loomterm.tui.controllers.caret import Caret
+    from loomterm.tui.controllers.editor import Editor
+    from loomterm.tui.controllers.generation import Generation
+    from loomterm.tui.controllers.jobs import Jobs
+    from loomterm.tui.controllers.navigation import Navigation
+
+
+def name_of(path: Path) -> str:
+    return path.name.removesuffix(".loom")
+
+
+class Sessions:
+    """Sessions switched in place; remembers the one open before."""
+
+    def __init__(
+        self, app: Editor, jobs: Jobs, navigation: Navigation, caret: Caret, generation: Generation
+    ) -> None:
+        self.app = app
+        self.jobs = jobs
+        self.navigation = navigation
+        self.caret = caret
+        self.generation = generation
+        self.previous: Path | None = None
+        """The session open before this one (``Back to previous session``)."""
+
+    def pick(self) -> None:
+        """The session picker; its choice is opened, made or renamed."""
+        app = self.app
+        current = sessions.session_file(app.loom)
+        hint = ""
+        if current is None:
+            hint = "This text is in no session file: opening another one drops it."
+
+        def chosen(choice: SessionChoice | None) -> None:
+            if choice is not None:
+                self.switch(choice)
+
+        app.push_screen(SessionsScreen(current, hint=hint), chosen)
+
+    def back(self) -> None:
+        """Open the session open before this one."""
+        path = self.previous
+        if path is None or not path.exists():
+            self.app.notify("No previous session to go back to", timeout=2)
+            return
+        self.switch(SessionChoice("open", path))
+
+    def switch(self, choice: SessionChoice) -> None:
+        """Open, create or rename (the open one) as the picker asked, in the worker."""
+        app = self.app
+        old = app.loom
+
+        def job() -> None:
+            if choice.kind == "new":
+                new = sessions.create_like(old, choice.name)
+                app.post_message(SessionSwitched(new, choice.name, new.root, False))
+                return
+            path = choice.path
+            assert path is not None
+            name = name_of(path)
+            if choice.kind == "rename":
+                path, name = self.rename_open(path, choice.name), choice.name
+            new = sessions.open_in_place(old, path, progress=app.engine_progress)
+            app.post_message(SessionSwitched(new, name, new.cursor, False))
+
+        def start() -> None:
+            self.caret.report()  # before a rename closes the session in the worker
+            self.jobs.submit("session", job, lock=True)
+
+        self.jobs.when_idle(start, stop=True)
+
+    def rename_open(self, path: Path, name: str) -> Path:
+        """Rename the open session (in the worker): close it, rename, and hand back
+        the path to reopen; on failure, the old path (reopened as it was)."""
+        from loomterm.session import close_session, session_path
+
+        target = session_path(sessions.check_name(name))
+        if target.exists():
+            raise SessionError(f"a session named {name!r} exists already: choose another name")
+        close_session(self.app.loom)
+        try:
+            return sessions.rename(path, name)
+        except Exception as exc:  # noqa: BLE001 - reopened as it was, and reported
+            self.app.call_from_thread(self.app.notify, f"not renamed: {exc}", severity="error")
+            return path
+
+    def switched(self, message: SessionSwitched) -> None:
+        """Put the new session in place of the old one, which is saved and closed (and
+        deleted if nothing was ever written in it)."""
+        from loomterm.session import close_session
+
+        app = self.app
+        old, new = app.loom, message.loom
+        old_path = sessions.session_file(old)
+        self.caret.report()  # the old session keeps where its caret was
+        app.let_go(old)
+        close_session(old)
+        if sessions.discard_if_empty(old):
+            old_path = None
+        if old_path is not None and old_path != sessions.session_file(new):  # type: ignore[arg-type]
+            self.previous = old_path
+        app.open_loom(new, message.name)  # type: ignore[arg-type]
+        caret = self.caret.saved(message.node)
+        if caret is None:
+            self.navigation.show_node(message.node)
+            if message.then_generate:
+                self.jobs.when_idle(lambda: self.generation.generate(1), sync=False)
+        else:  # where the user left the caret in that session
+            self.navigation.show_node(message.node, caret)
+        back = ""
+        if self.previous is not None:
+            back = f"; 'Back to previous session' returns to {name_of(self.previous)!r}"
+        app.notify(f"Now in session {app.session_name!r}{back}", timeout=5)
