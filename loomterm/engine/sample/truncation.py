@@ -1,5 +1,5 @@
 """Stages 5-10 of the sampling chain: truncation (top-k, typical, top-p, min-p), XTC,
-dynamic temperature, and mirostat v2 (``sampling``). Pure functions of logits (B, V).
+dynamic temperature, and mirostat v2 (``sample.chain``). Pure functions of logits (B, V).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import torch
 
 if TYPE_CHECKING:
-    from loomterm.engine.sampling import SamplingParams
+    from loomterm.engine.sample.chain import SamplingParams
 
 
 # -- stages 5-8: truncation ------------------------------------------------------------------
