@@ -84,7 +84,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from loomterm.engine.penalties import (
+from loomterm.engine.sample.penalties import (
     DRY_MAX_BREAKER_CHARS,
     DRY_MAX_TAIL_TOKENS,
     DRY_SEQUENCE_BREAKERS,
@@ -104,7 +104,7 @@ from loomterm.engine.penalties import (
     resolve_logit_bias,
     token_counts,
 )
-from loomterm.engine.truncation import (
+from loomterm.engine.sample.truncation import (
     apply_dynatemp,
     dynatemp_temperatures,
     min_p_filter,
@@ -262,7 +262,7 @@ class SamplerState:
     Drafted decoding stays exact (seed for seed) with every sampler as long as it
     chooses each emitted token with one ``sample_step`` call, in order, passing the
     true prefix as ``history`` and the state the previous call returned -- which is
-    what ``drafting.accept_walk`` does: then XTC's coin and the token come out of the
+    what ``decode.draft_tree.accept_walk`` does: then XTC's coin and the token come out of the
     row's generator in plain decoding's order and ``mu`` follows the same tokens. What
     must not be done for mirostat or XTC (``params.verifiable`` False) is to compute
     the drafted positions' distributions ahead of the choices, in one batch.
@@ -473,8 +473,8 @@ def token_records(
     return logprobs, alternatives
 
 
-# The chain's stages live in ``penalties`` (1-3) and ``truncation`` (5-10); they are
-# named here too, so ``sampling`` stays the one place to import a sampler from.
+# The chain's stages live in ``sample.penalties`` (1-3) and ``sample.truncation`` (5-10); they are
+# named here too, so ``sample.chain`` stays the one place to import a sampler from.
 __all__ = [
     "DRY_MAX_BREAKER_CHARS",
     "DRY_MAX_TAIL_TOKENS",

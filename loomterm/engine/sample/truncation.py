@@ -1,5 +1,5 @@
 """Stages 5-10 of the sampling chain: truncation (top-n-sigma, top-k, typical, top-p,
-min-p), XTC, dynamic temperature, and mirostat v2 (``sampling``). Pure functions of
+min-p), XTC, dynamic temperature, and mirostat v2 (``sample.chain``). Pure functions of
 logits (B, V).
 """
 
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import torch
 
 if TYPE_CHECKING:
-    from loomterm.engine.sampling import SamplingParams
+    from loomterm.engine.sample.chain import SamplingParams
 
 
 # -- stages 5-8: truncation ------------------------------------------------------------------
