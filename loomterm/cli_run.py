@@ -156,7 +156,7 @@ def attach_more(
     """``--attach``: load or connect to each ``(name, model)`` and attach it (in the
     command line's dtype and quant, on the main model's device); one the session has
     attached already is said and skipped. Returns the keys attached."""
-    from loomterm.engine.registry import slug
+    from loomterm.engine.loom.registry import slug
     from loomterm.progress import end_progress_line
 
     keys = []
@@ -206,7 +206,7 @@ def new_session_name() -> str:
 def run_prompt(args: argparse.Namespace) -> int:
     """Load the model, generate greedily from the prompt, stream the text to stdout."""
     from loomterm.engine import Loom
-    from loomterm.engine.models import end_progress_line, print_progress
+    from loomterm.engine.models.load import end_progress_line, print_progress
 
     try:
         loom = Loom.load(**EngineOptions.from_args(args).load_kwargs(), progress=print_progress)

@@ -12,7 +12,7 @@ the local runner keeps each node's KV on the node and runs the model in this pro
 - ``generate`` samples ``n`` continuations, as one batch over one shared prefix.
 - ``edit`` turns a whole-text change into the smallest token splice (``edits``).
 
-Several models can share the tree (``loom_models``); ``self.runner`` is the active one.
+Several models can share the tree (``loom.models``); ``self.runner`` is the active one.
 
 Thread safety: every tree operation and every read of the runner's state takes one
 re-entrant lock (``exclusive``), so a UI may call from a worker thread while another
@@ -29,23 +29,23 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from loomterm.engine.context import ContextBook
-from loomterm.engine.edits import plan_edit
-from loomterm.engine.events import EventBus, Listener
 from loomterm.engine.generation import GenerateRequest, GenerateResult, OnToken
-from loomterm.engine.loom_context import LoomContext
-from loomterm.engine.loom_models import LoomModels, ModelWriter
-from loomterm.engine.loom_tidy import LoomTidy
-from loomterm.engine.registry import Models
+from loomterm.engine.kv.window import segments
+from loomterm.engine.loom.context import LoomContext
+from loomterm.engine.loom.edits import plan_edit
+from loomterm.engine.loom.events import EventBus, Listener
+from loomterm.engine.loom.models import LoomModels, ModelWriter
+from loomterm.engine.loom.registry import Models
+from loomterm.engine.loom.tidy import LoomTidy
 from loomterm.engine.runner import Capabilities, Runner
-from loomterm.engine.sampling import SamplingParams, resolve_logit_bias
+from loomterm.engine.sample.chain import SamplingParams, resolve_logit_bias
 from loomterm.engine.text import TokenText
-from loomterm.engine.window import segments
 from loomterm.errors import EditRangeError, EmptyEditError, InputError, PrefillCancelled
 from loomterm.settings import Settings
 from loomterm.tree import Node, Origin, Tree
 
 if TYPE_CHECKING:
-    from loomterm.engine.models import LoadedModel
+    from loomterm.engine.models.load import LoadedModel
     from loomterm.engine.runner import Progress
 
 
@@ -71,7 +71,7 @@ class Loom(LoomModels, LoomContext, LoomTidy):
         self._cursor = self.tree.root
         self._models = Models(runner)
         if runner.capabilities.node_kv:
-            from loomterm.engine.kvcache import split_kv
+            from loomterm.engine.kv.cache import split_kv
 
             self.tree.split_kv = split_kv
         runner.attach(self.tree, self._events.emit)
@@ -93,7 +93,7 @@ class Loom(LoomModels, LoomContext, LoomTidy):
     ) -> Loom:
         """Load a model (None: the default model) and start an empty loom on it.
         ``kv_budget`` caps resident KV ("2G", bytes; default: half the free memory);
-        ``quant="int8"`` or ``"int4"`` quantizes the weights (``engine.quant``).
+        ``quant="int8"`` or ``"int4"`` quantizes the weights (``engine.kernels.quant``).
 
         A ``model`` that is a URL (``http://host:port``) connects to that server
         instead (``remote.connect``; ``server`` takes its options: ``server_kind``,
@@ -106,7 +106,7 @@ class Loom(LoomModels, LoomContext, LoomTidy):
             return cls(connect(model, **server))
         if server:
             raise InputError(f"{', '.join(sorted(server))}: only for a server URL as the model")
-        from loomterm.engine.models import load_model
+        from loomterm.engine.models.load import load_model
 
         loaded = load_model(model, device=device, dtype=dtype, progress=progress, quant=quant)
         return cls.from_loaded(loaded, n_ctx, kv_budget=kv_budget)
@@ -120,7 +120,7 @@ class Loom(LoomModels, LoomContext, LoomTidy):
         kv_budget: int | str | None = None,
     ) -> Loom:
         """A loom on an already loaded model, optionally over an existing tree."""
-        from loomterm.engine.local_runner import LocalRunner
+        from loomterm.engine.local.runner import LocalRunner
 
         return cls(LocalRunner(loaded, n_ctx=n_ctx, kv_budget=kv_budget), tree=tree)
 

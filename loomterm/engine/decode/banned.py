@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING
 import torch
 
 from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter
-from loomterm.engine.sampling import SamplerState, make_generators, sample_step, token_records
+from loomterm.engine.sample.chain import SamplerState, make_generators, sample_step, token_records
 from loomterm.engine.text import StreamDecoder
 
 if TYPE_CHECKING:
-    from loomterm.engine.local_runner import LocalRunner
+    from loomterm.engine.local.runner import LocalRunner
     from loomterm.tree import Node
 
 # A row gives up going back after this many take-backs per requested token (a model

@@ -25,6 +25,8 @@ existed).
  With ``mirostat == 0``:
 
  4. temperature ``logits / temperature``; skipped when ``dynatemp_range > 0`` (10.)
+ 4b. top-n-sigma ``top_n_sigma``: keep the logits within ``n`` standard deviations of
+                the best (over the candidates left); ``<= 0`` is off
  5. top-k       ``top_k``
  6. typical     ``typical_p``
  7. top-p       ``top_p``
@@ -34,16 +36,19 @@ existed).
                 ``[max(0, T - range), T + range]`` from the entropy of what is left
 11. draw        one draw from the row's generator (after the XTC coin, when XTC is on)
 
- With ``mirostat == 2`` (mirostat v2 replaces stages 5-10, as in llama.cpp):
+ With ``mirostat == 2`` (mirostat v2 replaces stages 4b-10, as in llama.cpp):
 
  4. temperature
  5. mirostat v2 keep the tokens whose surprise ``-log2 p`` is at most the row's ``mu``
                 (at least the most likely one), renormalise, draw; then
                 ``mu -= mirostat_eta * (-log2 p(chosen) - mirostat_tau)`` (``advance``)
 
-Against llama.cpp's default chain (penalties, DRY, top-k, typical, top-p, min-p, XTC,
-temperature): the same order, except that a plain ``temperature`` comes before the
-truncation samplers, as in transformers and as loomterm always did. So with
+Against llama.cpp's default chain (penalties, DRY, top-n-sigma, top-k, typical, top-p,
+min-p, XTC, temperature): the same order, except that a plain ``temperature`` comes
+before the truncation samplers, as in transformers and as loomterm always did.
+Top-n-sigma reads the same set either side of a temperature (scaling a row scales its
+max and its standard deviation alike), so it sits where llama.cpp has it: first of the
+truncation samplers, before top-k. So with
 ``temperature != 1`` the truncation samplers (top-p, min-p, typical, XTC) see the
 tempered distribution here and the untempered one in llama.cpp; at temperature 1, and
 with dynamic temperature (which sits last, as llama.cpp's), the chains agree. Also:
@@ -79,7 +84,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from loomterm.engine.penalties import (
+from loomterm.engine.sample.penalties import (
     DRY_MAX_BREAKER_CHARS,
     DRY_MAX_TAIL_TOKENS,
     DRY_SEQUENCE_BREAKERS,
@@ -99,12 +104,13 @@ from loomterm.engine.penalties import (
     resolve_logit_bias,
     token_counts,
 )
-from loomterm.engine.truncation import (
+from loomterm.engine.sample.truncation import (
     apply_dynatemp,
     dynatemp_temperatures,
     min_p_filter,
     mirostat_v2_filter,
     top_k_filter,
+    top_n_sigma_filter,
     top_p_filter,
     typical_filter,
     xtc_coins,
@@ -146,6 +152,8 @@ class SamplingParams:
     penalty_last_n: int = -1
     dynatemp_range: float = 0.0
     dynatemp_exponent: float = 1.0
+    # -- issue 23 --
+    top_n_sigma: float = -1.0
     logit_bias: tuple[tuple[int, float], ...] = field(default=())
 
     def __post_init__(self) -> None:
@@ -233,6 +241,7 @@ class SamplingParams:
             "penalty_last_n": self.penalty_last_n,
             "dynatemp_range": self.dynatemp_range,
             "dynatemp_exponent": self.dynatemp_exponent,
+            "top_n_sigma": self.top_n_sigma,
             "logit_bias": {
                 str(token): NEVER if math.isinf(bias) else bias for token, bias in self.logit_bias
             },
@@ -253,7 +262,7 @@ class SamplerState:
     Drafted decoding stays exact (seed for seed) with every sampler as long as it
     chooses each emitted token with one ``sample_step`` call, in order, passing the
     true prefix as ``history`` and the state the previous call returned -- which is
-    what ``drafting.accept_walk`` does: then XTC's coin and the token come out of the
+    what ``decode.draft_tree.accept_walk`` does: then XTC's coin and the token come out of the
     row's generator in plain decoding's order and ``mu`` follows the same tokens. What
     must not be done for mirostat or XTC (``params.verifiable`` False) is to compute
     the drafted positions' distributions ahead of the choices, in one batch.
@@ -306,6 +315,7 @@ def filter_logits(
         logits = logits.float()
     else:
         logits = logits.float() / max(params.temperature, 1e-6)  # (B, V)
+    logits = top_n_sigma_filter(logits, params.top_n_sigma)
     logits = top_k_filter(logits, params.top_k)
     logits = typical_filter(logits, params.typical_p)
     logits = top_p_filter(logits, params.top_p)
@@ -463,8 +473,8 @@ def token_records(
     return logprobs, alternatives
 
 
-# The chain's stages live in ``penalties`` (1-3) and ``truncation`` (5-10); they are
-# named here too, so ``sampling`` stays the one place to import a sampler from.
+# The chain's stages live in ``sample.penalties`` (1-3) and ``sample.truncation`` (5-10); they are
+# named here too, so ``sample.chain`` stays the one place to import a sampler from.
 __all__ = [
     "DRY_MAX_BREAKER_CHARS",
     "DRY_MAX_TAIL_TOKENS",
@@ -501,6 +511,7 @@ __all__ = [
     "token_record_tensor",
     "token_records",
     "top_k_filter",
+    "top_n_sigma_filter",
     "top_p_filter",
     "typical_filter",
     "unpack_token_records",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from loomterm.engine.kvcache import Segment
+from loomterm.engine.kv.cache import Segment
 from loomterm.tree import Node
 
 MIN_CTX = 16

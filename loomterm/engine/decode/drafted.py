@@ -1,9 +1,9 @@
 """Drafted (speculative) decoding of one continuation, verified against the model.
 
 The local runner calls ``drafted_decode`` instead of the plain decoder
-(``decoding.plain_decode``) when one continuation is asked for and ``drafting_config``
+(``decode.plain.plain_decode``) when one continuation is asked for and ``drafting_config``
 allows it. Each step feeds the token
-just chosen together with a tree of drafted tokens after it (``drafting``), in one
+just chosen together with a tree of drafted tokens after it (``decode.draft_tree``), in one
 forward pass over the working cache, with a tree attention mask and explicit
 positions. The verified logits then pick tokens one at a time, exactly as plain
 decoding would; each drafted token that matches is accepted for free, its KV already
@@ -11,12 +11,12 @@ written. Accepted columns are moved down (``WorkingCache.keep_pending``) and com
 the rest of the block is simply overwritten by the next step.
 
 Lossless by construction: every emitted token is chosen from the model's own logits
-for the true prefix (``sampling.sample``: the argmax under greedy, one draw from
+for the true prefix (``sample.chain.sample``: the argmax under greedy, one draw from
 ``sampling_probs`` otherwise), so greedy output is plain decoding's and a seed gives
 the same text with drafting on or off (up to float rounding in the logits).
 
 Reference: gpt-fast ``generate.py`` (``speculative_decode``); SpecInfer's tree
-attention; lookahead decoding (see ``drafting``).
+attention; lookahead decoding (see ``decode.draft_tree``).
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from loomterm.engine.draft_sources import draft_sources
-from loomterm.engine.draft_table import TABLE, table_sampler
-from loomterm.engine.drafting import (
+from loomterm.engine.decode.draft_sources import draft_sources
+from loomterm.engine.decode.draft_table import TABLE, table_sampler
+from loomterm.engine.decode.draft_tree import (
     POOL,
     Acceptance,
     Cost,
@@ -40,11 +40,11 @@ from loomterm.engine.drafting import (
     walk_trials,
 )
 from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter
-from loomterm.engine.sampling import SamplerState, make_generators, sample_step, token_records
+from loomterm.engine.sample.chain import SamplerState, make_generators, sample_step, token_records
 from loomterm.engine.text import StreamDecoder
 
 if TYPE_CHECKING:
-    from loomterm.engine.local_runner import LocalRunner
+    from loomterm.engine.local.runner import LocalRunner
 
 # The ``drafting`` setting: "auto" drafts from the tree while drafting pays and decodes
 # plainly (with rare probes) while it does not (``Ledger``) -- lookahead's Jacobi window
@@ -176,7 +176,7 @@ def drafted_decode(
     # (``ContextKV.history``), ``lead`` tokens longer than the document. It is a
     # (1, T + new) buffer written in place as tokens are chosen and read through a view
     # of its first ``lead + len(document)`` columns, so a step does not copy the path
-    # (as in ``decoding.plain_decode``).
+    # (as in ``decode.plain.plain_decode``).
     history_buf = None
     seen = runner.cache.context.history(parent) if penalize else document
     lead = len(seen) - len(document)
@@ -186,7 +186,7 @@ def drafted_decode(
     # One state, threaded through every emitted token in order: mirostat's mu and the
     # XTC coins then follow plain decoding's draws exactly (sampling.SamplerState).
     state = SamplerState.start(params, 1, device, dry_breakers=runner.dry_breakers(params))
-    # The tree index and the model's recorded expectations (``draft_table``, tempered as
+    # The tree index and the model's recorded expectations (``decode.draft_table``, tempered as
     # this request samples), kept from the last generation from this parent if still good.
     sampler = table_sampler(params)
     tree_nodes = runner.tree.nodes if getattr(runner, "tree", None) is not None else {}

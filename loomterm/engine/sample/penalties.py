@@ -1,4 +1,4 @@
-"""Stages 1-3 of the sampling chain: logit bias, penalties and DRY (``sampling``).
+"""Stages 1-3 of the sampling chain: logit bias, penalties and DRY (``sample.chain``).
 
 Each is a pure function of logits (B, V) and the rows' history; DRY's sequence
 breakers are resolved to token ids once per model (``resolve_dry_breakers``).
@@ -16,7 +16,7 @@ import torch
 from loomterm.errors import InputError
 
 if TYPE_CHECKING:
-    from loomterm.engine.sampling import SamplingParams
+    from loomterm.engine.sample.chain import SamplingParams
 
 # llama.cpp's defaults for the DRY sequence breakers (``common/common.h``).
 DRY_SEQUENCE_BREAKERS = ("\n", ":", '"', "*")
@@ -230,7 +230,7 @@ def apply_penalties(
 ) -> torch.Tensor:
     """Stage 2, over the last ``penalty_last_n`` tokens of each row's history:
     the repetition penalty, then ``- (frequency * count + presence * [count > 0])``
-    (llama.cpp's ``penalties`` sampler). logits: (B, V)."""
+    (llama.cpp's ``sample.penalties`` sampler). logits: (B, V)."""
     if history is None or not params.penalties_active:
         return logits
     rows = _history_rows(history, logits.shape[0])

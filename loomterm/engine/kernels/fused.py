@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from loomterm.engine.quant import Int4Linear, Int8Linear
+from loomterm.engine.kernels.quant import Int4Linear, Int8Linear
 
 ATTENTION = ("q_proj", "k_proj", "v_proj")
 MLP = ("gate_proj", "up_proj")

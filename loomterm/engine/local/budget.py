@@ -3,7 +3,7 @@
 Evicting a node drops its KV and keeps its tokens: coming back to it recomputes the KV
 exactly (``PathCache.ensure``). The active path is never evicted. Nodes that share one
 storage (the halves of a split) free memory only once all of them are evicted, so the
-accounting is per storage, as ``kvcache.kv_bytes`` counts it. What counts but is never
+accounting is per storage, as ``kv.cache.kv_bytes`` counts it. What counts but is never
 evicted here comes in as ``pinned``: the working buffer, and the injected memory's KV
 kept beside it (``ContextKV.kept_storage``; freed when the memory is cleared).
 """

@@ -4,7 +4,7 @@ It owns what touches the model: the forward pass into the working cache (with on
 retry after freeing cached branches when memory runs out), fresh KV of a token run at
 any offset, the KV geometry, the proven RoPE convention (re-rotation), the tokenizer,
 the context window, and the memory budget over the nodes' KV. ``PathCache`` keeps the
-working cache in step with the tree; ``decoding`` and ``speculative`` are its decoders.
+working cache in step with the tree; ``decode.plain`` and ``decode.drafted`` are its decoders.
 """
 
 from __future__ import annotations
@@ -20,22 +20,23 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from loomterm.engine import attention, budget
 from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter
-from loomterm.engine.kvcache import WorkingCache, kv_memory
-from loomterm.engine.memory import KVMemory
-from loomterm.engine.path_cache import PathCache
-from loomterm.engine.rope import RopeSpec, probe_rope, rerotate_kv
+from loomterm.engine.kernels import attention
+from loomterm.engine.kernels.step import make_decode_step
+from loomterm.engine.kv.cache import WorkingCache, kv_memory
+from loomterm.engine.kv.resident import KVMemory
+from loomterm.engine.kv.rope import RopeSpec, probe_rope, rerotate_kv
+from loomterm.engine.kv.window import MIN_CTX, Window
+from loomterm.engine.local import budget
+from loomterm.engine.local.path_cache import PathCache
 from loomterm.engine.runner import Capabilities, Runner
-from loomterm.engine.sampling import DryBreakers, SamplingParams, resolve_dry_breakers
-from loomterm.engine.step import make_decode_step
+from loomterm.engine.sample.chain import DryBreakers, SamplingParams, resolve_dry_breakers
 from loomterm.engine.text import TokenText
-from loomterm.engine.window import MIN_CTX, Window
 from loomterm.errors import ContextError, InputError, LoomError
 from loomterm.tree import Node
 
 if TYPE_CHECKING:
-    from loomterm.engine.models import LoadedModel
+    from loomterm.engine.models.load import LoadedModel
 
 log = logging.getLogger("loomterm")
 DECODE_STEP = os.environ.get("LOOMTERM_DECODE_STEP", "1") not in ("0", "off", "false")
@@ -46,7 +47,7 @@ class LocalRunner(Runner):
 
     Attributes:
         loaded: The model, tokenizer, device, dtype and fingerprint.
-        work: The working cache (``kvcache.WorkingCache``) of the active path.
+        work: The working cache (``kv.cache.WorkingCache``) of the active path.
         cache: The bookkeeping between the working cache and the tree.
         window: The context window geometry.
         rope: The model's proven RoPE convention, or None (fast splice unavailable).
@@ -101,7 +102,7 @@ class LocalRunner(Runner):
         self.window = Window.for_context(self.n_ctx)
         self.work = WorkingCache(n_layers, n_heads, head_dim, self.dtype, self.device, self.n_ctx)
         self.cache = PathCache(self)
-        # The single-token decode step without the generic model stack (``engine.step``;
+        # The single-token decode step without the generic model stack (``engine.kernels.step``;
         # a CUDA graph on GPUs), for the models it knows; None: ``forward`` does it.
         self.step = make_decode_step(self.model, self.work) if DECODE_STEP else None
         self.kv_budget = budget.parse_size(kv_budget) or budget.default_budget(self.device)
@@ -113,7 +114,7 @@ class LocalRunner(Runner):
         self.rerotate_window = True
         self._breakers: dict[tuple[str, ...], DryBreakers] = {}
         # What drafted decoding learned about whether drafting pays, per regime
-        # (``speculative.Ledger``), kept across generations.
+        # (``decode.drafted.Ledger``), kept across generations.
         self.draft_ledgers: dict[tuple, Any] = {}
         self._pieces: list[str] | None = None  # every token's text, for DRY's breakers
         why_not = () if self.rope else (("rerope", _no_rope_reason(config)),)
@@ -158,7 +159,7 @@ class LocalRunner(Runner):
             self.work.owners = lambda: tree.nodes.values()
 
     def without_node_kv(self) -> None:
-        """Run beside another local runner that keeps the nodes' KV (``engine.registry``):
+        """Run beside another local runner that keeps the nodes' KV (``engine.loom.registry``):
         never read, write or evict ``node.kv``; keep only this runner's working cache,
         reused by common prefix, and compute the rest. Splices are then exact, and typed
         text's log-probabilities are left to the KV owner. Call before ``attach``."""
@@ -254,7 +255,7 @@ class LocalRunner(Runner):
 
     def decode_step(self, fed: torch.Tensor) -> torch.Tensor:
         """``forward(fed[:, None])`` for one token per row at the working cache's end:
-        (B, 1, V) logits, the new column pending. Runs ``engine.step`` (a CUDA graph on
+        (B, 1, V) logits, the new column pending. Runs ``engine.kernels.step`` (a CUDA graph on
         a GPU) when the model has one, else the generic forward."""
         if self.step is None:
             return self.forward(fed[:, None])
@@ -295,15 +296,15 @@ class LocalRunner(Runner):
         return self.cache.ensure(node)
 
     def decode(self, request: GenerateRequest, writer: NodeWriter) -> GenerateResult:
-        from loomterm.engine.decoding import plain_decode
-        from loomterm.engine.speculative import drafted_decode, drafting_config
+        from loomterm.engine.decode.drafted import drafted_decode, drafting_config
+        from loomterm.engine.decode.plain import plain_decode
 
         clock = time.perf_counter()
         logits = self.cache.ensure(request.node)  # (V,)
         prefill = time.perf_counter() - clock
         config = drafting_config(self, request) if not request.banned else None
         if request.banned:  # going back cannot happen inside a batch or a drafted block
-            from loomterm.engine.banned import banned_decode
+            from loomterm.engine.decode.banned import banned_decode
 
             result = banned_decode(self, request, writer, logits)
         elif config is not None:

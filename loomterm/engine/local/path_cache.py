@@ -15,16 +15,16 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from loomterm.engine.context_kv import ContextKV
-from loomterm.engine.kvcache import Segment, kv_len
-from loomterm.engine.sampling import token_record_tensor, unpack_token_records
-from loomterm.engine.window import segments
+from loomterm.engine.kv.cache import Segment, kv_len
+from loomterm.engine.kv.window import segments
+from loomterm.engine.local.context_kv import ContextKV
+from loomterm.engine.sample.chain import token_record_tensor, unpack_token_records
 from loomterm.errors import EmptyEditError, PrefillCancelled
 from loomterm.tree import Node
 
 if TYPE_CHECKING:
     from loomterm.engine.context import Assembled
-    from loomterm.engine.local_runner import LocalRunner
+    from loomterm.engine.local.runner import LocalRunner
 
 PREFILL_CHUNK = 512
 RECORD_BLOCK = 64  # rows of logits per records computation
@@ -43,7 +43,7 @@ class PathCache:
         # read or written here, only the working cache (``LocalRunner.without_node_kv``).
         self.store_kv = True
         # Memory, world info, author's note: the sequence of the latest ``ensure``
-        # (None: the plain path), brought in by ``context_kv`` (see there).
+        # (None: the plain path), brought in by ``local.context_kv`` (see there).
         self.assembled: Assembled | None = None
         self.context = ContextKV(self)
 

@@ -8,10 +8,10 @@ cancelled at once leaves no empty nodes.
 
 One step costs one forward pass and one host transfer: the chosen tokens, their
 log-probabilities and the top alternatives travel together
-(``sampling.token_record_tensor``); the tokens fed back stay on the device. Nothing a
+(``sample.chain.token_record_tensor``); the tokens fed back stay on the device. Nothing a
 step does grows with the path: the history the penalties read is a preallocated
 buffer written in place. (Sampled, not greedy, steps also bring the distribution to
-the host for the per-row CPU generators' draw: ``sampling.draw``.)
+the host for the per-row CPU generators' draw: ``sample.chain.draw``.)
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter
-from loomterm.engine.sampling import (
+from loomterm.engine.sample.chain import (
     SamplerState,
     make_generators,
     sample_step,
@@ -31,7 +31,7 @@ from loomterm.engine.sampling import (
 from loomterm.engine.text import StreamDecoder
 
 if TYPE_CHECKING:
-    from loomterm.engine.local_runner import LocalRunner
+    from loomterm.engine.local.runner import LocalRunner
 
 
 def plain_decode(

@@ -1,7 +1,7 @@
 """The draft sources of the last parent drafted from, kept between generations.
 
-Building the tree index (``drafting.TreeIndex``) and the alternatives table
-(``draft_table``) reads every token near the parent: on an 8,000-token path about
+Building the tree index (``decode.draft_tree.TreeIndex``) and the alternatives table
+(``decode.draft_table``) reads every token near the parent: on an 8,000-token path about
 120 ms and 20 ms in Python, before the first token of every drafted generation.
 Regenerating from the same point is what a loom user does most, and then only the
 branch generated last is new. So the runner keeps the sources of the last parent, and
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from loomterm.engine.draft_table import AlternativesTable, table_near
-from loomterm.engine.drafting import DraftConfig, TreeIndex, nearby_nodes
+from loomterm.engine.decode.draft_table import AlternativesTable, table_near
+from loomterm.engine.decode.draft_tree import DraftConfig, TreeIndex, nearby_nodes
 from loomterm.tree import Node
 
 

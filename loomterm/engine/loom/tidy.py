@@ -2,16 +2,16 @@
 it), move a branch under another parent; socketteer/loom's three, each recorded (the
 events ``split``, ``merge``, ``move``), undoable, and keeping the KV that stays valid.
 
-Mixed into :class:`~loomterm.engine.loom.Loom` (which holds the tree, the runners, the
+Mixed into :class:`~loomterm.engine.loom.facade.Loom` (which holds the tree, the runners, the
 lock and the events); the tree work itself is ``Tree.split``/``merge``/``move`` and
-``engine.restructure``.
+``engine.kv.tidy``.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from loomterm.engine import restructure
+from loomterm.engine.kv import tidy as kv_tidy
 from loomterm.errors import EditRangeError, InputError
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ class LoomTidy:
             # the nodes, copied out of the buffer first) and reloads the merged node.
             for runner in self._each_runner():
                 runner.forget(head)
-            join = restructure.join_kv if self.kv_owner is not None else None
+            join = kv_tidy.join_kv if self.kv_owner is not None else None
             record = self.tree.merge(node, join)
             self._events.emit("merge", node)
             if self._cursor is head:
@@ -85,7 +85,7 @@ class LoomTidy:
         """Make ``node`` and its subtree a child of ``new_parent`` (at ``index`` among
         its children; default last). The subtree keeps its KV only when the path
         above stays the same tokens; otherwise its KV and records are dropped and
-        computed in the new context when used (``engine.restructure``). Returns the
+        computed in the new context when used (``engine.kv.tidy``). Returns the
         old ``(parent, index)`` (a second ``move`` there undoes it). Emits ``move``."""
         with self.exclusive():
             self._check_node(node)
@@ -95,14 +95,14 @@ class LoomTidy:
                 raise InputError("the root cannot move")
             if node.is_ancestor_of(new_parent):
                 raise InputError("a branch cannot move below itself")
-            keep = restructure.same_context(old_parent, new_parent)
+            keep = kv_tidy.same_context(old_parent, new_parent)
             if not keep:
                 for runner in self._each_runner():
                     runner.forget(node)
             old = self.tree.move(node, new_parent, index)
             self._events.emit("move", node)
             if not keep:
-                for item in restructure.drop_context(node):
+                for item in kv_tidy.drop_context(node):
                     self._events.emit("records", item)
                     self._events.emit("update", item)
             return old

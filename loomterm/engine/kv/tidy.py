@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from loomterm.engine.kvcache import kv_len
+from loomterm.engine.kv.cache import kv_len
 from loomterm.tree import Node
 
 

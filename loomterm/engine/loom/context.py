@@ -1,6 +1,6 @@
 """The Loom's view of what the model sees: memory, author's note and world info.
 
-Mixed into :class:`~loomterm.engine.loom.Loom` (which holds ``settings``, ``contexts``,
+Mixed into :class:`~loomterm.engine.loom.facade.Loom` (which holds ``settings``, ``contexts``,
 the runner and the lock); the assembly itself is ``engine.context``.
 """
 

@@ -34,8 +34,8 @@ from dataclasses import dataclass
 import torch
 from transformers.cache_utils import Cache, CacheLayerMixin
 
-from loomterm.engine.memory import KVMemory
-from loomterm.engine.rope import RopeSpec, rerotate
+from loomterm.engine.kv.resident import KVMemory
+from loomterm.engine.kv.rope import RopeSpec, rerotate
 from loomterm.tree import Node
 
 
