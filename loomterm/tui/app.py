@@ -163,7 +163,8 @@ class LoomApp(LifecycleActions, App[None]):
         self.panes = Panes(self)
         self.navigation = navigation = Navigation(self, jobs)
         self.caret = caret = Caret(self, jobs)
-        self.generation = generation = Generation(self, jobs, navigation)
+        self.context = context = Context(self, jobs)
+        self.generation = generation = Generation(self, jobs, navigation, context)
         self.tidy = Tidy(self, jobs, navigation, looks)
         self.bookmarks = Bookmarks(self, jobs, navigation)
         self.weave = weave = Weave(self, jobs, navigation)
@@ -173,7 +174,6 @@ class LoomApp(LifecycleActions, App[None]):
         self.models = Models(self, jobs, navigation, generation)
         self.alternatives = Alternatives(self, jobs)
         self.chat = Chat(self, jobs, looks)
-        self.context = Context(self, jobs)
         self.sessions = Sessions(self, jobs, navigation, caret, generation)
 
     def get_driver_class(self) -> type[Driver]:

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from loomterm.engine.path_cache import PREFILL_CHUNK
+from loomterm.engine.local.path_cache import PREFILL_CHUNK
 from tests.tui.conftest import settle, type_text
 from tests.tui.screen_text import screen_text
 

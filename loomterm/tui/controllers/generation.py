@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from loomterm.errors import LoomError, PrefillCancelled
 from loomterm.tree import Node, Origin
 from loomterm.tui import ops
+from loomterm.tui.controllers.context import ContextAssembled
 from loomterm.tui.messages import (
     GenerationDone,
     GenerationStarted,
@@ -31,6 +32,7 @@ from loomterm.tui.messages import (
 if TYPE_CHECKING:
     from loomterm.engine import Loom
     from loomterm.settings import Settings
+    from loomterm.tui.controllers.context import Context
     from loomterm.tui.controllers.editor import Editor
     from loomterm.tui.controllers.jobs import Jobs
     from loomterm.tui.controllers.navigation import Navigation
@@ -114,10 +116,11 @@ class Streamer:
 class Generation:
     """Asking for text and showing it arrive."""
 
-    def __init__(self, app: Editor, jobs: Jobs, navigation: Navigation) -> None:
+    def __init__(self, app: Editor, jobs: Jobs, navigation: Navigation, context: Context) -> None:
         self.app = app
         self.jobs = jobs
         self.navigation = navigation
+        self.context = context
         self.then: Callable[[], None] | None = None  # run when this generation has ended
         self.lock_held = False  # the document is locked until the generation starts
         self.tokens_per_second: float | None = None  # of the last generation (status bar)
@@ -179,7 +182,20 @@ class Generation:
         self.jobs.lock()  # until the generation starts: the cut at the caret is not made yet
         app.refresh_status_soon()
         job = GenerationJob(
-            app, loom, cancel, n, base, start, text, keep, caret, settings, models, meta, context
+            app,
+            self.context,
+            loom,
+            cancel,
+            n,
+            base,
+            start,
+            text,
+            keep,
+            caret,
+            settings,
+            models,
+            meta,
+            context,
         )
         self.then = then
         self.jobs.submit("generate", job.run)
@@ -210,6 +226,8 @@ class Generation:
             if follow:
                 app.doc.move_to(app.doc.length)
             app.view.document_changed(scroll=follow)
+            if self.context.shown:
+                app.context_view.follow(message.pieces)
         if not app.branches.has_class("-hidden"):
             app.branches.text_grew()  # the rows of every sibling being written
         app.refresh_status_soon()
@@ -283,6 +301,7 @@ class GenerationJob:
     thread with what the document and settings are at that moment."""
 
     app: Editor
+    context: Context
     loom: Loom
     cancel: threading.Event
     n: int
@@ -344,6 +363,10 @@ class GenerationJob:
         """Generate from ``self.node``, streaming to the app."""
         loom, node = self.loom, self.node
         loom.cursor = node  # here, not on the UI thread: the engine is busy next
+        if self.context.shown:  # what the model sees from here, then it follows
+            with loom.exclusive():
+                runs = self.context.runs(node)
+            self.app.post_message(ContextAssembled(runs))
         self.app.post_message(GenerationStarted(node, "", self.n))
         self.started = True
         self.streamer = streamer = Streamer(self.app, loom)

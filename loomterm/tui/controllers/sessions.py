@@ -117,7 +117,10 @@ class Sessions:
         close_session(old)
         if sessions.discard_if_empty(old):
             old_path = None
-        if old_path is not None and old_path != sessions.session_file(new):  # type: ignore[arg-type]
+        # A renamed session is this one under its new name: not a session to go back to.
+        if (
+            old_path is not None and old_path.exists() and old_path != sessions.session_file(new)  # type: ignore[arg-type]
+        ):
             self.previous = old_path
         app.open_loom(new, message.name)  # type: ignore[arg-type]
         caret = self.caret.saved(message.node)
