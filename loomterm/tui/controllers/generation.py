@@ -301,7 +301,7 @@ class GenerationJob:
     thread with what the document and settings are at that moment."""
 
     app: Editor
-    context: Context
+    context_pane: Context  # the context view: it follows the generation when shown
     loom: Loom
     cancel: threading.Event
     n: int
@@ -363,9 +363,9 @@ class GenerationJob:
         """Generate from ``self.node``, streaming to the app."""
         loom, node = self.loom, self.node
         loom.cursor = node  # here, not on the UI thread: the engine is busy next
-        if self.context.shown:  # what the model sees from here, then it follows
+        if self.context_pane.shown:  # what the model sees from here, then it follows
             with loom.exclusive():
-                runs = self.context.runs(node)
+                runs = self.context_pane.runs(node)
             self.app.post_message(ContextAssembled(runs))
         self.app.post_message(GenerationStarted(node, "", self.n))
         self.started = True
