@@ -94,6 +94,7 @@ class Runner(ABC):
     progress: Progress | None = None
     interrupt: threading.Event | None = None
     context_provider: ContextProvider | None = None
+    tree: Tree | None = None  # set by ``attach``
 
     def context_for(self, node: Node, reserve: int = 0) -> Assembled | None:
         """The injected sequence for ``node`` (``engine.context``), None when plain."""

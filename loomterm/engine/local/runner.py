@@ -20,6 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from loomterm.engine.decode.banned import banned_decode
+from loomterm.engine.decode.draft_sources import DraftSources
+from loomterm.engine.decode.drafted import KeptDrafting, drafted_decode, drafting_config
+from loomterm.engine.decode.job import DecodeJob
+from loomterm.engine.decode.plain import plain_decode
 from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter
 from loomterm.engine.kernels import attention
 from loomterm.engine.kernels.step import make_decode_step
@@ -76,7 +81,8 @@ class LocalRunner(Runner):
         usual = (
             (torch.float32,) if loaded.device.type != "cuda" else (torch.bfloat16, torch.float16)
         )
-        plain = getattr(loaded, "quant", "none") == "none" and loaded.dtype in usual
+        self.quantized = getattr(loaded, "quant", "none") != "none"
+        plain = not self.quantized and loaded.dtype in usual
         self.where = str(loaded.device) if plain else f"{loaded.device} · {self.precision}"
         self.codec = TokenText(self.tokenizer)
         config = self.model.config.get_text_config(decoder=True)
@@ -113,9 +119,9 @@ class LocalRunner(Runner):
         # recomputing it (approximate, flagged; ``PathCache._slide``). False: recompute.
         self.rerotate_window = True
         self._breakers: dict[tuple[str, ...], DryBreakers] = {}
-        # What drafted decoding learned about whether drafting pays, per regime
-        # (``decode.drafted.Ledger``), kept across generations.
-        self.draft_ledgers: dict[tuple, Any] = {}
+        # What drafted decoding keeps across generations: the last parent's draft
+        # sources and whether drafting pays, per regime (``decode.drafted.Ledger``).
+        self.drafting = KeptDrafting()
         self._pieces: list[str] | None = None  # every token's text, for DRY's breakers
         why_not = () if self.rope else (("rerope", _no_rope_reason(config)),)
         self.capabilities = Capabilities(
@@ -295,25 +301,49 @@ class LocalRunner(Runner):
     def prepare(self, node: Node) -> torch.Tensor:
         return self.cache.ensure(node)
 
-    def decode(self, request: GenerateRequest, writer: NodeWriter) -> GenerateResult:
-        from loomterm.engine.decode.drafted import drafted_decode, drafting_config
-        from loomterm.engine.decode.plain import plain_decode
+    @property
+    def draft_sources(self) -> DraftSources | None:
+        """The draft sources kept from the last drafted generation (None: none yet)."""
+        return self.drafting.sources
 
+    def decode(self, request: GenerateRequest, writer: NodeWriter) -> GenerateResult:
         clock = time.perf_counter()
         logits = self.cache.ensure(request.node)  # (V,)
         prefill = time.perf_counter() - clock
-        config = drafting_config(self, request) if not request.banned else None
+        job = self.decode_job(request, writer, logits)
         if request.banned:  # going back cannot happen inside a batch or a drafted block
-            from loomterm.engine.decode.banned import banned_decode
-
-            result = banned_decode(self, request, writer, logits)
-        elif config is not None:
-            result = drafted_decode(self, request, writer, logits, config)
+            result = banned_decode(job)
+        elif (config := drafting_config(job, self.quantized)) is not None:
+            nodes = self.tree.nodes if self.tree is not None else {}
+            result = drafted_decode(job, config, self.drafting, nodes)
         else:
-            result = plain_decode(self, request, writer, logits)
+            result = plain_decode(job)
         result.prefill_seconds = prefill
         result.decode_seconds = time.perf_counter() - clock - prefill
         return result
+
+    def decode_job(
+        self, request: GenerateRequest, writer: NodeWriter, logits: torch.Tensor
+    ) -> DecodeJob:
+        """What a decoder is given for ``request``: ``logits`` (V,) after its node."""
+        return DecodeJob(
+            request=request,
+            writer=writer,
+            logits=logits,
+            work=self.work,
+            kv=self.cache,
+            forward=self.forward,
+            decode_step=self.decode_step,
+            codec=self.codec,
+            eos_ids=self.eos_ids,
+            device=self.device,
+            n_ctx=self.n_ctx,
+            shift=self.window.shift_for(request.node.end),
+            rerotates=self.rope is not None,
+            dry_breakers=self.dry_breakers(request.sampling),
+            touch=self.touch,
+            enforce_budget=self.enforce_budget,
+        )
 
     def moved_kv(self, source: Node, lo: int, hi: int, delta: int) -> torch.Tensor:
         assert self.rope is not None, "moved_kv needs the rerope capability"
