@@ -97,7 +97,7 @@ def banned_decode(job: DecodeJob) -> GenerateResult:
         job.kv.ensure(kids[0])
     else:
         job.kv.remember(last_logits)
-    job.enforce_budget([*job.parent.path(), kids[0]])
+    job.model.enforce_budget([*job.parent.path(), kids[0]])
     return GenerateResult(children=kids)
 
 

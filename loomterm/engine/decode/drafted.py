@@ -39,8 +39,8 @@ from loomterm.engine.decode.draft_tree import (
     build_block,
     walk_trials,
 )
-from loomterm.engine.decode.job import DecodeJob
-from loomterm.engine.generation import DraftStats, GenerateResult
+from loomterm.engine.decode.job import DecodeJob, DecodeModel
+from loomterm.engine.generation import DraftStats, GenerateRequest, GenerateResult
 from loomterm.engine.sample.chain import make_generators, sample_step, token_records
 from loomterm.engine.sample.history import history_view
 from loomterm.tree import Node
@@ -95,7 +95,7 @@ class KeptDrafting:
     ledgers: dict[tuple[str, bool], Ledger] = field(default_factory=dict)
 
 
-def drafting_config(job: DecodeJob, quantized: bool) -> DraftConfig | None:
+def drafting_config(request: GenerateRequest, model: DecodeModel) -> DraftConfig | None:
     """The draft settings for this generation, or None to decode plainly.
 
     Drafting covers one continuation (``n == 1``) that fits in the context window
@@ -104,9 +104,9 @@ def drafting_config(job: DecodeJob, quantized: bool) -> DraftConfig | None:
     tree, the block runs after the assembled context's columns (``kv.assembled``),
     and nothing is stored on the child (its columns are not at its path positions).
     A generation that would fill the window decodes plainly, which refills it
-    (``ContextKV.refill``). ``quantized``: the model's weights are int8 or int4.
+    (``ContextKV.refill``). Read with the cache as it is now (the request's node
+    prepared).
     """
-    request = job.request
     mode = request.drafting
     if mode not in MODES:
         raise ValueError(f"drafting must be one of {', '.join(MODES)}, got {mode!r}")
@@ -115,16 +115,16 @@ def drafting_config(job: DecodeJob, quantized: bool) -> DraftConfig | None:
     lookahead = mode == "lookahead"
     config = DraftConfig(
         lookahead=lookahead,
-        cost=Cost.for_device(job.device.type, quantized=quantized),
+        cost=Cost.for_device(model.device.type, quantized=model.quantized),
         adaptive=mode == "auto",
     )
     block = config.tree_budget + 1
     if lookahead:
         block += config.guesses * (config.ngram - 1) + config.window * (config.ngram - 1)
-    parent, assembled = request.node, job.kv.assembled
+    parent, assembled = request.node, model.kv.assembled
     held = parent.end if assembled is None else len(assembled.tokens)  # the columns
-    fits = held + request.max_new_tokens + block <= job.n_ctx
-    if not fits or job.work.length != held:
+    fits = held + request.max_new_tokens + block <= model.n_ctx
+    if not fits or model.work.length != held:
         return None
     return config
 

@@ -70,13 +70,10 @@ class PathKV(Protocol):
 
 
 @dataclass
-class DecodeJob:
-    """One generation as a decoder sees it.
+class DecodeModel:
+    """The model as every decoder uses it; the local runner keeps one.
 
     Attributes:
-        request: What is asked (the parent node, ``n``, sampling, callbacks).
-        writer: The decoder's only way to change the tree.
-        logits: (V,) after the parent's path, which the working cache's row 0 holds.
         work: The working cache (``kv.cache.WorkingCache``).
         kv: The runner's path cache: storing, remembering, shifting, refilling.
         forward: The model over the working cache.
@@ -85,16 +82,12 @@ class DecodeJob:
         eos_ids: Tokens that end a continuation.
         device: Where the model runs.
         n_ctx: The context window's size in tokens.
-        shift: Columns the window drops before the parent's end (0: none).
         rerotates: A window shift re-rotates kept keys (approximate) on this model.
-        dry_breakers: DRY's sequence breakers as token ids (None: DRY off).
+        quantized: The weights are int8 or int4 (a drafted block costs more).
         touch: Mark nodes as just used (least recently used KV is evicted first).
         enforce_budget: Evict until resident KV fits the budget, keeping the given path.
     """
 
-    request: GenerateRequest
-    writer: NodeWriter
-    logits: torch.Tensor
     work: WorkingCache
     kv: PathKV
     forward: Forward
@@ -103,11 +96,60 @@ class DecodeJob:
     eos_ids: frozenset[int]
     device: torch.device
     n_ctx: int
-    shift: int
     rerotates: bool
-    dry_breakers: DryBreakers | None
+    quantized: bool
     touch: Callable[[list[Node]], None]
     enforce_budget: Callable[[list[Node]], int]
+
+
+@dataclass
+class DecodeJob:
+    """One generation as a decoder sees it.
+
+    Attributes:
+        request: What is asked (the parent node, ``n``, sampling, callbacks).
+        writer: The decoder's only way to change the tree.
+        logits: (V,) after the parent's path, which the working cache's row 0 holds.
+        model: The model and its cache (:class:`DecodeModel`).
+        shift: Columns the window drops before the parent's end (0: none).
+        dry_breakers: DRY's sequence breakers as token ids (None: DRY off).
+    """
+
+    request: GenerateRequest
+    writer: NodeWriter
+    logits: torch.Tensor
+    model: DecodeModel
+    shift: int
+    dry_breakers: DryBreakers | None
+
+    # -- the model's parts a decoder reaches most ----------------------------------------
+    @property
+    def work(self) -> WorkingCache:
+        return self.model.work
+
+    @property
+    def kv(self) -> PathKV:
+        return self.model.kv
+
+    @property
+    def device(self) -> torch.device:
+        return self.model.device
+
+    @property
+    def n_ctx(self) -> int:
+        return self.model.n_ctx
+
+    @property
+    def eos_ids(self) -> frozenset[int]:
+        return self.model.eos_ids
+
+    def forward(self, ids: torch.Tensor, **kwargs) -> torch.Tensor:
+        """``DecodeModel.forward``: (B, q) ids -> (B, keep, V) logits."""
+        return self.model.forward(ids, **kwargs)
+
+    def decode_step(self, fed: torch.Tensor) -> torch.Tensor:
+        """``DecodeModel.decode_step``: (B,) ids -> (B, 1, V) logits."""
+        return self.model.decode_step(fed)
 
     @property
     def parent(self) -> Node:
@@ -136,7 +178,7 @@ class DecodeJob:
         return PenaltyHistory(seen, rows, request.max_new_tokens, self.device)
 
     def stream(self) -> StreamDecoder:
-        return StreamDecoder(self.codec)
+        return StreamDecoder(self.model.codec)
 
     # -- what a decoder does with each token ---------------------------------------------
     def emit(self, kid: Node, token: int, logprob: float, top: list, stream: StreamDecoder) -> None:
@@ -150,7 +192,7 @@ class DecodeJob:
         """Hand ``kids`` their KV (the first ``stored[i]`` tokens' columns from ``base``)
         and mark their paths as just used."""
         self.kv.store_generated(kids, base, stored)
-        self.touch([*self.parent.path(), *kids])
+        self.model.touch([*self.parent.path(), *kids])
 
     def finish(
         self,
@@ -167,7 +209,7 @@ class DecodeJob:
         self.work.select_row(0, self.work.segments)
         if cut is not None:
             self.work.truncate(cut)
-        self.enforce_budget([*self.parent.path(), kids[0]])
+        self.model.enforce_budget([*self.parent.path(), kids[0]])
         self.kv.remember(logits)
         return GenerateResult(children=list(kids))
 

@@ -92,7 +92,7 @@ def plain_decode(job: DecodeJob) -> GenerateResult:
                 if row0_cols >= 0:
                     row0_cols = -2
                 for kid in kids:
-                    if job.rerotates:
+                    if job.model.rerotates:
                         writer.mark_approx(kid)
             out = job.decode_step(fed)  # (n, 1, V)
             work.commit(1, kids[0] if live[0] else None, len(kids[0].tokens) - 1)

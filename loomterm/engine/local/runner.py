@@ -22,8 +22,9 @@ import torch
 
 from loomterm.engine.decode.banned import banned_decode
 from loomterm.engine.decode.draft_sources import DraftSources
+from loomterm.engine.decode.draft_tree import DraftConfig
 from loomterm.engine.decode.drafted import KeptDrafting, drafted_decode, drafting_config
-from loomterm.engine.decode.job import DecodeJob
+from loomterm.engine.decode.job import DecodeJob, DecodeModel
 from loomterm.engine.decode.plain import plain_decode
 from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter
 from loomterm.engine.kernels import attention
@@ -313,7 +314,7 @@ class LocalRunner(Runner):
         job = self.decode_job(request, writer, logits)
         if request.banned:  # going back cannot happen inside a batch or a drafted block
             result = banned_decode(job)
-        elif (config := drafting_config(job, self.quantized)) is not None:
+        elif (config := self.drafting_for(request)) is not None:
             nodes = self.tree.nodes if self.tree is not None else {}
             result = drafted_decode(job, config, self.drafting, nodes)
         else:
@@ -321,6 +322,25 @@ class LocalRunner(Runner):
         result.prefill_seconds = prefill
         result.decode_seconds = time.perf_counter() - clock - prefill
         return result
+
+    @property
+    def decode_model(self) -> DecodeModel:
+        """What every decoder is given of this runner (``decode.job``), read afresh
+        for each generation."""
+        return DecodeModel(
+            work=self.work,
+            kv=self.cache,
+            forward=self.forward,
+            decode_step=self.decode_step,
+            codec=self.codec,
+            eos_ids=self.eos_ids,
+            device=self.device,
+            n_ctx=self.n_ctx,
+            rerotates=self.rope is not None,
+            quantized=self.quantized,
+            touch=self.touch,
+            enforce_budget=self.enforce_budget,
+        )
 
     def decode_job(
         self, request: GenerateRequest, writer: NodeWriter, logits: torch.Tensor
@@ -330,20 +350,15 @@ class LocalRunner(Runner):
             request=request,
             writer=writer,
             logits=logits,
-            work=self.work,
-            kv=self.cache,
-            forward=self.forward,
-            decode_step=self.decode_step,
-            codec=self.codec,
-            eos_ids=self.eos_ids,
-            device=self.device,
-            n_ctx=self.n_ctx,
+            model=self.decode_model,
             shift=self.window.shift_for(request.node.end),
-            rerotates=self.rope is not None,
             dry_breakers=self.dry_breakers(request.sampling),
-            touch=self.touch,
-            enforce_budget=self.enforce_budget,
         )
+
+    def drafting_for(self, request: GenerateRequest) -> DraftConfig | None:
+        """The draft settings ``decode`` would use for ``request`` with the cache as it
+        is now (None: it would decode plainly)."""
+        return None if request.banned else drafting_config(request, self.decode_model)
 
     def moved_kv(self, source: Node, lo: int, hi: int, delta: int) -> torch.Tensor:
         assert self.rope is not None, "moved_kv needs the rerope capability"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from loomterm.engine.sample.chain import SamplingParams
+from loomterm.engine.sample.params import SamplingParams
 
 
 class PenaltyHistory:
