@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from loomterm.engine.kv.resident import KVMemory
+from loomterm.engine.kv.resident import KVBytes
 
 if TYPE_CHECKING:
     import torch
@@ -150,9 +150,9 @@ class Runner(ABC):
         """Drop ``node``'s cached KV (it is recomputed when needed). True if dropped."""
         return False
 
-    def memory(self) -> KVMemory:
+    def kv_bytes(self) -> KVBytes:
         """KV bytes this runner holds in this process."""
-        return KVMemory()
+        return KVBytes()
 
     def close(self) -> None:  # noqa: B027 - optional for runners
         """Release what the runner holds (connections, buffers)."""

@@ -29,8 +29,8 @@ from loomterm.engine.decode.plain import plain_decode
 from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter
 from loomterm.engine.kernels import attention
 from loomterm.engine.kernels.step import make_decode_step
-from loomterm.engine.kv.cache import WorkingCache, kv_memory
-from loomterm.engine.kv.resident import KVMemory
+from loomterm.engine.kv.cache import WorkingCache, resident_bytes
+from loomterm.engine.kv.resident import KVBytes
 from loomterm.engine.kv.rope import RopeSpec, probe_rope, rerotate_kv
 from loomterm.engine.kv.window import MIN_CTX, Window
 from loomterm.engine.local import budget
@@ -406,11 +406,11 @@ class LocalRunner(Runner):
         return True
 
     # -- memory --------------------------------------------------------------------------
-    def memory(self) -> KVMemory:
+    def kv_bytes(self) -> KVBytes:
         """Node KV and the working buffer, each storage counted once. Safe from any
         thread: it reads a snapshot of the node table (``list`` of a dict is atomic)."""
         nodes = list(self.tree.nodes.values()) if self.capabilities.node_kv else []
-        return replace(kv_memory(nodes, self.work), context=self.cache.context.nbytes())
+        return replace(resident_bytes(nodes, self.work), context=self.cache.context.nbytes())
 
     def touch(self, nodes: list[Node]) -> None:
         """Mark ``nodes`` as just used (least recently used KV is evicted first)."""
