@@ -57,7 +57,20 @@ def run_editor(args: argparse.Namespace) -> int:
         close_session(loom)
         if app is not None:
             _close_last(app.loom)
+    if app is not None:
+        _say_where_it_ended(loom, app.loom)
     return 0
+
+
+def _say_where_it_ended(first: Loom, last: Loom) -> None:
+    """The editor ended in another file than the one announced at start (the session
+    was renamed, or another one opened): say which, so the old name is not the last
+    word on the terminal."""
+    from loomterm.tui.sessions import session_file
+
+    start, end = session_file(first), session_file(last)
+    if end is not None and end != start and end.exists():
+        print(f"loomterm: session {end}", file=sys.stderr)
 
 
 def _close_last(loom: Loom) -> None:

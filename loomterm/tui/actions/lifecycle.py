@@ -121,7 +121,9 @@ class LifecycleActions:
             return
         self._quitting = True
         self._cancel.set()
-        self.when_idle(self._finish)
+        # ctrl+q is a priority binding: it runs before keys typed just ahead of it have
+        # reached the document. Those are applied first, then the engine gets the text.
+        self.view.after_input(lambda: self.when_idle(self._finish))
 
     def _finish(self, ask: bool = True) -> None:
         if ask and self.read_only and self.unsaved:
