@@ -120,6 +120,16 @@ def given_engine_options(args: argparse.Namespace) -> list[str]:
     return ["--" + name.replace("_", "-") for name in EngineOptions.SPECS if hasattr(args, name)]
 
 
+def check_models(args: argparse.Namespace) -> None:
+    """Refuse a ``--model`` or ``--attach`` value that names no model here (a missing
+    path, a file that is not a .gguf) with one line, before anything heavy loads."""
+    from loomterm.engine.model_source import check_model_value
+
+    check_model_value(getattr(args, "model", None))
+    for _name, source in getattr(args, "attach", []):
+        check_model_value(source)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``loomterm`` console script."""
     parser = build_parser()
@@ -134,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     # Warnings (a session that stopped saving, a stale KV snapshot) are one line each.
     warnings.formatwarning = lambda message, *rest, **kw: f"loomterm: warning: {message}\n"
     try:
+        if getattr(args, "loads_model", True):
+            check_models(args)  # a path typo answers now, before torch is imported
         if getattr(args, "handler", None) is not None:
             return int(args.handler(args) or 0)
         from loomterm import cli_run
