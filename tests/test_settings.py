@@ -107,6 +107,13 @@ CASES = {
     "mirostat_eta": ([0.1, 0], [(-0.1, "mirostat_eta must be a number >= 0 (got -0.1)")]),
     "dynatemp_range": ([0, 0.5], [(-1, "dynatemp_range must be a number >= 0 (got -1)")]),
     "dynatemp_exponent": ([1.0, 2], [(-1, "dynatemp_exponent must be a number >= 0 (got -1)")]),
+    "top_n_sigma": (
+        [-1, 0, 1.5],
+        [
+            (-2, "top_n_sigma must be a number >= -1 (got -2)"),
+            ("x", "top_n_sigma must be a number >= -1 (got 'x')"),
+        ],
+    ),
     "logit_bias": (
         [{}, {"12": -1.0}, {"the": "never"}],
         [("x", "logit_bias must be a table of token or text to a bias or never (got 'x')")],

@@ -25,6 +25,8 @@ existed).
  With ``mirostat == 0``:
 
  4. temperature ``logits / temperature``; skipped when ``dynatemp_range > 0`` (10.)
+ 4b. top-n-sigma ``top_n_sigma``: keep the logits within ``n`` standard deviations of
+                the best (over the candidates left); ``<= 0`` is off
  5. top-k       ``top_k``
  6. typical     ``typical_p``
  7. top-p       ``top_p``
@@ -34,16 +36,19 @@ existed).
                 ``[max(0, T - range), T + range]`` from the entropy of what is left
 11. draw        one draw from the row's generator (after the XTC coin, when XTC is on)
 
- With ``mirostat == 2`` (mirostat v2 replaces stages 5-10, as in llama.cpp):
+ With ``mirostat == 2`` (mirostat v2 replaces stages 4b-10, as in llama.cpp):
 
  4. temperature
  5. mirostat v2 keep the tokens whose surprise ``-log2 p`` is at most the row's ``mu``
                 (at least the most likely one), renormalise, draw; then
                 ``mu -= mirostat_eta * (-log2 p(chosen) - mirostat_tau)`` (``advance``)
 
-Against llama.cpp's default chain (penalties, DRY, top-k, typical, top-p, min-p, XTC,
-temperature): the same order, except that a plain ``temperature`` comes before the
-truncation samplers, as in transformers and as loomterm always did. So with
+Against llama.cpp's default chain (penalties, DRY, top-n-sigma, top-k, typical, top-p,
+min-p, XTC, temperature): the same order, except that a plain ``temperature`` comes
+before the truncation samplers, as in transformers and as loomterm always did.
+Top-n-sigma reads the same set either side of a temperature (scaling a row scales its
+max and its standard deviation alike), so it sits where llama.cpp has it: first of the
+truncation samplers, before top-k. So with
 ``temperature != 1`` the truncation samplers (top-p, min-p, typical, XTC) see the
 tempered distribution here and the untempered one in llama.cpp; at temperature 1, and
 with dynamic temperature (which sits last, as llama.cpp's), the chains agree. Also:
@@ -105,6 +110,7 @@ from loomterm.engine.truncation import (
     min_p_filter,
     mirostat_v2_filter,
     top_k_filter,
+    top_n_sigma_filter,
     top_p_filter,
     typical_filter,
     xtc_coins,
@@ -146,6 +152,8 @@ class SamplingParams:
     penalty_last_n: int = -1
     dynatemp_range: float = 0.0
     dynatemp_exponent: float = 1.0
+    # -- issue 23 --
+    top_n_sigma: float = -1.0
     logit_bias: tuple[tuple[int, float], ...] = field(default=())
 
     def __post_init__(self) -> None:
@@ -233,6 +241,7 @@ class SamplingParams:
             "penalty_last_n": self.penalty_last_n,
             "dynatemp_range": self.dynatemp_range,
             "dynatemp_exponent": self.dynatemp_exponent,
+            "top_n_sigma": self.top_n_sigma,
             "logit_bias": {
                 str(token): NEVER if math.isinf(bias) else bias for token, bias in self.logit_bias
             },
@@ -306,6 +315,7 @@ def filter_logits(
         logits = logits.float()
     else:
         logits = logits.float() / max(params.temperature, 1e-6)  # (B, V)
+    logits = top_n_sigma_filter(logits, params.top_n_sigma)
     logits = top_k_filter(logits, params.top_k)
     logits = typical_filter(logits, params.typical_p)
     logits = top_p_filter(logits, params.top_p)
@@ -501,6 +511,7 @@ __all__ = [
     "token_record_tensor",
     "token_records",
     "top_k_filter",
+    "top_n_sigma_filter",
     "top_p_filter",
     "typical_filter",
     "unpack_token_records",

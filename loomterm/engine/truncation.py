@@ -1,5 +1,6 @@
-"""Stages 5-10 of the sampling chain: truncation (top-k, typical, top-p, min-p), XTC,
-dynamic temperature, and mirostat v2 (``sampling``). Pure functions of logits (B, V).
+"""Stages 5-10 of the sampling chain: truncation (top-n-sigma, top-k, typical, top-p,
+min-p), XTC, dynamic temperature, and mirostat v2 (``sampling``). Pure functions of
+logits (B, V).
 """
 
 from __future__ import annotations
@@ -14,6 +15,24 @@ if TYPE_CHECKING:
 
 
 # -- stages 5-8: truncation ------------------------------------------------------------------
+def top_n_sigma_filter(logits: torch.Tensor, n: float) -> torch.Tensor:
+    """Top-n-sigma (Tang et al., 2024; llama.cpp's ``top-n-sigma``): keep the tokens
+    whose logit is at least ``max - n * std``, the standard deviation (population, as
+    llama.cpp) over the row's candidates left (finite logits). ``n <= 0`` is off.
+    Scaling a row by a temperature scales ``max`` and ``std`` alike, so the kept set is
+    the same before or after the temperature. logits: (B, V) float."""
+    if n <= 0:
+        return logits
+    # A row with no candidate left gets a NaN floor, and NaN compares false: unchanged.
+    finite = torch.isfinite(logits)  # (B, V)
+    count = finite.sum(-1, keepdim=True)  # (B, 1)
+    values = logits.masked_fill(~finite, 0.0)
+    mean = values.sum(-1, keepdim=True) / count  # (B, 1)
+    spread = ((values - mean).square() * finite).sum(-1, keepdim=True) / count
+    floor = logits.amax(-1, keepdim=True) - n * spread.sqrt()  # (B, 1)
+    return logits.masked_fill(logits < floor, float("-inf"))
+
+
 def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
     if k > 0 and k < logits.shape[-1]:
         kth = torch.topk(logits, k, dim=-1).values[:, -1:]  # (B, 1)

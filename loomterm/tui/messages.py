@@ -7,9 +7,14 @@ decoding while the UI catches up.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual.message import Message
 
 from loomterm.tree import Node
+
+if TYPE_CHECKING:
+    from loomterm.tui.widgets.export_dialog import ExportRequest
 
 
 class LoomChanged(Message):
@@ -110,12 +115,12 @@ class Moved(Message):
 
 
 class Exported(Message):
-    """An export was written to ``path``."""
+    """An export finished: written, or ``error`` says in one line why not."""
 
-    def __init__(self, path: str, fmt: str) -> None:
+    def __init__(self, request: ExportRequest, error: str = "") -> None:
         super().__init__()
-        self.path = path
-        self.fmt = fmt
+        self.request = request
+        self.error = error
 
 
 class SessionSwitched(Message):
