@@ -123,11 +123,14 @@ def given_engine_options(args: argparse.Namespace) -> list[str]:
 def check_models(args: argparse.Namespace) -> None:
     """Refuse a ``--model`` or ``--attach`` value that names no model here (a missing
     path, a file that is not a .gguf) with one line, before anything heavy loads."""
-    from loomterm.engine.model_source import check_model_value
+    from loomterm.engine.model_source import classify
+    from loomterm.engine.remote import is_server_url
 
-    check_model_value(getattr(args, "model", None))
-    for _name, source in getattr(args, "attach", []):
-        check_model_value(source)
+    models = [getattr(args, "model", None)]
+    models += [source for _name, source in getattr(args, "attach", [])]
+    for model in models:
+        if model is not None and not is_server_url(model):
+            classify(model)  # hub ids pass: their answer needs the network
 
 
 def main(argv: list[str] | None = None) -> int:

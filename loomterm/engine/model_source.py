@@ -59,13 +59,3 @@ def looks_like_path(text: str) -> bool:
     if any(sep in text for sep in {os.sep, os.altsep} - {None, "/"}):  # Windows separators
         return True
     return text.count("/") > 1 or (len(text) > 1 and text[1] == ":")  # a Windows drive
-
-
-def check_model_value(model: str | None) -> None:
-    """Refuse a model value that cannot name a model here, before anything heavy is
-    imported: a missing path, a file that is not a .gguf, a folder without a config.
-    Server URLs and hub ids pass (their answer needs the network)."""
-    from loomterm.engine.remote import is_server_url
-
-    if model is not None and not is_server_url(model):
-        classify(model)
