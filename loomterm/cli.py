@@ -94,7 +94,7 @@ def argument_type(spec: Spec):
     return read
 
 
-# A key given as NAME=MODEL: what ``engine.registry.slug`` keeps, with no ':' or '/', so
+# A key given as NAME=MODEL: what ``engine.loom.registry.slug`` keeps, with no ':' or '/', so
 # that a URL or a path holding '=' is never read as a name.
 _ATTACH_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,39}")
 
@@ -123,7 +123,7 @@ def given_engine_options(args: argparse.Namespace) -> list[str]:
 def check_models(args: argparse.Namespace) -> None:
     """Refuse a ``--model`` or ``--attach`` value that names no model here (a missing
     path, a file that is not a .gguf) with one line, before anything heavy loads."""
-    from loomterm.engine.model_source import classify
+    from loomterm.engine.models.source import classify
     from loomterm.engine.remote import is_server_url
 
     models = [getattr(args, "model", None)]

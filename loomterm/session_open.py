@@ -118,7 +118,7 @@ class PreviewLoom:
 
 def model_label(model: str | None) -> str:
     """The name the status bar gives a model value before it is loaded."""
-    from loomterm.engine.model_source import DEFAULT_MODEL_NAME
+    from loomterm.engine.models.source import DEFAULT_MODEL_NAME
 
     if not model:
         return DEFAULT_MODEL_NAME
@@ -186,7 +186,7 @@ class SessionOpening:
         from loomterm.progress import Progress
 
         with Progress(progress).timed("import"):  # torch and transformers: seconds
-            from loomterm.engine import loom as _engine  # noqa: F401
+            from loomterm.engine.loom import facade  # noqa: F401
         if self.opened is None:
             loom = self._create(progress)
         else:
@@ -223,7 +223,7 @@ class SessionOpening:
             server = {k: v for k, v in options.server_kwargs().items() if v is not None}
             loom = Loom(connect(options.model, **server), tree=tree)
         else:
-            from loomterm.engine.models import load_model
+            from loomterm.engine.models.load import load_model
 
             loaded = load_model(**options.model_kwargs(), progress=progress)
             loom = Loom.from_loaded(

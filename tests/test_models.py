@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from loomterm.engine import gguf_convert
-from loomterm.engine.fingerprint import CACHE_MIN_BYTES, file_sha256
-from loomterm.engine.models import (
+from loomterm.engine.models import gguf as gguf_convert
+from loomterm.engine.models.fingerprint import CACHE_MIN_BYTES, file_sha256
+from loomterm.engine.models.load import (
     LoadedModel,
     check_causal_lm,
     load_model,
@@ -326,7 +326,7 @@ def test_one_gguf_file_is_converted_once_whatever_path_it_comes_by(
 def test_the_default_models_gguf_attached_by_path_reuses_its_conversion(
     private_cache, tmp_path, monkeypatch
 ):
-    from loomterm.engine.default_model import default_gguf_path, default_model_dir
+    from loomterm.engine.models.default import default_gguf_path, default_model_dir
 
     shared = Path.home() / ".cache" / "loomterm-tests"
     monkeypatch.setenv("LOOMTERM_CACHE_DIR", str(shared))
