@@ -177,8 +177,16 @@ class SessionOpening:
         settings, _notes = Settings.from_stored(data.settings)  # warned of when loaded
         name = model_label(self.options.model) if self.options.model else ""
         name = name or str(data.model.get("name") or model_label(data.model.get("source")))
-        active = str((data.model_state or {}).get("active") or "")
-        return PreviewLoom(data.tree, codec, name, settings, data.cursor_node, data.models, active)
+        state = data.model_state or {}
+        active = str(state.get("active") or next(iter(data.models), ""))
+        preview = PreviewLoom(
+            data.tree, codec, name, settings, data.cursor_node, data.models, active
+        )
+        # The models the file says were attached: shown as attached (they are coming
+        # back), not as only recorded; a key stands for its runner until then.
+        attached = state.get("attached") or list(data.models)
+        preview.models = {key: None for key in attached if key in data.models}
+        return preview
 
     def finish(self, progress: ProgressCallback | None = None) -> Loom:
         """Load the model and make the real Loom over the previewed tree (heavy: run it
