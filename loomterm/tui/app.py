@@ -35,7 +35,6 @@ from textual.binding import BindingType
 from textual.containers import Horizontal
 from textual.reactive import var
 from textual.timer import Timer
-from textual.widgets import Footer
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from loomterm.errors import LoomError, PrefillCancelled
@@ -79,6 +78,7 @@ from loomterm.tui.sanitize import safe_line
 from loomterm.tui.widgets.branch_tree import BranchTree
 from loomterm.tui.widgets.context import ContextView
 from loomterm.tui.widgets.document_view import DocumentView
+from loomterm.tui.widgets.footer import KeyFooter
 from loomterm.tui.widgets.status_bar import StatusBar, StatusInfo
 
 if TYPE_CHECKING:
@@ -133,7 +133,9 @@ class LoomApp(
     }
     #tree.-hidden { display: none; }
     #document { width: 1fr; }
-    Footer FooterKey.-command-palette { border-left: vkey $loom-guide; }
+    /* At the right edge: with the compact footer's margin after it, a cell of the keys
+       scrolled under it showed through (a stray "S" after "^p palette"). */
+    Footer FooterKey.-command-palette { border-left: vkey $loom-guide; margin-right: 0; }
     """
 
     def __init__(
@@ -204,7 +206,7 @@ class LoomApp(
             yield self.context_view
         yield self.model_legend()
         yield self.status
-        yield Footer(compact=True)
+        yield KeyFooter(compact=True)
 
     def _make_widgets(self) -> None:
         """The main screen's widgets, made once and kept: the app's ``query_one`` looks

@@ -83,6 +83,16 @@ class SettingsScreen(ModalScreen["dict[str, Any] | None"]):
         & .settings--row .settings--source { width: 30; padding-left: 1; color: $loom-muted; }
         & .settings--why { color: $loom-muted; margin: -1 0 1 0; width: 1fr; }
         & #problems { color: $error; height: auto; }
+        /* A narrow terminal: each label above its field, the field the dialog's width
+           (side by side, the value fields were squeezed out: "Temperature   cre"). */
+        &.-narrow .settings--row { layout: vertical; height: 2; }
+        &.-narrow .settings--row Label { width: 100%; }
+        &.-narrow .settings--row .settings--source { display: none; }
+        /* A short terminal: the rows get the room (the keys are on the buttons). */
+        &.-short > Vertical { padding: 0 2; }
+        &.-short .dialog--title, &.-short .settings--row { margin-bottom: 0; }
+        &.-short .dialog--buttons { margin-top: 0; }
+        &.-short .dialog--hint { display: none; }
     }"""
     )
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -152,6 +162,13 @@ class SettingsScreen(ModalScreen["dict[str, Any] | None"]):
                     f"{spec.label} is greyed out: {self.unavailable[spec.name]}",
                     classes="settings--why",
                 )
+
+    NARROW = 72  # columns below which each label goes above its field
+    SHORT = 20  # rows below which the dialog drops its spacing and hint
+
+    def on_resize(self) -> None:
+        self.set_class(self.size.width < self.NARROW, "-narrow")
+        self.set_class(self.size.height < self.SHORT, "-short")
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "save":
