@@ -12,8 +12,9 @@ import re
 import sys
 import warnings
 
+from loomterm.cli_types import argument_type
 from loomterm.errors import LoomError
-from loomterm.settings import EngineOptions, SettingError, Spec
+from loomterm.settings import EngineOptions
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -79,19 +80,6 @@ def engine_options() -> argparse.ArgumentParser:
             help=spec.help,
         )
     return parent
-
-
-def argument_type(spec: Spec):
-    """An argparse ``type`` that reads a value the way ``spec`` does, with its message."""
-
-    def read(text: str):
-        try:
-            return spec.parse(text)
-        except SettingError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    read.__name__ = spec.name
-    return read
 
 
 # A key given as NAME=MODEL: what ``engine.loom.registry.slug`` keeps, with no ':' or '/', so
