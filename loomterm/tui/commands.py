@@ -33,6 +33,7 @@ class PaletteApp(Protocol):
 
     async def run_action(self, action: str) -> bool: ...
     def set_theme(self, name: str) -> None: ...
+    def when_model_ready(self, run: Callable[[], object], what: str) -> None: ...
 
 
 class LoomCommands(Provider):
@@ -53,9 +54,11 @@ class LoomCommands(Provider):
             yield action.title, partial(app.run_action, action.action), help_text
         for name, preset in app.presets.listed().items():
             values = ", ".join(f"{k} {v}" for k, v in preset.values.items())
-            yield f"Preset: {name}", partial(app.presets.apply, name), values
+            preset_run = partial(app.when_model_ready, partial(app.presets.apply, name), "Preset")
+            yield f"Preset: {name}", preset_run, values
         for key in app.models.attached():
-            yield f"Model: {key}", partial(app.models.use, key), "Make this model the active one"
+            use = partial(app.when_model_ready, partial(app.models.use, key), "Model")
+            yield f"Model: {key}", use, "Make this model the active one"
         for name in app.looks.theme_names():
             yield f"Theme: {name}", partial(app.set_theme, name), "Switch to this theme"
         for node, preview in app.bookmarks.listed():

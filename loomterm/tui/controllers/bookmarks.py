@@ -20,6 +20,17 @@ if TYPE_CHECKING:
     from loomterm.tui.controllers.navigation import Navigation
 
 
+def neighbour_of(branch: Node) -> Node | None:
+    """Where to go when ``branch`` is archived: the next visible sibling, which takes
+    its place (sibling 2 of 6 leaves sibling 2 of 5), else the one before it."""
+    assert branch.parent is not None
+    siblings = branch.parent.children
+    index = siblings.index(branch)
+    after = [c for c in siblings[index + 1 :] if not is_hidden(c)]
+    before = [c for c in siblings[:index] if not is_hidden(c)]
+    return after[0] if after else (before[-1] if before else None)
+
+
 class Bookmarks:
     """Bookmarks and archived branches."""
 
@@ -77,10 +88,10 @@ class Bookmarks:
             self.jobs.set_meta(branch, hidden=True)
             parent = branch.parent
             assert parent is not None
-            others = [c for c in parent.children if c is not branch and not is_hidden(c)]
+            neighbour = neighbour_of(branch)
             navigation = self.navigation
             self.jobs.when_idle(
-                lambda: navigation.enter(others[-1]) if others else navigation.show_node(parent)
+                lambda: navigation.enter(neighbour) if neighbour else navigation.show_node(parent)
             )
             app.notify("Branch archived: 'Show hidden branches' brings it back", timeout=4)
 

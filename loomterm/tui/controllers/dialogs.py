@@ -32,10 +32,14 @@ class Dialogs:
         app = self.app
 
         def saved(values: dict[str, Any] | None) -> None:
-            if values:
-                app.loom.update_settings(**values)
-                app.refresh_status()
-                app.notify("Settings saved with the session", timeout=2)
+            if values is None:
+                return  # cancelled
+            if not values:
+                app.notify("No setting changed", timeout=2)
+                return
+            app.loom.update_settings(**values)
+            app.refresh_status()
+            app.notify("Settings saved with the session", timeout=2)
 
         app.push_screen(
             SettingsScreen(
