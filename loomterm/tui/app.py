@@ -5,9 +5,7 @@ syncing typed text, and routing messages. What each action does lives in a contr
 (``loomterm.tui.controllers``): one object per area, made in ``__init__`` and holding
 that area's state (``jobs``, the engine worker; ``navigation``, ``generation``,
 ``tidy``, ``models``, ``sessions`` and the rest). An action here is one line that asks
-its controller; a job's message is handed to the controller that asked for it. Only
-``lifecycle`` (progress, read-only sessions, quitting) is still a mixin
-(``loomterm.tui.actions``).
+its controller; a job's message is handed to the controller that asked for it.
 
 How work flows:
 
@@ -42,7 +40,6 @@ from textual.worker import Worker, WorkerState
 from loomterm.errors import LoomError, PrefillCancelled
 from loomterm.tree import Node
 from loomterm.tui import ops, paste, sessions
-from loomterm.tui.actions import LifecycleActions
 from loomterm.tui.commands import LoomCommands
 from loomterm.tui.controllers.alternatives import Alternatives
 from loomterm.tui.controllers.bookmarks import Bookmarks
@@ -52,11 +49,13 @@ from loomterm.tui.controllers.context import Context, ContextAssembled
 from loomterm.tui.controllers.dialogs import Dialogs
 from loomterm.tui.controllers.generation import Generation
 from loomterm.tui.controllers.jobs import ENGINE, Jobs
+from loomterm.tui.controllers.lifecycle import Lifecycle
 from loomterm.tui.controllers.looks import Looks
 from loomterm.tui.controllers.models import Models
 from loomterm.tui.controllers.navigation import Navigation
 from loomterm.tui.controllers.panes import Panes
 from loomterm.tui.controllers.presets import Presets
+from loomterm.tui.controllers.progress import Progress
 from loomterm.tui.controllers.ratings import Ratings
 from loomterm.tui.controllers.search import Search
 from loomterm.tui.controllers.sessions import Sessions
@@ -75,6 +74,8 @@ from loomterm.tui.messages import (
     LoomChanged,
     ModelReady,
     Moved,
+    Prefill,
+    SavedAs,
     SessionSwitched,
     Synced,
     TokensStreamed,
@@ -105,7 +106,7 @@ SYNC_DELAY = 0.4  # seconds of no typing before the text goes to the engine
 TREE_DELAY = 0.15  # structural changes are batched this long before the pane rebuilds
 
 
-class LoomApp(LifecycleActions, App[None]):
+class LoomApp(App[None]):
     """A terminal loom over ``loom``. ``session_name`` names the session in titles and
     exports; ``show_speed`` False keeps tok/s out of the status bar (for snapshots).
     With ``opening``, ``loom`` is its preview and the model loads in the background."""
@@ -153,16 +154,12 @@ class LoomApp(LifecycleActions, App[None]):
         # Opening with the model still to load: ``loom`` is the session file's preview
         # until the loader's job brings the real Loom (``tui.model_loading``).
         self.loader = StartupLoader(self, self.jobs, opening) if opening is not None else None
-        # Reading in progress: (done, total, done at the first report, its time).
-        self._prefill: tuple[int, int, int, float] | None = None
-        self._loading: tuple[str, int, int | None] | None = None  # stage, done, total
         self._sync_due = False
         self._sync_timer: Timer | None = None
         self._failed_sync: str | None = None
         self._tree_timer: Timer | None = None
         self._status_timer: Timer | None = None
         self._text_cache: dict[tuple[int, int, int], str] = {}
-        self._quitting = False
         self.read_only = sessions.is_read_only(loom)
         self.unsaved = False  # a read-only session was changed (in memory only)
         self._make_widgets()
@@ -170,6 +167,8 @@ class LoomApp(LifecycleActions, App[None]):
     def _make_controllers(self) -> None:
         """One controller per area; each is handed the ones it uses."""
         self.jobs = jobs = Jobs(self)
+        self.progress = progress = Progress(self)
+        self.lifecycle = Lifecycle(self, jobs)
         self.looks = looks = Looks(self)
         self.presets = Presets(self)
         self.panes = Panes(self)
@@ -186,7 +185,7 @@ class LoomApp(LifecycleActions, App[None]):
         self.models = Models(self, jobs, navigation, generation)
         self.alternatives = Alternatives(self, jobs)
         self.chat = Chat(self, jobs, looks)
-        self.sessions = Sessions(self, jobs, navigation, caret, generation)
+        self.sessions = Sessions(self, jobs, navigation, caret, generation, progress)
 
     def get_driver_class(self) -> type[Driver]:
         """Textual's driver, reading bracketed pastes whole (``loomterm.tui.paste``)."""
@@ -254,12 +253,13 @@ class LoomApp(LifecycleActions, App[None]):
 
     def _attach_engine(self, loom: Loom) -> None:
         """Hear ``loom``'s prefill progress (the status bar), and let escape stop it."""
-        loom.progress = self._on_progress
+        loom.progress = self.progress.report
         loom.interrupt = self.jobs.interrupt
 
-    def engine_progress(self, stage: str, done: int, total: int | None) -> None:
-        """The engine's progress (prefill, model loading), on whichever thread."""
-        self._on_progress(stage, done, total)
+    def note_change(self) -> None:
+        """The session changed (typing, a new node, a setting): a read-only one says
+        so once."""
+        self.lifecycle.note_change()
 
     def let_go(self, loom: Loom) -> None:
         """Stop hearing ``loom`` (another session replaces it)."""
@@ -381,13 +381,16 @@ class LoomApp(LifecycleActions, App[None]):
         """Stop (esc) is offered only while generating; esc otherwise reaches the
         widgets (and leaves the branch pane)."""
         if action == "stop":
-            return self.generating or self._prefill is not None
+            return self.generating or self.progress.prefill is not None
         return True
 
     def watch_generating(self) -> None:
         self.refresh_bindings()
 
     # -- actions: each asks its controller ----------------------------------------------
+    async def action_quit(self) -> None:
+        self.lifecycle.quit()
+
     def action_generate(self) -> None:
         self.jobs.when_idle(lambda: self.generation.generate(1), sync=False)
 
@@ -408,11 +411,11 @@ class LoomApp(LifecycleActions, App[None]):
     def action_stop(self) -> None:
         """Esc: stop reading a long text (keeping the edit) or generating (keeping what
         came); else leave the branch pane."""
-        if self._prefill is not None:
+        if self.progress.prefill is not None:
             self.jobs.interrupt.set()
         if self.generating:
             self.jobs.cancel.set()
-        elif self._prefill is None and self.focused is self.branches:
+        elif self.progress.prefill is None and self.focused is self.branches:
             self.view.focus()
 
     def action_alternatives(self) -> None:
@@ -562,14 +565,11 @@ class LoomApp(LifecycleActions, App[None]):
         """The one place worker failures surface (harlequin-style)."""
         if event.worker.name == ENGINE and event.state == WorkerState.ERROR:
             self.notify(f"engine worker stopped: {event.worker.error}", severity="error")
-            if not self._quitting:
+            if not self.lifecycle.quitting:
                 self.jobs.start()
 
     def on_job_finished(self, message: JobFinished) -> None:
-        if self._prefill is not None:
-            self._prefill = None
-            self.refresh_bindings()
-        self._loading = None
+        self.progress.job_finished()
         self.jobs.finished(message.label)
 
     def on_job_failed(self, message: JobFailed) -> None:
@@ -590,7 +590,7 @@ class LoomApp(LifecycleActions, App[None]):
         if message.label == "sync":
             self._failed_sync = self.doc.text
         elif message.label == "save as":
-            self._quitting = False  # the name was taken, say: the user tries again
+            self.lifecycle.quitting = False  # the name was taken, say: the user tries again
         text = str(error) if isinstance(error, LoomError) else f"{type(error).__name__}: {error}"
         self.log.error(f"job {message.label} failed", error)
         self.notify(
@@ -598,6 +598,15 @@ class LoomApp(LifecycleActions, App[None]):
         )
 
     # -- messages from the controllers' jobs -------------------------------------------
+    def on_prefill(self, message: Prefill) -> None:
+        self.progress.read(message)
+
+    def on_loading(self, message: Loading) -> None:
+        self.progress.loaded(message)
+
+    def on_saved_as(self, message: SavedAs) -> None:
+        self.lifecycle.saved_as(message)
+
     def on_tidied(self, message: Tidied) -> None:
         self.tidy.tidied(message)
 
@@ -782,11 +791,11 @@ class LoomApp(LifecycleActions, App[None]):
         loom = self.loom
         state = ""
         if self.loader is not None:
-            state = self.loader.state(self.loading_state())
-        elif self._prefill is not None:
-            state = self.prefill_state()
-        elif self._loading is not None:
-            state = self.loading_state()
+            state = self.loader.state(self.progress.loading_state())
+        elif self.progress.prefill is not None:
+            state = self.progress.prefill_state()
+        elif self.progress.loading is not None:
+            state = self.progress.loading_state()
         elif self.generating:
             state = self.weave.state() or self.generation.state()
         elif self.jobs.in_flight:

@@ -112,9 +112,9 @@ async def test_the_status_bar_shows_loading_until_it_ends(make_app, tiny_loaded)
     app = make_app(loom)
     async with app.run_test(size=TERMINAL) as pilot:
         await settle(pilot)
-        app._on_progress("load", 3, 10)  # as the worker thread reports it
+        app.progress.report("load", 3, 10)  # as the worker thread reports it
         await pilot.pause(0.3)
         assert "load 3/10\u2026" in screen_text(app).splitlines()[-2]
-        app._on_progress("load", 10, 10)
+        app.progress.report("load", 10, 10)
         await pilot.pause(0.3)
         assert "load 10/10" not in screen_text(app) and "load 3/10" not in screen_text(app)

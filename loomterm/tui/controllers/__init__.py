@@ -22,6 +22,9 @@ importing it, and is handed the other controllers it uses in its constructor.
 - ``chat.py``: new chats and turns through the chat template;
 - ``sessions.py``: the session picker, and switching sessions in place;
 - ``context.py``: memory, author's note and world info, and the context view;
+- ``progress.py``: reading a long text (escape stops it) and loading a model, for the
+  status bar;
+- ``lifecycle.py``: read-only sessions (changes offered as a new session) and quitting;
 - ``caret.py``: the caret reported to the session once it rests, and found again;
 - ``presets.py``: sampler presets from the palette, and which one is in use;
 - ``looks.py``: themes, the key map and the help screen's rows;

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from loomterm.tui.controllers.generation import Generation
     from loomterm.tui.controllers.jobs import Jobs
     from loomterm.tui.controllers.navigation import Navigation
+    from loomterm.tui.controllers.progress import Progress
 
 
 def name_of(path: Path) -> str:
@@ -33,13 +34,20 @@ class Sessions:
     """Sessions switched in place; remembers the one open before."""
 
     def __init__(
-        self, app: Editor, jobs: Jobs, navigation: Navigation, caret: Caret, generation: Generation
+        self,
+        app: Editor,
+        jobs: Jobs,
+        navigation: Navigation,
+        caret: Caret,
+        generation: Generation,
+        progress: Progress,
     ) -> None:
         self.app = app
         self.jobs = jobs
         self.navigation = navigation
         self.caret = caret
         self.generation = generation
+        self.progress = progress  # a session opening loads its model: the status bar shows it
         self.previous: Path | None = None
         """The session open before this one (``Back to previous session``)."""
 
@@ -80,7 +88,7 @@ class Sessions:
             name = name_of(path)
             if choice.kind == "rename":
                 path, name = self.rename_open(path, choice.name), choice.name
-            new = sessions.open_in_place(old, path, progress=app.engine_progress)
+            new = sessions.open_in_place(old, path, progress=self.progress.report)
             app.post_message(SessionSwitched(new, name, new.cursor, False))
 
         def start() -> None:
