@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from loomterm.tui.widgets.context import ContextView
     from loomterm.tui.widgets.document_view import DocumentView
     from loomterm.tui.widgets.export_dialog import ExportRequest
+    from loomterm.tui.widgets.shade_legend import ShadeLegend
 
 
 class Editor(Protocol):
@@ -59,6 +60,7 @@ class Editor(Protocol):
     view: DocumentView
     branches: BranchTree
     context_view: ContextView
+    shade_legend: ShadeLegend
 
     # -- the app's own plumbing ------------------------------------------------------------
     def node_text(self, node: Node) -> str: ...

@@ -83,6 +83,7 @@ class Panes:
             view.surprisal = prefs.surprisal = not view.surprisal
         elif what == "approx":
             view.approx_marks = prefs.approx = not view.approx_marks
+        self.app.shade_legend.show_view(view.surprisal, view.probabilities)
         save_prefs(prefs)
 
     def toggle_hidden(self) -> None:
