@@ -15,6 +15,7 @@ from loomterm.bench import (
     corpus_text,
     decoding,
     edits,
+    llamacpp,
     longdoc,
     precision,
     prefill,
@@ -62,12 +63,14 @@ class BenchPlan:
     context_rounds: int = 6
     context_new: int = 32
     context_branches: int = 4
+    llama_doc: int = 1000  # the llama.cpp runner's edit rows: a path this long
     sections: tuple[str, ...] = (
         "latency", "decode", "precision", "siblings", "memory", "prefill", "long", "rerope",
         "drafted",
         "weave",
         "search",
         "context",
+        "llamacpp",
     )  # fmt: skip
 
     @classmethod
@@ -124,6 +127,7 @@ NOTES = {
     weave.WEAVE: weave.WEAVE_NOTE,
     search.SEARCH: search.SEARCH_NOTE,
     context.CONTEXT: context.CONTEXT_NOTE,
+    llamacpp.LLAMACPP: llamacpp.LLAMACPP_NOTE,
 }
 SERVER_NOTES = remote.NOTES  # the sections of a bench against a server
 
@@ -226,6 +230,8 @@ def _run(loaded, plan: BenchPlan, quick: bool, log: Callable[[str], None]) -> Be
         rows += context.context_rows(
             loaded, corpus, plan.context_rounds, plan.context_new, plan.context_branches, log
         )
+    if "llamacpp" in want:
+        rows += llamacpp.llamacpp_rows(loaded, corpus, plan, log)
     meta = {
         "model": loaded.name,
         "device": str(loaded.device),
