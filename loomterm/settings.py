@@ -11,7 +11,7 @@ allowed values and the one-line description the settings dialog shows.
   ``--n-ctx``, ``--kv-budget``), built once from the command line.
 
 Adding a sampler is one line in :class:`Settings` declared with :func:`sampler` (its
-name as llama.cpp spells it, and the same field in ``engine.sampling.SamplingParams``);
+name as llama.cpp spells it, and the same field in ``engine.sample.chain.SamplingParams``);
 adding an engine option is one line in :class:`EngineOptions` declared with
 :func:`option`. Strings from a dialog or the command line go through :func:`parse`.
 How a field is declared and checked (:class:`Spec`, :func:`setting`...) lives in
@@ -88,6 +88,7 @@ class Settings:
     frequency_penalty: float = sampler(0.0, "Frequency penalty", "subtract this times each token's count in the last penalty_last_n; 0 is off", at_least=-2, at_most=2)  # fmt: skip
     penalty_last_n: int = sampler(-1, "Penalty window", "tokens the penalties look back over; -1 the whole path, 0 none", at_least=-1)  # fmt: skip
     typical_p: float = sampler(1.0, "Typical-p", "locally typical sampling: keep the most typical tokens up to this mass; 1 is off", above=0, at_most=1)  # fmt: skip
+    top_n_sigma: float = sampler(-1.0, "Top-n-sigma", "keep tokens whose logit is within n standard deviations of the best; -1 (or 0) is off", at_least=-1)  # fmt: skip
     xtc_probability: float = sampler(0.0, "XTC probability", "chance per token to exclude the top choices; 0 is off", at_least=0, at_most=1)  # fmt: skip
     xtc_threshold: float = sampler(0.1, "XTC threshold", "XTC removes all tokens at least this likely but the least likely of them", at_least=0, at_most=1)  # fmt: skip
     dry_multiplier: float = sampler(0.0, "DRY multiplier", "DRY: penalise tokens that would repeat a run of the text; 0 is off", at_least=0)  # fmt: skip
@@ -95,7 +96,7 @@ class Settings:
     dry_allowed_length: int = sampler(2, "DRY allowed length", "repeats up to this long are not penalised", at_least=0)  # fmt: skip
     dry_penalty_last_n: int = sampler(-1, "DRY window", "tokens DRY looks back over; -1 the whole path, 0 none", at_least=-1)  # fmt: skip
     dry_sequence_breakers: tuple[str, ...] = sampler(("\n", ":", '"', "*"), "DRY sequence breakers", "a repeat never runs across these strings")  # fmt: skip
-    mirostat: int = sampler(0, "Mirostat", "0 off, 2 mirostat v2 (replaces top-k, top-p, min-p, typical and XTC)", choices=(0, 2))  # fmt: skip
+    mirostat: int = sampler(0, "Mirostat", "0 off, 2 mirostat v2 (replaces top-n-sigma, top-k, top-p, min-p, typical and XTC)", choices=(0, 2))  # fmt: skip
     mirostat_tau: float = sampler(5.0, "Mirostat tau", "mirostat's target surprise, in bits", at_least=0)  # fmt: skip
     mirostat_eta: float = sampler(0.1, "Mirostat eta", "mirostat's learning rate", at_least=0)  # fmt: skip
     dynatemp_range: float = sampler(0.0, "Dynamic temperature range", "temperature varies by +- this with the entropy; 0 is off", at_least=0)  # fmt: skip

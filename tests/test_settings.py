@@ -107,6 +107,13 @@ CASES = {
     "mirostat_eta": ([0.1, 0], [(-0.1, "mirostat_eta must be a number >= 0 (got -0.1)")]),
     "dynatemp_range": ([0, 0.5], [(-1, "dynatemp_range must be a number >= 0 (got -1)")]),
     "dynatemp_exponent": ([1.0, 2], [(-1, "dynatemp_exponent must be a number >= 0 (got -1)")]),
+    "top_n_sigma": (
+        [-1, 0, 1.5],
+        [
+            (-2, "top_n_sigma must be a number >= -1 (got -2)"),
+            ("x", "top_n_sigma must be a number >= -1 (got 'x')"),
+        ],
+    ),
     "logit_bias": (
         [{}, {"12": -1.0}, {"the": "never"}],
         [("x", "logit_bias must be a table of token or text to a bias or never (got 'x')")],
@@ -387,7 +394,7 @@ def test_defaults_are_today_s():
     assert stored["splice_mode"] == "fast" and stored["drafting"] == "auto"
     assert stored["kv_snapshot"] is False
     # Every newer sampler starts off (neutral): old sessions sample as they did.
-    from loomterm.engine.sampling import SamplingParams
+    from loomterm.engine.sample.chain import SamplingParams
 
     neutral = SamplingParams().as_dict()
     assert {k: stored[k] for k in neutral} == neutral
@@ -396,7 +403,7 @@ def test_defaults_are_today_s():
 def test_sampling_params_are_the_sampling_settings():
     """Each SamplingParams field is a sampler setting with the same default, and the
     other way round: a sampler added to one and not the other fails here."""
-    from loomterm.engine.sampling import SamplingParams
+    from loomterm.engine.sample.chain import SamplingParams
 
     params = {f.name for f in dataclasses.fields(SamplingParams)}
     assert params == set(DEFAULTS.sampling())

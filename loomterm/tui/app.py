@@ -82,6 +82,7 @@ if TYPE_CHECKING:
     from textual.driver import Driver
 
     from loomterm.engine import Loom
+    from loomterm.tui.widgets.export_dialog import ExportRequest
 
 TITLE_PUSH = "\x1b[22;2t"  # xterm: save the window title (terminals without it ignore it)
 TITLE_POP = "\x1b[23;2t"  # and give it back
@@ -145,6 +146,7 @@ class LoomApp(
         self.show_speed = show_speed
         self.sync_delay = sync_delay
         self.export_dir = export_dir
+        self.last_export: ExportRequest | None = None  # the dialog opens on its choices
         self.prefs: Prefs = load_prefs()
         self.doc = self._new_document(loom)
         self.history = History()
@@ -491,7 +493,7 @@ class LoomApp(
         elif self._loading is not None:
             state = self.loading_state()
         elif self.generating:
-            state = self.weave_state() or "generating\u2026 esc stops"
+            state = self.weave_state() or self.generation_state()
         elif self._jobs_in_flight:
             state = "working\u2026"
         elif self.doc.dirty:

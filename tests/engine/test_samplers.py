@@ -11,8 +11,8 @@ import math
 import pytest
 import torch
 
-from loomterm.engine import sampling as S
-from loomterm.engine.sampling import (
+from loomterm.engine.sample import chain as S
+from loomterm.engine.sample.chain import (
     DryBreakers,
     SamplerState,
     SamplingParams,
@@ -460,6 +460,88 @@ def test_dynatemp_makes_temperature_zero_not_greedy():
     assert SamplingParams(temperature=0, dynatemp_range=0.5, mirostat=2).greedy
 
 
+# -- top-n-sigma ------------------------------------------------------------------------------
+# llama.cpp's own cases (tests/test-sampling.cpp, ``test_top_n_sigma``): logits are
+# log(probs); after the sampler, the distribution over all four tokens.
+LLAMA_CPP_TOP_N_SIGMA = [
+    ([0.1, 0.2, 0.3, 0.4], [0.0, 0.0, 0.428571, 0.571429], 1.0),
+    ([0.1, 0.2, 0.3, 0.4], [0.1, 0.2, 0.3, 0.4], 0.0),  # 0 is off (llama.cpp PR 13345)
+    ([0.1, 0.2, 0.3, 0.4], [0.1, 0.2, 0.3, 0.4], 3.0),
+]
+
+
+@pytest.mark.parametrize(("probs", "expected", "n"), LLAMA_CPP_TOP_N_SIGMA)
+def test_top_n_sigma_matches_llama_cpp_s_own_cases(probs, expected, n):
+    got = sampling_probs(logits_of(probs), SamplingParams(top_n_sigma=n))[0]
+    assert got.tolist() == pytest.approx(expected, abs=1e-5)  # llama.cpp's tolerance
+    assert S.top_n_sigma_filter(logits_of(probs), n).softmax(-1)[0].tolist() == pytest.approx(
+        expected, abs=1e-5
+    )
+
+
+def _top_n_sigma_reference(row: list[float], n: float) -> set[int]:
+    """llama.cpp's loop, in float64: max and population std over the finite logits."""
+    finite = [x for x in row if math.isfinite(x)]
+    mean = sum(finite) / len(finite)
+    std = math.sqrt(sum((x - mean) ** 2 for x in finite) / len(finite))
+    return {i for i, x in enumerate(row) if math.isfinite(x) and x >= max(finite) - n * std}
+
+
+def test_top_n_sigma_keeps_the_logits_within_n_deviations_of_the_best():
+    rand = torch.Generator().manual_seed(23)
+    logits = torch.randn(300, 30, generator=rand, dtype=torch.float64) * 2.5
+    gone = torch.rand(300, 30, generator=rand, dtype=torch.float64) < 0.3
+    logits = logits.masked_fill(gone, float("-inf"))  # removed by an earlier stage
+    logits[:, 0] = logits[:, 0].nan_to_num(neginf=1.0)  # at least one candidate left
+    for n in (0.3, 1.0, 1.7, 2.5):
+        out = S.top_n_sigma_filter(logits, n)
+        for b in range(logits.shape[0]):
+            assert kept(out[b : b + 1]) == _top_n_sigma_reference(logits[b].tolist(), n)
+        assert torch.equal(out[torch.isfinite(out)], logits[torch.isfinite(out)])  # untouched
+
+
+def test_top_n_sigma_is_off_by_default_and_at_zero_bit_for_bit():
+    assert SamplingParams().top_n_sigma == -1.0  # llama.cpp's default: disabled
+    rand = torch.Generator().manual_seed(5)
+    logits = torch.randn(4, 50, generator=rand) * 3
+    base = SamplingParams(temperature=0.8, top_k=20, min_p=0.05)
+    for off in (-1.0, 0.0):
+        params = SamplingParams(temperature=0.8, top_k=20, min_p=0.05, top_n_sigma=off)
+        assert torch.equal(sampling_probs(logits, params), sampling_probs(logits, base))
+    assert "top_n_sigma" in base.as_dict()
+
+
+def test_top_n_sigma_reads_the_same_set_at_any_temperature_and_sits_before_top_k():
+    """Scaling a row scales its max and its deviation alike, so the place of the
+    temperature does not matter (llama.cpp tempers last); top-k does: it changes the
+    deviation of what is left."""
+    rand = torch.Generator().manual_seed(9)
+    logits = torch.randn(200, 40, generator=rand) * 2
+    plain = S.top_n_sigma_filter(logits, 1.2)
+    for temperature in (0.3, 0.8, 1.7):
+        tempered = S.top_n_sigma_filter(logits / temperature, 1.2)
+        assert torch.equal(torch.isfinite(tempered), torch.isfinite(plain))
+    params = SamplingParams(temperature=0.7, top_n_sigma=1.2, top_k=12)
+    chain = torch.isfinite(S.filter_logits(logits, params))
+    sigma_first = S.top_k_filter(S.top_n_sigma_filter(logits / 0.7, 1.2), 12)
+    top_k_first = S.top_n_sigma_filter(S.top_k_filter(logits / 0.7, 12), 1.2)
+    assert torch.equal(chain, torch.isfinite(sigma_first))
+    assert not torch.equal(chain, torch.isfinite(top_k_first))
+
+
+def test_top_n_sigma_under_greedy_and_mirostat_does_nothing():
+    logits = logits_of([0.1, 0.2, 0.3, 0.4])
+    greedy = SamplingParams(temperature=0, top_n_sigma=0.01)
+    assert int(sample(logits, greedy)[0]) == 3
+    params = SamplingParams(mirostat=2, mirostat_tau=10.0)  # mu = 20 bits: keeps all
+    state = SamplerState.start(params, 1)
+    sigma = SamplingParams(mirostat=2, mirostat_tau=10.0, top_n_sigma=0.01)
+    assert torch.equal(
+        sampling_probs(logits, sigma, state=state), sampling_probs(logits, params, state=state)
+    )
+    assert SamplingParams(top_n_sigma=1.0).verifiable  # a function of the logits alone
+
+
 # -- logit bias -----------------------------------------------------------------------------------
 def test_logit_bias_never_makes_a_token_impossible():
     logits = logits_of([0.6, 0.3, 0.1])
@@ -508,6 +590,7 @@ def test_logit_bias_from_strings_and_through_json():
         ("penalty_last_n", -5),
         ("dynatemp_range", -0.1),
         ("dynatemp_exponent", -1.0),
+        ("top_n_sigma", -1.5),
         ("logit_bias", {-1: 1.0}),
         ("logit_bias", {1: float("inf")}),
         ("logit_bias", {1: "sometimes"}),
@@ -698,8 +781,8 @@ def test_sample_step_matches_sample_when_stateless():
 def test_drafted_walk_with_sample_step_is_plain_decoding_seed_for_seed(params):
     """The contract for the decode loops: choosing each emitted token with one
     ``sample_step`` call, in order, on the verified row for the true prefix (as
-    ``drafting.accept_walk`` does), keeps a seed's text -- even for XTC and mirostat."""
-    from loomterm.engine.drafting import DraftTree, accept_walk
+    ``decode.draft_tree.accept_walk`` does), keeps a seed's text -- even for XTC and mirostat."""
+    from loomterm.engine.decode.draft_tree import DraftTree, accept_walk
 
     breakers = DryBreakers.from_sequences([[7]])
     prompt = [1, 2, 3, 4, 5, 1, 2, 3]

@@ -1,8 +1,8 @@
-"""Stages 5-10 (``engine/truncation.py``) at the edges the mutation run found untested:
+"""Stages 5-10 (``engine/sample/truncation.py``) at the edges the mutation run found untested:
 dynamic temperature strictly between 0 and 1, the argmax kept when a temperature comes
 out 0 or mirostat's bound is below every surprise (when the best token is not the
 first), each filter's boundary. Definitions are llama.cpp's (``temp_ext``,
-``mirostat-v2``, ``top-k``, ``typical``, ``top-p``, ``min-p``, ``xtc``)."""
+``mirostat-v2``, ``top-n-sigma``, ``top-k``, ``typical``, ``top-p``, ``min-p``, ``xtc``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import math
 import pytest
 import torch
 
-from loomterm.engine import truncation as T
+from loomterm.engine.sample import truncation as T
 
 
 def logits_of(probs: list[float]) -> torch.Tensor:
@@ -113,3 +113,31 @@ def test_typical_keeps_a_token_whose_mass_before_is_exactly_p():
     """llama.cpp stops once the running sum *exceeds* p: at exactly p it goes on."""
     logits = torch.zeros(1, 2)  # p = 0.5 each, exactly
     assert kept(T.typical_filter(logits, 0.5)) == {0, 1}
+
+
+def test_top_n_sigma_keeps_a_logit_exactly_n_deviations_below_the_best():
+    """llama.cpp removes a logit *below* ``max - n * std``: at exactly that, it stays.
+    [-1, 1]: mean 0, population std 1, so at n = 2 the floor is -1 exactly."""
+    logits = torch.tensor([[-1.0, 1.0]])
+    assert kept(T.top_n_sigma_filter(logits, 2.0)) == {0, 1}
+    assert kept(T.top_n_sigma_filter(logits, 1.99)) == {1}
+
+
+def test_top_n_sigma_uses_the_population_deviation_of_the_candidates_left():
+    """[0, 0, 3]: population std sqrt(2) puts the floor at 3 - 2 sqrt(2) > 0 for n = 2
+    (the sample std, sqrt(3), would keep the zeros). A removed token (-inf) counts
+    neither in the mean nor in the deviation: [-1, 1, -inf] is [-1, 1]."""
+    assert kept(T.top_n_sigma_filter(torch.tensor([[0.0, 0.0, 3.0]]), 2.0)) == {2}
+    gone = torch.tensor([[-1.0, 1.0, float("-inf")], [float("-inf")] * 3])
+    out = T.top_n_sigma_filter(gone, 2.0)
+    assert kept(out, 0) == {0, 1}
+    assert kept(out, 1) == set()  # a row with nothing left stays as it is
+    assert not torch.isnan(out).any()
+
+
+def test_top_n_sigma_keeps_the_best_wherever_it_is_and_zero_is_off():
+    logits = torch.tensor([[0.0, 5.0, 0.1, 0.2], [9.0, 0.0, 0.0, 0.0]])
+    assert kept(T.top_n_sigma_filter(logits, 0.01), 0) == {1}
+    assert kept(T.top_n_sigma_filter(logits, 0.01), 1) == {0}
+    assert T.top_n_sigma_filter(logits, 0.0) is logits
+    assert T.top_n_sigma_filter(logits, -1.0) is logits

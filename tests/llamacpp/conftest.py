@@ -63,7 +63,7 @@ def binding(llama_build):
 
 @pytest.fixture(scope="session")
 def default_gguf(test_cache_dir) -> Path:
-    from loomterm.engine.default_model import default_gguf_path
+    from loomterm.engine.models.default import default_gguf_path
 
     try:
         return default_gguf_path()

@@ -26,7 +26,7 @@ def direct(url: str, tokens: list[int], n_predict: int, **params) -> dict:
         "temperature": 0.0,
         "n_probs": 10,
         "cache_prompt": False,
-        "samplers": ["penalties", "temperature", "top_k", "top_p", "min_p"],
+        "samplers": ["penalties", "temperature", "top_n_sigma", "top_k", "top_p", "min_p"],
         "top_k": 0,
         "top_p": 1.0,
         "min_p": 0.0,
@@ -105,6 +105,17 @@ def test_siblings_one_request_and_seeded_each_their_own(loom, llama_server):
     sampling = dict(temperature=1.0, seed=42, repeat_penalty=1.0, repeat_last_n=0)
     answer = direct(llama_server.url, loom.tokens(node), 6, **sampling)
     assert seeded[1].tokens == answer["ids"]  # the server's own draw for that seed
+
+
+def test_top_n_sigma_reaches_the_server_in_loomterm_s_order(loom, llama_server):
+    """At a tiny n only the best token is within n deviations of itself: hot sampling
+    with top-n-sigma on gives the greedy tokens, for every seed."""
+    node = loom.append(loom.root, PROMPT)
+    greedy = direct(llama_server.url, loom.tokens(node), 8)
+    kids = loom.generate(node, 8, n=3, temperature=1.5, top_n_sigma=0.001, seed=7)
+    assert [k.tokens for k in kids] == [greedy["ids"]] * 3
+    hot = loom.generate(node, 8, n=3, temperature=1.5, seed=7)
+    assert any(k.tokens != greedy["ids"] for k in hot)  # without it they wander
 
 
 def test_picking_a_stored_alternative_sends_nothing(loom):

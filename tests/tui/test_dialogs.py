@@ -352,7 +352,7 @@ async def test_settings_dialog_greys_out_fast_splice_on_a_model_without_rope(
     """A GPT-2 (absolute positions) cannot re-rotate keys: the splice mode shows
     "exact", disabled, with the runner's reason; saving keeps the stored choice."""
     from loomterm.engine import Loom
-    from loomterm.engine.models import load_model
+    from loomterm.engine.models.load import load_model
 
     gpt2 = Loom.from_loaded(load_model(str(tiny_gpt2_dir)), n_ctx=256)
     assert gpt2.settings.splice_mode == "fast" and not gpt2.capabilities.rerope
@@ -386,3 +386,67 @@ async def test_settings_dialog_offers_fast_splice_where_the_model_can(make_app, 
         assert not select.disabled and select.value == "fast"
         assert not screen_text(app).count("greyed out")
         assert not app.screen.query(".settings--why")
+
+
+async def _open_export(pilot, app):
+    await pilot.press("ctrl+e")
+    await settle(pilot)
+    return app.screen
+
+
+async def test_changing_the_format_leaves_the_caret_after_the_new_extension(make_app, loom):
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await paste(pilot, "Once upon a time")
+        await settle(pilot)
+        screen = await _open_export(pilot, app)
+        screen.query_one("#format").value = "html"
+        await pilot.pause()
+        await pilot.press("tab", "tab")  # the format, the branches, then the file name
+        assert screen.focused.id == "path"
+        # Rewrite the extension by hand: the caret must be at the end of "story.html".
+        await pilot.press("backspace", "backspace", "backspace", "backspace", *"htm")
+        assert screen.query_one("#path").value.endswith("story.htm")
+
+
+async def test_a_failed_export_keeps_the_dialog_and_says_why(make_app, loom, exports):
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await paste(pilot, "Once upon a time")
+        await settle(pilot)
+        screen = await _open_export(pilot, app)
+        typed = str(exports / "missing" / "tale.md")
+        screen.query_one("#path").value = typed
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        assert app.screen is screen  # still open
+        assert screen.query_one("#path").value == typed  # nothing lost
+        status = str(screen.query_one("#export-status").render())
+        assert "cannot write" in status and "missing" in status
+        assert "\n" not in status.strip()
+        # Fixed in place, the same dialog exports.
+        (exports / "missing").mkdir()
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        assert app.screen is not screen
+        assert "Once upon a time" in (exports / "missing" / "tale.md").read_text()
+
+
+async def test_the_export_dialog_remembers_folder_format_and_branches(make_app, loom, exports):
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await paste(pilot, "Once upon a time")
+        await settle(pilot)
+        screen = await _open_export(pilot, app)
+        (exports / "out").mkdir()
+        screen.query_one("#format").value = "txt"
+        screen.query_one("#branch").value = "all"
+        await pilot.pause()
+        screen.query_one("#path").value = str(exports / "out" / "first.txt")
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        assert (exports / "out" / "first.txt").is_file()
+        screen = await _open_export(pilot, app)
+        assert screen.query_one("#format").value == "txt"
+        assert screen.query_one("#branch").value == "all"
+        assert screen.query_one("#path").value == str(exports / "out" / "story.txt")

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 def gguf_file(model: str | None, progress: Progress | None = None) -> Path:
     """The GGUF file ``model`` names (None: the default model's)."""
     if model is None:
-        from loomterm.engine.default_model import default_gguf_path
+        from loomterm.engine.models.default import default_gguf_path
 
         return default_gguf_path(progress)
     path = Path(model).expanduser()

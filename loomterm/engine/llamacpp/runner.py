@@ -36,13 +36,14 @@ from typing import Any
 import torch
 
 from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter
+from loomterm.engine.kv.resident import KVMemory
+from loomterm.engine.kv.window import MIN_CTX, Window
 from loomterm.engine.llamacpp.context import LlamaContext
 from loomterm.engine.llamacpp.slots import Slot, Want, matched, may_share
 from loomterm.engine.llamacpp.text import LlamaTokenText
-from loomterm.engine.memory import KVMemory
 from loomterm.engine.runner import Capabilities, Runner
-from loomterm.engine.sampling import DryBreakers, SamplingParams, resolve_dry_breakers
-from loomterm.engine.window import MIN_CTX, Window
+from loomterm.engine.sample.chain import SamplingParams
+from loomterm.engine.sample.penalties import DryBreakers, resolve_dry_breakers
 from loomterm.errors import ContextError, EmptyEditError, InputError, PrefillCancelled
 from loomterm.tree import Node
 
@@ -131,7 +132,7 @@ class LlamaCppRunner(Runner):
     def identity(self) -> dict[str, Any]:
         """The GGUF file, its digest and the vocabulary's, and the backend."""
         if self._fingerprint is None:
-            from loomterm.engine.fingerprint import file_sha256
+            from loomterm.engine.models.fingerprint import file_sha256
 
             vocab = hashlib.sha256()
             for token in range(self.vocab_size):

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter
-from loomterm.engine.sampling import (
+from loomterm.engine.sample.chain import (
     SamplerState,
     make_generators,
     sample_step,

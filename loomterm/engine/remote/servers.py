@@ -23,7 +23,7 @@ from pathlib import PurePath
 from typing import Any
 
 from loomterm.engine.remote.http import ServerClient
-from loomterm.engine.sampling import TOP_ALTERNATIVES, SamplingParams
+from loomterm.engine.sample.chain import TOP_ALTERNATIVES, SamplingParams
 from loomterm.errors import ServerError, ServerModelError
 
 KINDS = ("llama-server", "vllm", "sglang", "openai")
@@ -214,9 +214,10 @@ class LlamaServer(Dialect):
     can_tokenize = True
     batched_siblings = True
 
-    # The local sampler's order (loomterm.engine.sampling): penalty, temperature, then
+    # The local sampler's order (loomterm.engine.sample.chain): penalty, temperature, then
     # the filters. llama-server's default applies temperature last and adds others.
-    SAMPLERS = ["penalties", "temperature", "top_k", "top_p", "min_p"]
+    # Top-n-sigma keeps the same set either side of the temperature.
+    SAMPLERS = ["penalties", "temperature", "top_n_sigma", "top_k", "top_p", "min_p"]
 
     def info(self, wanted_model: str | None) -> ServerInfo:
         props, self.probe = self.probe or self.client.get("/props"), {}  # the probe once
@@ -286,12 +287,12 @@ class LlamaServer(Dialect):
             "top_k": params.top_k,
             "top_p": params.top_p,
             "min_p": params.min_p,
+            "top_n_sigma": params.top_n_sigma,
             "repeat_penalty": params.repetition_penalty,
             "repeat_last_n": -1 if params.repetition_penalty != 1.0 else 0,
             "samplers": self.SAMPLERS,
             # Neutralise what llama-server's defaults add beyond loomterm's settings.
             "typical_p": 1.0,
-            "top_n_sigma": -1.0,
             "xtc_probability": 0.0,
             "dry_multiplier": 0.0,
             "mirostat": 0,

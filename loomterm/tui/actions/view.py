@@ -8,11 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from loomterm.errors import LoomError
 from loomterm.tui import defaults, ops
 from loomterm.tui.keymap import keymap_path
 from loomterm.tui.messages import Exported
 from loomterm.tui.prefs import save_prefs
-from loomterm.tui.widgets.export_dialog import ExportRequest, ExportScreen
+from loomterm.tui.widgets.export_dialog import ExportScreen
 from loomterm.tui.widgets.help import HelpScreen
 from loomterm.tui.widgets.settings import SettingsScreen, unavailable_settings
 
@@ -109,26 +110,44 @@ class ViewActions:
         )
 
     def action_export(self) -> None:
+        """The export dialog, opening on the folder, format and branches of the last
+        export of this editor run (the first time: the current folder, Markdown, the
+        current path)."""
         from loomterm.export import FORMATS
 
-        folder = self.export_dir or Path.cwd()
+        last = self.last_export
+        folder = Path(last.path).parent if last else self.export_dir or Path.cwd()
         stem = self.session_name or "loomterm"
+        fmt, branch = (last.fmt, last.branch) if last else ("md", "current")
+        self.push_screen(ExportScreen(FORMATS, folder, stem, fmt, branch))
 
-        def chosen(request: ExportRequest | None) -> None:
-            if request is None:
-                return
-            loom = self.loom
+    def on_export_screen_requested(self, message: ExportScreen.Requested) -> None:
+        request = message.request
+        loom = self.loom
 
-            def job() -> None:
+        def job() -> None:
+            try:
                 ops.export_session(loom, request.path, request.fmt, request.branch)
-                self.post_message(Exported(request.path, request.fmt))
+            except LoomError as exc:  # a missing folder, say: said in the dialog
+                self.post_message(Exported(request, str(exc)))
+            else:
+                self.post_message(Exported(request))
 
-            self.when_idle(lambda: self.submit("export", job))
-
-        self.push_screen(ExportScreen(FORMATS, folder, stem), chosen)
+        self.when_idle(lambda: self.submit("export", job))
 
     def on_exported(self, message: Exported) -> None:
-        self.notify(f"Exported {message.fmt} to {message.path}", timeout=4)
+        request = message.request
+        dialog = self.screen if isinstance(self.screen, ExportScreen) else None
+        if message.error:
+            if dialog is not None:
+                dialog.finished(message.error)
+            else:
+                self.notify(message.error, severity="error", timeout=6)
+            return
+        self.last_export = request
+        if dialog is not None:
+            dialog.finished()
+        self.notify(f"Exported {request.fmt} to {request.path}", timeout=4)
 
     def action_help(self) -> None:
         where = keymap_path()

@@ -1,4 +1,6 @@
-"""The export dialog: a format, a file, and which branches."""
+"""The export dialog: a format, a file, and which branches. It stays open until the
+file is written: a failed export shows its one-line reason in the dialog, with the
+typed path kept."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from typing import ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
+from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select
 
@@ -26,13 +29,24 @@ BRANCHES = (("current path", "current"), ("every branch", "all"))
 
 @dataclass(frozen=True)
 class ExportRequest:
+    """One export: the format, the file and which branches (``current`` or ``all``)."""
+
     fmt: str
     path: str
     branch: str
 
 
-class ExportScreen(ModalScreen["ExportRequest | None"]):
-    """Choose where and how to export; dismisses with the request."""
+class ExportScreen(ModalScreen[None]):
+    """Choose where and how to export. Posts :class:`ExportScreen.Requested` (the app
+    writes the file in its worker) and stays open until :meth:`finished` says how it
+    went: dismissed once written, or the reason shown in the dialog."""
+
+    class Requested(Message):
+        """The user asked for ``request`` to be written."""
+
+        def __init__(self, request: ExportRequest) -> None:
+            super().__init__()
+            self.request = request
 
     DEFAULT_CSS = (
         "ExportScreen {"
@@ -41,6 +55,8 @@ class ExportScreen(ModalScreen["ExportRequest | None"]):
         & .export--row { height: 1; margin-bottom: 1; }
         & .export--row Label { width: 10; }
         & .export--row Input, & .export--row Select { width: 1fr; }
+        & #export-status { width: 100%; height: auto; color: $error; display: none; }
+        & #export-status.-working { color: $text-muted; }
     }"""
     )
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -48,12 +64,21 @@ class ExportScreen(ModalScreen["ExportRequest | None"]):
         Binding("ctrl+s", "export", "Export", id="export_go"),
     ]
 
-    def __init__(self, formats: tuple[str, ...], folder: Path, stem: str, fmt: str = "md") -> None:
+    def __init__(
+        self,
+        formats: tuple[str, ...],
+        folder: Path,
+        stem: str,
+        fmt: str = "md",
+        branch: str = "current",
+    ) -> None:
         super().__init__()
         self.formats = formats
         self.folder = folder
         self.stem = stem or "loomterm"
         self.fmt = fmt if fmt in formats else formats[0]
+        self.branch = branch if branch in {value for _, value in BRANCHES} else "current"
+        self.working = False
 
     def _default_path(self, fmt: str) -> str:
         return str(self.folder / f"{self.stem}.{fmt}")
@@ -73,13 +98,14 @@ class ExportScreen(ModalScreen["ExportRequest | None"]):
             with Horizontal(classes="export--row"):
                 yield Label("Branches")
                 yield Select(
-                    BRANCHES, value="current", allow_blank=False, id="branch", compact=True
+                    BRANCHES, value=self.branch, allow_blank=False, id="branch", compact=True
                 )
             with Horizontal(classes="export--row"):
                 yield Label("File")
                 yield Input(
                     self._default_path(self.fmt), id="path", compact=True, select_on_focus=False
                 )
+            yield Label("", id="export-status", markup=False)
             with Horizontal(classes="dialog--buttons"):
                 yield Button("Cancel", id="cancel", compact=True)
                 yield Button("Export", id="export", variant="primary", compact=True)
@@ -99,7 +125,10 @@ class ExportScreen(ModalScreen["ExportRequest | None"]):
         path_input = self.query_one("#path", Input)
         current = Path(path_input.value)
         if current.suffix.lstrip(".") in self.formats:
+            # The caret goes to the end of the new name: left where it was, typing
+            # would land inside the new extension (story.htmlml).
             path_input.value = str(current.with_suffix(f".{event.value}"))
+            path_input.cursor_position = len(path_input.value)
         self.fmt = event.value
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -112,13 +141,35 @@ class ExportScreen(ModalScreen["ExportRequest | None"]):
             self.dismiss(None)
 
     def action_export(self) -> None:
+        if self.working:
+            return
         path = self.query_one("#path", Input).value.strip()
         if not path:
-            self.notify("Name a file to export to", severity="warning")
+            self.show_status("Name a file to export to")
             return
         fmt = self.query_one("#format", Select).value
         branch = self.query_one("#branch", Select).value
-        self.dismiss(ExportRequest(str(fmt), str(Path(path).expanduser()), str(branch)))
+        self.working = True
+        self.show_status("Exporting\u2026", working=True)
+        self.post_message(
+            self.Requested(ExportRequest(str(fmt), str(Path(path).expanduser()), str(branch)))
+        )
+
+    def finished(self, error: str = "") -> None:
+        """The export is done: close, or show why it failed and keep everything typed."""
+        self.working = False
+        if error:
+            self.show_status(error)
+            self.query_one("#path", Input).focus()
+        else:
+            self.dismiss(None)
+
+    def show_status(self, text: str, working: bool = False) -> None:
+        """One line under the fields: an error, or that the export is being written."""
+        status = self.query_one("#export-status", Label)
+        status.update(text)
+        status.set_class(working, "-working")
+        status.display = bool(text)
 
     def action_cancel(self) -> None:
         self.dismiss(None)
