@@ -13,6 +13,7 @@ on the same GGUF file and threads, in one run.
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 
@@ -44,7 +45,10 @@ def llamacpp_rows(loaded, corpus: list[int], plan, log) -> list[Row]:
         why = "llama.cpp is not built (python -m loomterm.serving.llama_build)"
     if why is not None:
         nan = float("nan")
-        return [Row(LLAMACPP, "llama.cpp runner", nan, nan, "", nan, note=why)]
+        return [
+            Row(LLAMACPP, "llama.cpp runner", nan, nan, "", nan, note=why,
+                extra={"unavailable": why})
+        ]  # fmt: skip
     from loomterm.engine import Loom
     from loomterm.engine.llamacpp.context import LlamaContext
     from loomterm.engine.llamacpp.runner import LlamaCppRunner
@@ -83,8 +87,10 @@ def _decode(loaded, loom, gguf, prompt, new_tokens, reps, label, log) -> list[Ro
         torch_rates.append(torch_loom.last_result.tokens_per_second)
     server = peer.server_decode(gguf, prompt, new_tokens, torch.get_num_threads(), reps)
     nan = float("nan")
+    extra: dict = {"runner_tok_s": rates}
     if isinstance(server, str):
         base, same, note = nan, None, server
+        extra["unavailable"] = server
     else:
         base = max(run.decode_rate for run in server)
         theirs = server[-1].tokens_made
@@ -94,9 +100,10 @@ def _decode(loaded, loom, gguf, prompt, new_tokens, reps, label, log) -> list[Ro
     ours, torch_rate = max(rates), max(torch_rates)
     return [
         Row(LLAMACPP, "decode only vs llama-server", base, ours, "tok/s", ratio(ours, base),
-            ">=0.9", note=note, extra={"runner_tok_s": rates, "same_tokens": same}),
+            ">=0.9", note=note, extra={**extra, "same_tokens": same}),
         Row(LLAMACPP, "torch runner (same prompt) vs llama-server", base, torch_rate, "tok/s",
-            ratio(torch_rate, base), note=f"{loaded.precision}", extra={"torch_tok_s": torch_rates}),
+            ratio(torch_rate, base), note=f"{loaded.precision}",
+            extra={"torch_tok_s": torch_rates, **({"unavailable": note} if math.isnan(base) else {})}),
     ]  # fmt: skip
 
 

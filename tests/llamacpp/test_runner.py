@@ -13,11 +13,28 @@ from tests.llamacpp.conftest import EXACT_KL, THREADS, kl
 PROMPT = "The history of the printing press begins"
 
 
+def new_loom(gguf) -> Loom:
+    return Loom.load(model=str(gguf), backend="llama.cpp", n_ctx=1024, threads=THREADS)
+
+
 @pytest.fixture
 def loom(binding, default_gguf) -> Loom:
-    loom = Loom.load(model=str(default_gguf), backend="llama.cpp", n_ctx=1024, threads=THREADS)
+    loom = new_loom(default_gguf)
     yield loom
     loom.runner.close()
+
+
+def seeded_twice(loom: Loom, gguf, **kwargs) -> tuple[list, list]:
+    """The same seeded generation on ``loom`` and on a fresh loom in the same state (a
+    fresh llama.cpp cache: a cache holding other sequences rounds a little differently,
+    which can move a sampled token)."""
+    kids = loom.generate(loom.append(loom.root, PROMPT), **kwargs)
+    twin = new_loom(gguf)
+    try:
+        again = twin.generate(twin.append(twin.root, PROMPT), **kwargs)
+        return [k.tokens for k in kids], [k.tokens for k in again]
+    finally:
+        twin.runner.close()
 
 
 def exact(loom: Loom, node, fresh) -> float:
@@ -80,7 +97,7 @@ def test_truncate_costs_one_token_and_is_exact(loom, fresh):
         assert evaluated(loom) - before == 1  # the last token again, for its logits
 
 
-def test_siblings_share_the_prefix_and_switching_costs_nothing(loom, fresh):
+def test_siblings_share_the_prefix_and_switching_costs_nothing(loom, fresh, default_gguf):
     node = loom.append(loom.root, PROMPT)
     kids = loom.generate(node, 8, n=4, seed=3, temperature=1.0)
     assert len(kids) == 4 and len({tuple(k.tokens) for k in kids}) > 1
@@ -90,8 +107,13 @@ def test_siblings_share_the_prefix_and_switching_costs_nothing(loom, fresh):
     assert evaluated(loom) == before  # each sibling kept its own sequence
     for kid in kids:
         exact(loom, kid, fresh)
-    again = loom.generate(node, 8, n=4, seed=3, temperature=1.0)
-    assert [k.tokens for k in again] == [k.tokens for k in kids]  # seeded per row
+    one = new_loom(default_gguf)
+    try:
+        settings = dict(max_new_tokens=8, n=4, seed=3, temperature=1.0)
+        first, again = seeded_twice(one, default_gguf, **settings)
+    finally:
+        one.runner.close()
+    assert first == again and len(set(map(tuple, first))) > 1  # seeded per row
 
 
 def test_branch_switch_evaluates_only_the_branch(loom, fresh):
@@ -130,6 +152,14 @@ def test_fast_splice_moves_the_suffix_instead_of_evaluating_it(loom, fresh):
     assert not loom.is_exact(fast)
     value = kl(fresh.logits(fast.path_tokens()), loom.next_logits(fast))
     assert value < 0.5
+    # The old path was kept whole (a copy of its cells, llama_state_seq_*): going back to
+    # it, and splicing it again, evaluates no more than before.
+    assert loom.runner.kept_copies == 1
+    before = evaluated(loom)
+    exact(loom, kid, fresh)
+    assert evaluated(loom) - before <= 1
+    again = loom.splice(kid, 10, 11, " and")
+    assert not loom.is_exact(again)
     # What is generated after approximate KV is approximate too, until refreshed.
     kid2 = loom.generate(fast, 4, temperature=0)[0]
     assert kid2.approx
@@ -146,12 +176,10 @@ def test_fast_splice_moves_the_suffix_instead_of_evaluating_it(loom, fresh):
         dict(temperature=1.0, dry_multiplier=0.8, xtc_probability=0.5, xtc_threshold=0.1),
     ],
 )
-def test_every_sampler_runs_on_llama_cpp_logits(loom, sampling):
-    node = loom.append(loom.root, PROMPT)
-    kids = loom.generate(node, 6, n=2, seed=7, **sampling)
-    again = loom.generate(node, 6, n=2, seed=7, **sampling)
-    assert all(len(k.tokens) == 6 for k in kids)
-    assert [k.tokens for k in again] == [k.tokens for k in kids]
+def test_every_sampler_runs_on_llama_cpp_logits(loom, sampling, default_gguf):
+    # ``loom`` is fresh: its first generation starts from the same state as the twin's.
+    first, again = seeded_twice(loom, default_gguf, max_new_tokens=6, n=2, seed=7, **sampling)
+    assert all(len(tokens) == 6 for tokens in first) and first == again
 
 
 def test_a_full_cache_drops_the_oldest_branch(binding, default_gguf, fresh):

@@ -28,6 +28,7 @@ from loomterm.errors import LoomError, ModelLoadError, PrefillCancelled
 
 # llama_decode's return values: 0 done, 1 no KV slot for the batch, 2 aborted.
 NO_ROOM = 1
+FLASH_ATTN_OFF = 0  # LLAMA_FLASH_ATTN_TYPE_DISABLED
 PIECE_BYTES = 256
 _LOG_KEEP = 4  # GGML_LOG_LEVEL_ERROR: llama.cpp's chatter (model loading) is dropped
 _init_lock = threading.Lock()
@@ -101,6 +102,10 @@ class LlamaContext:
         context.n_ctx = cells or self.n_ctx_train
         context.n_seq_max = n_seq
         context.kv_unified = True  # siblings share their prefix's cells (seq_cp)
+        # Flash attention accumulates in float16 in the order cells sit in the cache,
+        # which differs between sequences sharing it; without it a path evaluated in
+        # pieces gives a fresh evaluation's logits to the bit, where cells match.
+        context.flash_attn_type = FLASH_ATTN_OFF
         context.n_threads = context.n_threads_batch = self.threads
         context.no_perf = True
         self.ctx = lib.llama_init_from_model(self.model, context)
@@ -183,6 +188,19 @@ class LlamaContext:
     def seq_pos_max(self, seq: int) -> int:
         """The last position ``seq`` holds (-1 when empty)."""
         return int(self.lib.llama_memory_seq_pos_max(self.memory, seq))
+
+    def seq_save(self, seq: int) -> bytes:
+        """A copy of ``seq``'s cells (``llama_state_seq_get_data``), kept off the cache."""
+        size = int(self.lib.llama_state_seq_get_size(self.ctx, seq))
+        buf = (ctypes.c_uint8 * size)()
+        written = int(self.lib.llama_state_seq_get_data(self.ctx, buf, size, seq))
+        return bytes(buf[:written])
+
+    def seq_restore(self, data: bytes, seq: int) -> bool:
+        """Put a :meth:`seq_save` copy back as the (empty) sequence ``seq``, in cells of
+        its own; False when the cache has no room for it."""
+        buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        return int(self.lib.llama_state_seq_set_data(self.ctx, buf, len(data), seq)) > 0
 
     # -- evaluation --------------------------------------------------------------------
     def decode(

@@ -96,6 +96,7 @@ class LlamaCppRunner(Runner):
         self.slots = [Slot(seq) for seq in range(self.llama.n_seq)]
         self.clock = 0
         self.evictions = 0
+        self.kept_copies = 0  # old paths kept whole across a fast splice (state_seq)
         self.moves: list[tuple[Node, int, int, int]] = []  # a fast splice's suffix pieces
         self._breakers: dict[tuple[str, ...], DryBreakers] = {}
         self._pieces: list[str] | None = None
@@ -329,6 +330,7 @@ class LlamaCppRunner(Runner):
             if other is not slot and may_share(other, slot, old_end):
                 self.llama.seq_rm(other.seq, old_end)
                 other.cut(old_end)
+        self._keep_old_path(slot, old_end)
         llama = self.llama
         llama.seq_rm(slot.seq, start, old_end)
         llama.seq_rm(slot.seq, old_total - 1)  # the last token is evaluated again: logits
@@ -350,6 +352,21 @@ class LlamaCppRunner(Runner):
         slot.extend([want.tokens[-1]], [want.ids[-1]])
         slot.logits = logits
         return slot, logits
+
+    def _keep_old_path(self, slot: Slot, old_end: int) -> None:
+        """The splice moves ``slot``'s suffix cells: keep the old path too, as a real copy
+        of its cells (``llama_state_seq_get_data`` / ``set_data``) in a free sequence,
+        so that going back to it, or splicing it again, evaluates nothing. Skipped when
+        no sequence is free or the cache has no room for the copy."""
+        free = next((s for s in self.slots if not s.tokens and s is not slot), None)
+        if free is None or len(slot) <= old_end:
+            return
+        if self.llama.seq_restore(self.llama.seq_save(slot.seq), free.seq):
+            slot.copy_to(free, len(slot))
+            free.used = self.clock
+            self.kept_copies += 1
+        else:
+            self.llama.seq_rm(free.seq, -1, -1)
 
     def _insert(self, slot: Slot, want: Want, start: int, count: int) -> None:
         """Give ``slot`` cells for ``want``'s tokens ``[start, start+count)``, evaluated

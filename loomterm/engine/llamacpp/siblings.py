@@ -102,7 +102,7 @@ def _group(runner, request, writer, want, parent_slot, logits, max_new, first, n
                 rows[row] = out[i]
                 owner = kids[row].id if approx else None
                 slots[row].extend([picks[row]], [owner])
-                slots[row].logits = out[i].clone()
+                slots[row].logits = out[i]  # a fresh tensor each step: no copy needed
         if all(finished):
             break
     for slot in slots:
