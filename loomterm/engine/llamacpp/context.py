@@ -79,7 +79,11 @@ class LlamaContext:
     """
 
     def __init__(
-        self, path: Path, cells: int | None, n_seq: int, threads: int | None = None
+        self,
+        path: Path,
+        cells: int | Callable[[int], int] | None,
+        n_seq: int,
+        threads: int | None = None,
     ) -> None:
         lib = binding.load()
         _backend(lib)
@@ -99,6 +103,8 @@ class LlamaContext:
         self.n_ctx_train = int(lib.llama_model_n_ctx_train(self.model))
         self.threads = threads or default_threads()
         context = lib.llama_context_default_params()
+        if callable(cells):  # sized from what the model was trained with
+            cells = cells(self.n_ctx_train)
         context.n_ctx = cells or self.n_ctx_train
         context.n_seq_max = n_seq
         context.kv_unified = True  # siblings share their prefix's cells (seq_cp)

@@ -80,10 +80,14 @@ class LlamaCppRunner(Runner):
         path = Path(path).expanduser()
         if not path.is_file():
             raise InputError(f"no GGUF file at {path}")
-        probe = LlamaContext(path, cells=MIN_CTX, n_seq=1, threads=threads)
-        n_ctx = self._check_ctx(n_ctx, probe.n_ctx_train)
-        probe.close()
-        self.llama = LlamaContext(path, cells or 2 * n_ctx, n_seq=sequences, threads=threads)
+        if n_ctx is not None and n_ctx < MIN_CTX:
+            raise ContextError(f"n_ctx {n_ctx} is too small: use at least {MIN_CTX} tokens")
+
+        def size(trained: int) -> int:  # cells: the window twice, for cached branches
+            return cells or 2 * (n_ctx or trained)
+
+        self.llama = LlamaContext(path, size, n_seq=sequences, threads=threads)
+        n_ctx = n_ctx or self.llama.n_ctx_train
         self.llama.make_room = self._make_room
         self.path = path.resolve()
         self.n_ctx = n_ctx
@@ -110,14 +114,6 @@ class LlamaCppRunner(Runner):
             batched_siblings=True,
             why_not=why_not,
         )
-
-    @staticmethod
-    def _check_ctx(n_ctx: int | None, trained: int) -> int:
-        if n_ctx is None:
-            return trained
-        if n_ctx < MIN_CTX:
-            raise ContextError(f"n_ctx {n_ctx} is too small: use at least {MIN_CTX} tokens")
-        return n_ctx
 
     def attach(self, tree, emit) -> None:
         """A (new) tree: approximate cells belonged to the old tree's nodes, so they go;
