@@ -468,18 +468,20 @@ class Loom(LoomModels, LoomContext, LoomTidy):
             self._check_tokens(plan.tokens)
             target, below = path[plan.index], path[plan.index + 1 :]
             delta = len(plan.tokens) - len(target.tokens)
-            fast = (
+            # The nodes below read other text now: moved (re-roped by ``delta``, flagged
+            # approximate, as a fast splice's suffix is) or computed again.
+            moved = (
                 not exact
-                and delta != 0
                 and self.capabilities.rerope
                 and node.end + delta <= self.n_ctx
                 and self.runner.can_move([(item, 0, len(item.tokens)) for item in below])
             )
             for item in below:  # before the target's columns go: their KV may alias them
-                if fast:
-                    item.kv = self.runner.moved_kv(item, 0, len(item.tokens), delta)
+                if moved:
+                    if delta:
+                        item.kv = self.runner.moved_kv(item, 0, len(item.tokens), delta)
                     item.approx = True
-                elif delta:
+                else:
                     item.kv = None
                     item.logprobs = [None] * len(item.tokens)
                     item.top = [None] * len(item.tokens)
@@ -491,8 +493,7 @@ class Loom(LoomModels, LoomContext, LoomTidy):
             target.top = target.top[:keep] + [None] * (len(plan.tokens) - keep)
             self._events.emit("rewrite", target)
             for item in below:  # moved: a flag changed; recomputed: records cleared
-                if delta:
-                    self._events.emit("update" if fast else "rewrite", item)
+                self._events.emit("update" if moved else "rewrite", item)
             stopped = self._prepare(node)
             if stopped is not None:
                 raise self._stopped(stopped, node)
