@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from loomterm.engine.kv.resident import KVMemory
+from loomterm.engine.kv.resident import KVBytes
 
 if TYPE_CHECKING:
     import torch
@@ -94,6 +94,7 @@ class Runner(ABC):
     progress: Progress | None = None
     interrupt: threading.Event | None = None
     context_provider: ContextProvider | None = None
+    tree: Tree | None = None  # set by ``attach``
 
     def context_for(self, node: Node, reserve: int = 0) -> Assembled | None:
         """The injected sequence for ``node`` (``engine.context``), None when plain."""
@@ -155,9 +156,9 @@ class Runner(ABC):
         """Drop ``node``'s cached KV (it is recomputed when needed). True if dropped."""
         return False
 
-    def memory(self) -> KVMemory:
+    def kv_bytes(self) -> KVBytes:
         """KV bytes this runner holds in this process."""
-        return KVMemory()
+        return KVBytes()
 
     def close(self) -> None:  # noqa: B027 - optional for runners
         """Release what the runner holds (connections, buffers)."""

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import torch
 from transformers.cache_utils import Cache, CacheLayerMixin
 
-from loomterm.engine.kv.resident import KVMemory
+from loomterm.engine.kv.resident import KVBytes
 from loomterm.engine.kv.rope import RopeSpec, rerotate
 from loomterm.tree import Node
 
@@ -74,7 +74,7 @@ def kv_bytes(nodes) -> int:
     return sum(_storages(nodes).values())
 
 
-def kv_memory(nodes, work: WorkingCache | None) -> KVMemory:
+def resident_bytes(nodes, work: WorkingCache | None) -> KVBytes:
     """What ``nodes`` and ``work`` hold, each storage counted once: node KV that
     aliases the buffer is in ``working``, not in ``nodes``."""
     seen = _storages(nodes)
@@ -84,7 +84,7 @@ def kv_memory(nodes, work: WorkingCache | None) -> KVMemory:
         if buf.numel():
             seen.pop(buf.untyped_storage().data_ptr(), None)
         working = buf.numel() * buf.element_size()
-    return KVMemory(sum(seen.values()), working)
+    return KVBytes(sum(seen.values()), working)
 
 
 # -- the working cache -------------------------------------------------------------
