@@ -79,6 +79,7 @@ from loomterm.tui.widgets.branch_tree import BranchTree
 from loomterm.tui.widgets.context import ContextView
 from loomterm.tui.widgets.document_view import DocumentView
 from loomterm.tui.widgets.footer import KeyFooter
+from loomterm.tui.widgets.shade_legend import ShadeLegend
 from loomterm.tui.widgets.status_bar import StatusBar, StatusInfo
 
 if TYPE_CHECKING:
@@ -210,6 +211,7 @@ class LoomApp(
             yield self.view
             yield self.context_view
         yield self.model_legend()
+        yield self.shade_legend
         yield self.status
         yield KeyFooter(compact=True)
 
@@ -226,6 +228,8 @@ class LoomApp(
         self.view.surprisal = self.prefs.surprisal
         self.view.approx_marks = self.prefs.approx
         self.status = StatusBar(id="status")
+        self.shade_legend = ShadeLegend(id="shade-legend")
+        self.shade_legend.show_view(self.view.surprisal, self.view.probabilities)
         self.context_view = ContextView(id="context-view", classes="-hidden")
 
     def on_mount(self) -> None:
