@@ -91,7 +91,9 @@ if TYPE_CHECKING:
 
 TITLE_PUSH = "\x1b[22;2t"  # xterm: save the window title (terminals without it ignore it)
 TITLE_POP = "\x1b[23;2t"  # and give it back
-CHANGES = frozenset({"add", "split", "update", "settings"})  # events that change the session
+CHANGES = frozenset(
+    {"add", "split", "update", "rewrite", "settings"}
+)  # events that change the session
 SYNC_DELAY = 0.4  # seconds of no typing before the text goes to the engine
 TREE_DELAY = 0.15  # structural changes are batched this long before the pane rebuilds
 Job = Callable[[], None]
@@ -176,6 +178,9 @@ class LoomApp(
         self._after_generation: Callable[[], None] | None = None
         self._sync_due = False
         self._sync_timer: Timer | None = None
+        # The nodes this run of typing writes into (``ops.TypingRun``): a new run
+        # begins when the caret leaves them, a generation starts or on "branch here".
+        self.typing_run = ops.TypingRun()
         self._failed_sync: str | None = None
         self._tree_timer: Timer | None = None
         self._status_timer: Timer | None = None
@@ -481,9 +486,12 @@ class LoomApp(
             self.post_message(LoomChanged(event, node))
 
     def on_loom_changed(self, message: LoomChanged) -> None:
+        if message.event == "rewrite" and message.node is not None:
+            self.doc.forget(message.node)  # its tokens changed in place: decode it again
+            self.forget_node_text()
         if message.event in CHANGES:
             self._note_change()
-        if message.event in ("add", "split", "update"):
+        if message.event in ("add", "split", "update", "rewrite"):
             self._rebuild_tree_soon()
         if message.event == "update" and message.node is not None:
             self.view.redraw()
@@ -496,6 +504,9 @@ class LoomApp(
             self._cancel.set()  # typing over a generation stops it; the typing wins
         self._failed_sync = None
         self._note_change()
+        doc = self.doc
+        if doc.word_ended():  # a step for undo, as text editors coalesce typing
+            self.history.push(Place(doc.node or self.loom.root, doc.caret, doc.text))
         if self._sync_timer is not None:
             self._sync_timer.stop()
         self._sync_timer = self.set_timer(self.sync_delay, self.sync_now)
@@ -519,10 +530,11 @@ class LoomApp(
         keep = doc.shown_tokens
         text = doc.text
         loom = self.loom
+        run = self.typing_run
 
         def job() -> None:
             try:
-                node = ops.sync_text(loom, base, text, keep)
+                node = ops.sync_text(loom, base, text, keep, run)
             except PrefillCancelled as stopped:  # escape: the edit is in the tree whole
                 if stopped.node is not None:
                     self.post_message(Synced(stopped.node, text))
