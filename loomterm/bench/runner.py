@@ -21,6 +21,7 @@ from loomterm.bench import (
     prefill,
     remote,
     search,
+    startup,
     weave,
 )
 from loomterm.bench.common import loom_options
@@ -64,6 +65,7 @@ class BenchPlan:
     context_new: int = 32
     context_branches: int = 4
     llama_doc: int = 1000  # the llama.cpp runner's edit rows: a path this long
+    startup_reps: int = 3  # launches of the editor timed (after one to warm up)
     sections: tuple[str, ...] = (
         "latency", "decode", "precision", "siblings", "memory", "prefill", "long", "rerope",
         "drafted",
@@ -71,6 +73,7 @@ class BenchPlan:
         "search",
         "context",
         "llamacpp",
+        "startup",
     )  # fmt: skip
 
     @classmethod
@@ -107,6 +110,7 @@ class BenchPlan:
             context_rounds=3,
             context_new=16,
             context_branches=3,
+            startup_reps=2,
         )
 
     def scaled(self, **changes) -> BenchPlan:
@@ -128,6 +132,7 @@ NOTES = {
     search.SEARCH: search.SEARCH_NOTE,
     context.CONTEXT: context.CONTEXT_NOTE,
     llamacpp.LLAMACPP: llamacpp.LLAMACPP_NOTE,
+    startup.STARTUP: startup.STARTUP_NOTE,
 }
 SERVER_NOTES = remote.NOTES  # the sections of a bench against a server
 
@@ -232,6 +237,8 @@ def _run(loaded, plan: BenchPlan, quick: bool, log: Callable[[str], None]) -> Be
         )
     if "llamacpp" in want:
         rows += llamacpp.llamacpp_rows(loaded, corpus, plan, log)
+    if "startup" in want:
+        rows += startup.startup_rows(loaded, corpus, plan.startup_reps, log)
     meta = {
         "model": loaded.name,
         "device": str(loaded.device),
