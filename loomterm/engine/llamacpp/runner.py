@@ -36,7 +36,7 @@ from typing import Any
 import torch
 
 from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter
-from loomterm.engine.kv.resident import KVMemory
+from loomterm.engine.kv.resident import KVBytes
 from loomterm.engine.kv.window import MIN_CTX, Window
 from loomterm.engine.llamacpp.context import LlamaContext
 from loomterm.engine.llamacpp.slots import Slot, Want, matched, may_share
@@ -445,7 +445,7 @@ class LlamaCppRunner(Runner):
         return rows
 
     # -- memory and the rest -----------------------------------------------------------
-    def memory(self) -> KVMemory:
+    def kv_bytes(self) -> KVBytes:
         """The cells in use (a prefix shared by sequences counted once), as ``working``."""
         cells = 0
         seen: list[Slot] = []
@@ -453,7 +453,7 @@ class LlamaCppRunner(Runner):
             shared = max((_common(slot, other) for other in seen), default=0)
             cells += len(slot) - shared
             seen.append(slot)
-        return KVMemory(working=cells * self.llama.kv_bytes_per_cell())
+        return KVBytes(working=cells * self.llama.kv_bytes_per_cell())
 
     def close(self) -> None:
         self.llama.close()
