@@ -544,7 +544,7 @@ def import_session(
                 tree=tree,
                 pieces={node.id: pieces.node_pieces(node) for node in tree.root.walk()},
                 cursor=source.cursor,
-                settings=source.settings,
+                settings=imported_settings(source.settings, loaded),
                 model=model_record(loaded),
                 created=source.created_at,
                 modified=time.time(),
@@ -552,6 +552,19 @@ def import_session(
             )
     store_mod.write_session(target, data).close()
     return store_mod.load(target)
+
+
+def imported_settings(stored: dict[str, Any], loaded: Any) -> dict[str, Any]:
+    """The settings of a tree imported from another loom: its own where it has any
+    sampler, else the samplers a new session starts with (llama.cpp's, then the
+    model's generation_config), not loomterm's neutral defaults."""
+    from loomterm.presets import starting_samplers
+    from loomterm.settings import Settings
+
+    if any(Settings.SPECS[name].sampling for name in stored if name in Settings.SPECS):
+        return stored
+    config = getattr(getattr(loaded, "model", None), "generation_config", None)
+    return starting_samplers(Settings.from_stored(stored)[0], config).as_dict()
 
 
 def source_model(source: Any) -> str | None:
