@@ -34,7 +34,7 @@ def build(folder: Path):
     import torch
 
     from loomterm.engine import Loom
-    from loomterm.engine.models import load_model
+    from loomterm.engine.models.load import load_model
     from loomterm.tree import Origin
     from tests.tiny_models import CORPUS, build_tiny_llama
 
