@@ -34,6 +34,7 @@ from textual.app import App, ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal
 from textual.reactive import var
+from textual.screen import Screen
 from textual.timer import Timer
 from textual.worker import Worker, WorkerState, get_current_worker
 
@@ -97,6 +98,14 @@ CHANGES = frozenset(
 SYNC_DELAY = 0.4  # seconds of no typing before the text goes to the engine
 TREE_DELAY = 0.15  # structural changes are batched this long before the pane rebuilds
 Job = Callable[[], None]
+
+
+class EditorScreen(Screen):
+    """The editor's main screen. The document takes the keyboard from the first frame:
+    keys typed while the editor starts (the terminal hands them over at once, before
+    ``on_mount`` could move the focus) are text, not branch-pane keys."""
+
+    AUTO_FOCUS = "#document"
 
 
 class LoomApp(
@@ -194,6 +203,10 @@ class LoomApp(
         self.read_only = sessions.is_read_only(loom)
         self.unsaved = False  # a read-only session was changed (in memory only)
         self._make_widgets()
+
+    def get_default_screen(self) -> Screen:
+        """The main screen, whose first focus is the document (see :class:`EditorScreen`)."""
+        return EditorScreen(id="_default")
 
     def get_driver_class(self) -> type[Driver]:
         """Textual's driver, reading bracketed pastes whole (``loomterm.tui.paste``)."""
