@@ -102,9 +102,19 @@ if TYPE_CHECKING:
 
 TITLE_PUSH = "\x1b[22;2t"  # xterm: save the window title (terminals without it ignore it)
 TITLE_POP = "\x1b[23;2t"  # and give it back
-CHANGES = frozenset({"add", "split", "update", "settings"})  # events that change the session
+CHANGES = frozenset(
+    {"add", "split", "update", "rewrite", "settings"}
+)  # events that change the session
 SYNC_DELAY = 0.4  # seconds of no typing before the text goes to the engine
 TREE_DELAY = 0.15  # structural changes are batched this long before the pane rebuilds
+
+
+class EditorScreen(Screen):
+    """The editor's main screen. The document takes the keyboard from the first frame:
+    keys typed while the editor starts (the terminal hands them over at once, before
+    ``on_mount`` could move the focus) are text, not branch-pane keys."""
+
+    AUTO_FOCUS = "#document"
 
 
 class LoomApp(App[None]):
@@ -157,6 +167,9 @@ class LoomApp(App[None]):
         self.loader = StartupLoader(self, self.jobs, opening) if opening is not None else None
         self._sync_due = False
         self._sync_timer: Timer | None = None
+        # The nodes this run of typing writes into (``ops.TypingRun``): a new run
+        # begins when the caret leaves them, a generation starts or on "branch here".
+        self.typing_run = ops.TypingRun()
         self._failed_sync: str | None = None
         self._tree_timer: Timer | None = None
         self._status_timer: Timer | None = None
@@ -187,6 +200,10 @@ class LoomApp(App[None]):
         self.alternatives = Alternatives(self, jobs)
         self.chat = Chat(self, jobs, looks)
         self.sessions = Sessions(self, jobs, navigation, caret, generation, progress)
+
+    def get_default_screen(self) -> Screen:
+        """The main screen, whose first focus is the document (see :class:`EditorScreen`)."""
+        return EditorScreen(id="_default")
 
     def get_driver_class(self) -> type[Driver]:
         """Textual's driver, reading bracketed pastes whole (``loomterm.tui.paste``)."""
@@ -464,6 +481,12 @@ class LoomApp(App[None]):
     def action_branch_point(self, step: int) -> None:
         self.jobs.when_idle(lambda: self.navigation.branch_point(step), stop=True)
 
+    def action_branch_here(self) -> None:
+        """The next keystroke makes a new branch, even in text of the writer's own that
+        would be retyped in place; the old text stays as it is."""
+        self.typing_run = ops.TypingRun(branch=True)
+        self.notify("The next edit starts a new branch here", timeout=2)
+
     def action_undo(self) -> None:
         self.jobs.when_idle(self.tidy.undo, stop=True)
 
@@ -657,6 +680,11 @@ class LoomApp(App[None]):
         self.jobs.when_idle(lambda: self.alternatives.show(char))
 
     def on_document_view_caret_moved(self, event: DocumentView.CaretMoved) -> None:
+        run = self.typing_run
+        if run.ids:
+            node = self.doc.node_before_caret()
+            if node is not None and node.id not in run.ids:
+                self.typing_run = ops.TypingRun()  # the caret left the run's text
         self.refresh_status_soon()  # the sibling and depth of the caret's branch
 
     def on_branch_tree_selected(self, event: BranchTree.Selected) -> None:
@@ -670,9 +698,12 @@ class LoomApp(App[None]):
             self.post_message(LoomChanged(event, node))
 
     def on_loom_changed(self, message: LoomChanged) -> None:
+        if message.event == "rewrite" and message.node is not None:
+            self.doc.forget(message.node)  # its tokens changed in place: decode it again
+            self.search.forget_node_text()
         if message.event in CHANGES:
             self.note_change()
-        if message.event in ("add", "split", "update"):
+        if message.event in ("add", "split", "update", "rewrite"):
             self.rebuild_tree_soon()
         if message.event == "update" and message.node is not None:
             self.view.redraw()
@@ -687,6 +718,9 @@ class LoomApp(App[None]):
             self.jobs.cancel.set()  # typing over a generation stops it; the typing wins
         self._failed_sync = None
         self.note_change()
+        doc = self.doc
+        if doc.word_ended():  # a step for undo, as text editors coalesce typing
+            self.history.push(Place(doc.node or self.loom.root, doc.caret, doc.text))
         if self._sync_timer is not None:
             self._sync_timer.stop()
         self._sync_timer = self.set_timer(self.sync_delay, self.sync_now)
@@ -727,10 +761,11 @@ class LoomApp(App[None]):
         keep = doc.shown_tokens
         text = doc.text
         loom = self.loom
+        run = self.typing_run
 
         def job() -> None:
             try:
-                node = ops.sync_text(loom, base, text, keep)
+                node = ops.sync_text(loom, base, text, keep, run)
             except PrefillCancelled as stopped:  # escape: the edit is in the tree whole
                 if stopped.node is not None:
                     self.post_message(Synced(stopped.node, text))

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from loomterm.tree import Node
     from loomterm.tui.document import DocumentModel
     from loomterm.tui.history import History
+    from loomterm.tui.ops import TypingRun
     from loomterm.tui.prefs import Prefs
     from loomterm.tui.widgets.branch_tree import BranchTree
     from loomterm.tui.widgets.context import ContextView
@@ -54,6 +55,8 @@ class Editor(Protocol):
     last_export: ExportRequest | None
     """The last export of this editor run: the export dialog opens on its choices."""
     generating: bool
+    typing_run: TypingRun
+    """The nodes this run of typing writes into (``ops.TypingRun``)."""
     """True from the moment a generation (or weave) is asked for until it has ended."""
 
     # -- widgets ---------------------------------------------------------------------------

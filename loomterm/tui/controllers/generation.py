@@ -174,6 +174,7 @@ class Generation:
         keep = doc.shown_tokens
         caret = doc.caret if start is None and doc.caret < doc.length else None
         settings = loom.settings  # immutable: the worker sees the settings of this moment
+        run, app.typing_run = app.typing_run, ops.TypingRun()  # a generation ends the run
         app.sync_taken(text is not None)  # the generation job syncs the text itself
         cancel = self.jobs.cancel
         cancel.clear()
@@ -196,6 +197,7 @@ class Generation:
             models,
             meta,
             context,
+            run,
         )
         self.then = then
         self.jobs.submit("generate", job.run)
@@ -314,6 +316,7 @@ class GenerationJob:
     models: list[tuple[str, int]] | None = None
     meta: dict | None = None
     context: str | None = None
+    typing_run: ops.TypingRun | None = None  # the run of typing the synced text is in
 
     def run(self) -> None:
         """In the worker: the whole generation; its end is always posted."""
@@ -349,7 +352,7 @@ class GenerationJob:
         loom, base, text = self.loom, self.base, self.text
         if text is not None:
             try:
-                self.node = self.synced = ops.sync_text(loom, base, text, self.keep)
+                self.node = self.synced = ops.sync_text(loom, base, text, self.keep, self.typing_run)
             except PrefillCancelled as stopped:
                 self.synced = stopped.node
                 raise

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from loomterm.tree import Node
+from loomterm.tree import WRITER, Node
+from loomterm.tui import ops
 from loomterm.tui.history import Place
 from loomterm.tui.tree_places import branch_of, place_of, siblings_of
 from loomterm.tui.widgets.branch_tree import visible_children
+from loomterm.tui.widgets.document_view import DocumentView
 
 if TYPE_CHECKING:
     from loomterm.tui.controllers.editor import Editor
@@ -39,7 +41,8 @@ class Navigation:
         if engine and app.loom.cursor is not node:
             app.loom.cursor = node
         if record:
-            app.history.push(Place(node, app.doc.caret))
+            # With the text: a node the writer retypes in place reads differently later.
+            app.history.push(Place(node, app.doc.caret, app.doc.text))
         self.remember(node)
         tree = app.branches
         if tree.display and not tree.has_class("-hidden"):
@@ -54,6 +57,7 @@ class Navigation:
     def show_node(self, node: Node, caret: int | None = None, record: bool = True) -> None:
         """Show ``node``'s path with the caret at ``caret`` (default: the end)."""
         app = self.app
+        app.typing_run = ops.TypingRun()  # typing here begins a new run
         app.doc.show(node)
         app.doc.move_to(app.doc.length if caret is None else caret)
         app.view.follow = app.doc.caret >= app.doc.length
@@ -108,6 +112,7 @@ class Navigation:
 
     def enter(self, target: Node) -> None:
         """Show ``target``'s branch with the caret at the end of ``target``'s text."""
+        self.app.typing_run = ops.TypingRun()
         doc = self.app.doc
         leaf = self.leaf_below(target)
         doc.show(leaf)
@@ -153,7 +158,45 @@ class Navigation:
         if place is None:
             self.app.notify("Nothing to undo", timeout=2)
             return
-        self.show_node(place.node, place.caret, record=False)
+        self.go_back_to(place)
+
+    def go_back_to(self, place: Place) -> None:
+        """Show ``place`` (an undo or redo). Its text may differ from its node's now (the
+        writer retyped the node in place, or the text was not synced then): then the
+        text is put back as an edit, which the engine applies in place where it can
+        (the writer's own childless node), else as a new branch; nothing is lost."""
+        app = self.app
+        node = self.restore_onto(place)
+        self.show_node(node, place.caret, record=False)
+        if place.text is not None and app.doc.text != place.text:
+            app.doc.become(place.text)
+            app.doc.move_to(place.caret)
+            app.view.follow = app.doc.caret >= app.doc.length
+            app.view.document_changed()
+            app.view.post_message(DocumentView.Edited(app.view))
+
+    def restore_onto(self, place: Place) -> Node:
+        """Where an undo to ``place`` shows its text: the node shown now, when it is the
+        writer's childless node below ``place.node`` and the text differs only inside
+        it (then the undo retypes it in place instead of branching); else
+        ``place.node``."""
+        doc = self.app.doc
+        current = doc.node
+        text = place.text
+        if (
+            text is None
+            or current is None
+            or current is place.node
+            or current.children
+            or current.origin not in WRITER
+            or current.parent is None
+            or not place.node.is_ancestor_of(current)
+        ):
+            return place.node
+        start = doc.end_of(current.parent)
+        if start is None or not text.startswith(doc.text[:start]):
+            return place.node
+        return current
 
     def redo(self) -> None:
         """Forward again to the place an undo left."""
@@ -161,7 +204,7 @@ class Navigation:
         if place is None:
             self.app.notify("Nothing to redo", timeout=2)
             return
-        self.show_node(place.node, place.caret, record=False)
+        self.go_back_to(place)
 
     def caret_place(self) -> str:
         """``sibling 2 of 4 · depth 1`` for the branch at the caret ("" at the start)."""

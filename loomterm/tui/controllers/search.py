@@ -38,6 +38,12 @@ class Search:
             self.texts_of = loom
         return search_tree(loom.root, query, self.texts)
 
+    def forget_node_text(self) -> None:
+        """A node's tokens changed in place (``Loom.retype``): the texts kept per node
+        id and token count may be stale."""
+        if self.texts is not None:
+            self.texts.forget()
+
     def ask(self) -> None:
         """The search dialog; the hit picked there is shown."""
         app = self.app
