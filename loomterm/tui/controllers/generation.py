@@ -352,7 +352,9 @@ class GenerationJob:
         loom, base, text = self.loom, self.base, self.text
         if text is not None:
             try:
-                self.node = self.synced = ops.sync_text(loom, base, text, self.keep, self.typing_run)
+                self.node = self.synced = ops.sync_text(
+                    loom, base, text, self.keep, self.typing_run
+                )
             except PrefillCancelled as stopped:
                 self.synced = stopped.node
                 raise
