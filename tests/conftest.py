@@ -32,6 +32,29 @@ def tiny_gpt2_dir(tmp_path_factory) -> Path:
     return build_tiny_gpt2(tmp_path_factory.mktemp("tiny-gpt2"))
 
 
+# The fast lane, ``pytest -m "not slow"`` (docs/development.md): the unit layer. Marked
+# ``slow`` here, in one place: the editor's tests (Pilot, snapshots, tmux), the servers'
+# (tests/remote/), those on the real default model (``default_model``), and the files
+# and tests below, each measured at over a few seconds. CI runs everything.
+SLOW_FOLDERS = ("tests/tui/", "tests/remote/")
+SLOW_FILES = frozenset()
+SLOW_TESTS = frozenset()
+
+
+def pytest_collection_modifyitems(config, items):
+    slow = pytest.mark.slow
+    for item in items:
+        path, _, name = item.nodeid.partition("::")
+        test = f"{path}::{name.split('[')[0]}"
+        if (
+            path.startswith(SLOW_FOLDERS)
+            or path in SLOW_FILES
+            or test in SLOW_TESTS
+            or item.get_closest_marker("default_model")
+        ):
+            item.add_marker(slow)
+
+
 def pytest_terminal_summary(terminalreporter):
     """Report the worst logit difference against a full recompute seen in this run."""
     from tests.helpers import WORST
