@@ -108,6 +108,19 @@ def given_engine_options(args: argparse.Namespace) -> list[str]:
     return ["--" + name.replace("_", "-") for name in EngineOptions.SPECS if hasattr(args, name)]
 
 
+def check_models(args: argparse.Namespace) -> None:
+    """Refuse a ``--model`` or ``--attach`` value that names no model here (a missing
+    path, a file that is not a .gguf) with one line, before anything heavy loads."""
+    from loomterm.engine.models.source import classify
+    from loomterm.engine.remote import is_server_url
+
+    models = [getattr(args, "model", None)]
+    models += [source for _name, source in getattr(args, "attach", [])]
+    for model in models:
+        if model is not None and not is_server_url(model):
+            classify(model)  # hub ids pass: their answer needs the network
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``loomterm`` console script."""
     parser = build_parser()
@@ -122,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     # Warnings (a session that stopped saving, a stale KV snapshot) are one line each.
     warnings.formatwarning = lambda message, *rest, **kw: f"loomterm: warning: {message}\n"
     try:
+        if getattr(args, "loads_model", True):
+            check_models(args)  # a path typo answers now, before torch is imported
         if getattr(args, "handler", None) is not None:
             return int(args.handler(args) or 0)
         from loomterm import cli_run

@@ -67,9 +67,12 @@ from loomterm.tui.messages import (
     JobFailed,
     JobFinished,
     JobStarted,
+    Loading,
     LoomChanged,
+    ModelReady,
     Synced,
 )
+from loomterm.tui.model_loading import LOAD_JOB, StartupLoader
 from loomterm.tui.prefs import Prefs, load_prefs
 from loomterm.tui.sanitize import safe_line
 from loomterm.tui.widgets.branch_tree import BranchTree
@@ -82,6 +85,7 @@ if TYPE_CHECKING:
     from textual.driver import Driver
 
     from loomterm.engine import Loom
+    from loomterm.session_open import SessionOpening
     from loomterm.tui.widgets.export_dialog import ExportRequest
 
 TITLE_PUSH = "\x1b[22;2t"  # xterm: save the window title (terminals without it ignore it)
@@ -113,7 +117,8 @@ class LoomApp(
     App[None],
 ):
     """A terminal loom over ``loom``. ``session_name`` names the session in titles and
-    exports; ``show_speed`` False keeps tok/s out of the status bar (for snapshots)."""
+    exports; ``show_speed`` False keeps tok/s out of the status bar (for snapshots).
+    With ``opening``, ``loom`` is its preview and the model loads in the background."""
 
     TITLE = "loomterm"
     generating: var[bool] = var(False)
@@ -141,9 +146,14 @@ class LoomApp(
         show_speed: bool = True,
         sync_delay: float = SYNC_DELAY,
         export_dir: Path | None = None,
+        opening: SessionOpening | None = None,
     ) -> None:
         super().__init__()
         self.loom = loom
+        # Opening with the model still to load: ``loom`` is the session file's preview
+        # until the loader's job brings the real Loom (``tui.model_loading``).
+        self.loader = StartupLoader(self, opening) if opening is not None else None
+        self.load_error: BaseException | None = None
         self.session_name = session_name
         self.show_speed = show_speed
         self.sync_delay = sync_delay
@@ -219,9 +229,13 @@ class LoomApp(
         self.loom.subscribe(self._on_loom_event)
         self._attach_engine(self.loom)
         self._engine_loop()
+        if self.loader is not None:
+            self.loader.start()  # the engine's first job: what waits for it waits in order
         cursor = self.loom.cursor
         self.doc.show(cursor)
         self.place_saved_caret(cursor)  # where the user left it (else the end)
+        if self.loader is not None:
+            self.loader.caret_at_start = self.doc.caret
         self.history.push(Place(cursor, self.doc.caret))
         self._remember(cursor)
         self.view.focus()
@@ -252,6 +266,73 @@ class LoomApp(
         self._jobs.put(None)
         if self._driver is not None and not self.is_headless:
             self._driver.write(TITLE_POP)
+
+    # -- the model, loading in the background -----------------------------------------
+    @property
+    def model_ready(self) -> bool:
+        """False while the model loads in the background (``loomterm.tui.model_loading``)."""
+        return self.loader is None
+
+    async def run_action(self, action, default_namespace=None, namespaces=None) -> bool:
+        """Actions of the app's own that need the model wait for it, in order."""
+        loader = self.loader
+        if (
+            loader is not None
+            and isinstance(action, str)
+            and default_namespace in (None, self)
+            and "." not in action.partition("(")[0]
+            and loader.needs_model(action)
+        ):
+            loader.hold(lambda: self.run_action(action), action.partition("(")[0])
+            self._refresh_status_soon()
+            return True
+        return await super().run_action(action, default_namespace, namespaces)
+
+    def when_model_ready(self, run: Callable[[], object], what: str) -> None:
+        """Run ``run`` now, or (the model still loading) once it is ready."""
+        if self.loader is None:
+            run()
+        else:
+            self.loader.hold(run, what)
+
+    def loading_progress(self, stage: str, done: int, total: int | None) -> None:
+        """Model-loading progress, from the worker: to the status bar."""
+        self.post_message(Loading(stage, done, total))
+
+    def on_model_ready(self, message: ModelReady) -> None:
+        """The real Loom takes the preview's place; held work runs, in order."""
+        loader, preview, loom = self.loader, self.loom, message.loom
+        if loader is None:
+            return
+        self.loader = None
+        self.loom = loom  # type: ignore[assignment]
+        self.read_only = sessions.is_read_only(loom)  # type: ignore[arg-type]
+        loom.subscribe(self._on_loom_event)  # type: ignore[attr-defined]
+        self._attach_engine(loom)  # type: ignore[arg-type]
+        doc = self.doc
+        if doc.dirty or doc.node is None or loom.tree is not preview.tree:  # type: ignore[attr-defined]
+            # Typing is under way: it stays; the real tokenizer decodes from now on.
+            codec = loom.codec  # type: ignore[attr-defined]
+            doc.token_bytes = codec.token_bytes
+            doc.special_ids = set(codec.special_ids) | set(codec.added_ids)
+        else:
+            node, caret = doc.node, doc.caret
+            self.doc = self._new_document(loom)  # type: ignore[arg-type]
+            self.view.doc = self.doc
+            self.doc.show(node)
+            if caret == loader.caret_at_start:
+                self.place_saved_caret(node)  # the session records where it was left
+            else:
+                self.doc.move_to(min(caret, self.doc.length))
+            self.view.document_changed(scroll=False)
+        self._text_cache.clear()
+        self.models_changed()
+        self.show_model_notes()
+        self._rebuild_tree_soon()
+        self.refresh_bindings()
+        for run in loader.take_waiting():
+            self.call_later(run)
+        self._refresh_status_soon()
 
     # -- the title -------------------------------------------------------------------
     def show_title(self) -> None:
@@ -344,6 +425,12 @@ class LoomApp(
 
     def on_job_failed(self, message: JobFailed) -> None:
         error = message.error
+        if message.label == LOAD_JOB:
+            # The session cannot open on this model: the command line says why, in one
+            # line, as if it had failed before the editor (nothing was written).
+            self.load_error = error
+            self.exit(return_code=1)
+            return
         if isinstance(error, PrefillCancelled):
             self.notify(
                 "Stopped reading the text: your edit is kept, and the model reads the rest "
@@ -490,7 +577,9 @@ class LoomApp(
         self._caret_soon()  # the session hears the caret once it rests
         loom = self.loom
         state = ""
-        if self._prefill is not None:
+        if self.loader is not None:
+            state = self.loader.state(self.loading_state())
+        elif self._prefill is not None:
             state = self.prefill_state()
         elif self._loading is not None:
             state = self.loading_state()

@@ -191,3 +191,16 @@ async def test_the_context_view_follows_a_running_generation(make_app, loom, mon
         assert seen[1] in shown
         await settle(pilot)
         assert app.context_view.rendered.plain.endswith(loom.text(loom.cursor))
+
+
+async def test_the_world_info_field_says_how_keys_are_written(make_app, loom):
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await pilot.press("f3")
+        await settle(pilot)
+        text = " ".join(screen_text(app).replace("\u2588", " ").split())
+        assert "comma-separated" in text and "fox, the red fox: Foxes are red." in text
+        # What the line says is what the parser reads.
+        assert parse_world_info("fox, the red fox: Foxes are red.", "64")["entries"] == [
+            {"keys": ["fox", " the red fox"], "text": "Foxes are red."}
+        ]

@@ -95,10 +95,14 @@ class ViewActions:
 
     def action_settings(self) -> None:
         def saved(values: dict[str, Any] | None) -> None:
-            if values:
-                self.loom.update_settings(**values)
-                self._refresh_status()
-                self.notify("Settings saved with the session", timeout=2)
+            if values is None:
+                return  # cancelled
+            if not values:
+                self.notify("No setting changed", timeout=2)
+                return
+            self.loom.update_settings(**values)
+            self._refresh_status()
+            self.notify("Settings saved with the session", timeout=2)
 
         self.push_screen(
             SettingsScreen(

@@ -69,7 +69,7 @@ class ContextScreen(ModalScreen["dict[str, Any] | None"]):
         & .context--row { height: 1; }
         & .context--row Label { width: 30; }
         & .context--row Input { width: 12; }
-        & .context--help { color: $text-muted; }
+        & .context--help { color: $text-muted; width: 100%; }
         & #context-problem { color: $error; height: auto; }
     }"""
     )
@@ -94,7 +94,12 @@ class ContextScreen(ModalScreen["dict[str, Any] | None"]):
             with Horizontal(classes="context--row"):
                 yield Label("Depth (lines from the end)")
                 yield Input(str(s.authors_note_depth), id="context-depth", type="integer", compact=True)  # fmt: skip
-            yield Label("World info: one entry per line, keys: text", classes="context--help")
+            yield Label(
+                "World info: one entry per line: its keys, comma-separated, a colon, then "
+                "the text (fox, the red fox: Foxes are red.)",
+                classes="context--help",
+                markup=False,
+            )
             yield TextArea(world_info_text(s.world_info), id="context-world", soft_wrap=True)
             with Horizontal(classes="context--row"):
                 yield Label("Scan depth (tokens)")

@@ -37,8 +37,9 @@ class KeyFooter(Footer):
 
     def compose(self) -> ComposeResult:
         widgets = list(super().compose())
-        width = self._composed_width = self.size.width
-        if not width:  # not laid out yet: the resize recomposes
+        # Before its first layout the footer has no size yet: it spans the screen.
+        width = self._composed_width = self.size.width or self.app.size.width
+        if not width:
             yield from widgets
             return
         palette = [w for w in widgets if w.has_class("-command-palette")]
