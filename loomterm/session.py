@@ -290,6 +290,8 @@ class OpenOptions:
             None: use one if present.
         server_kind, server_model: For a session on a server (its model source is a
             URL): override the kind and model it recorded.
+        backend, threads: As ``Loom.load``; ``"auto"`` reopens a session made on
+            llama.cpp (``--backend llama.cpp``) on llama.cpp again.
         loaded: A model already loaded (the editor's, to switch sessions in place):
             used instead of loading or connecting to ``model``; checked against the
             session's like any other.
@@ -318,12 +320,14 @@ class OpenOptions:
     reattach: bool = False
     loaded_models: Sequence[LoadedModel] = ()
     on_note: Callable[[str], None] | None = None
+    backend: str = "auto"
+    threads: int | None = None
     opened: OpenedFile | None = None
 
 
 def _model_for(data: SessionData, path: Path, how: OpenOptions) -> tuple[Any, bool]:
     """The model to open ``data`` on (loaded, connected or the caller's), and whether
-    it is a server."""
+    it is a runner already (a server, llama.cpp): the Loom is then made on it as it is."""
     from loomterm.engine.models.load import load_model
     from loomterm.engine.remote import is_server_url
 
@@ -335,6 +339,15 @@ def _model_for(data: SessionData, path: Path, how: OpenOptions) -> tuple[Any, bo
     if is_server_url(source):
         overrides = {"kind": how.server_kind, "model_arg": how.server_model}
         return _connect_server(data, source, how.read_only, overrides), True
+    recorded_llama = how.model is None and data.model.get("backend") == "llama.cpp"
+    if how.backend == "llama.cpp" or (how.backend == "auto" and recorded_llama):
+        from loomterm.engine.llamacpp import open_gguf
+
+        return open_gguf(source, n_ctx=how.n_ctx, threads=how.threads, progress=how.progress), True
+    if how.threads:
+        import torch
+
+        torch.set_num_threads(how.threads)
     loaded = load_model(
         source, device=how.device, dtype=how.dtype, progress=how.progress, quant=how.quant
     )
@@ -572,7 +585,7 @@ def import_session(
                 tree=tree,
                 pieces={node.id: pieces.node_pieces(node) for node in tree.root.walk()},
                 cursor=source.cursor,
-                settings=source.settings,
+                settings=imported_settings(source.settings, loaded),
                 model=model_record(loaded),
                 created=source.created_at,
                 modified=time.time(),
@@ -580,6 +593,19 @@ def import_session(
             )
     store_mod.write_session(target, data).close()
     return store_mod.load(target)
+
+
+def imported_settings(stored: dict[str, Any], loaded: Any) -> dict[str, Any]:
+    """The settings of a tree imported from another loom: its own where it has any
+    sampler, else the samplers a new session starts with (llama.cpp's, then the
+    model's generation_config), not loomterm's neutral defaults."""
+    from loomterm.presets import starting_samplers
+    from loomterm.settings import Settings
+
+    if any(Settings.SPECS[name].sampling for name in stored if name in Settings.SPECS):
+        return stored
+    config = getattr(getattr(loaded, "model", None), "generation_config", None)
+    return starting_samplers(Settings.from_stored(stored)[0], config).as_dict()
 
 
 def source_model(source: Any) -> str | None:

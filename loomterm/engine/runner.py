@@ -146,6 +146,12 @@ class Runner(ABC):
     def forget(self, node: Node) -> None:  # noqa: B027 - optional for runners
         """``node``'s KV changed or is gone: stop using any cached copy of it."""
 
+    def rewrite(self, node: Node, keep: int) -> None:
+        """``node``'s tokens from ``keep`` on are being replaced in place (the writer's
+        own text, retyped; ``Loom.retype``): stop using what was cached of them. By
+        default, everything cached of ``node``."""
+        self.forget(node)
+
     def evict(self, node: Node) -> bool:
         """Drop ``node``'s cached KV (it is recomputed when needed). True if dropped."""
         return False

@@ -34,6 +34,7 @@ from textual.app import App, ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal
 from textual.reactive import var
+from textual.screen import Screen
 from textual.timer import Timer
 from textual.worker import Worker, WorkerState, get_current_worker
 
@@ -79,6 +80,7 @@ from loomterm.tui.widgets.branch_tree import BranchTree
 from loomterm.tui.widgets.context import ContextView
 from loomterm.tui.widgets.document_view import DocumentView
 from loomterm.tui.widgets.footer import KeyFooter
+from loomterm.tui.widgets.shade_legend import ShadeLegend
 from loomterm.tui.widgets.status_bar import StatusBar, StatusInfo
 
 if TYPE_CHECKING:
@@ -90,10 +92,20 @@ if TYPE_CHECKING:
 
 TITLE_PUSH = "\x1b[22;2t"  # xterm: save the window title (terminals without it ignore it)
 TITLE_POP = "\x1b[23;2t"  # and give it back
-CHANGES = frozenset({"add", "split", "update", "settings"})  # events that change the session
+CHANGES = frozenset(
+    {"add", "split", "update", "rewrite", "settings"}
+)  # events that change the session
 SYNC_DELAY = 0.4  # seconds of no typing before the text goes to the engine
 TREE_DELAY = 0.15  # structural changes are batched this long before the pane rebuilds
 Job = Callable[[], None]
+
+
+class EditorScreen(Screen):
+    """The editor's main screen. The document takes the keyboard from the first frame:
+    keys typed while the editor starts (the terminal hands them over at once, before
+    ``on_mount`` could move the focus) are text, not branch-pane keys."""
+
+    AUTO_FOCUS = "#document"
 
 
 class LoomApp(
@@ -175,6 +187,9 @@ class LoomApp(
         self._after_generation: Callable[[], None] | None = None
         self._sync_due = False
         self._sync_timer: Timer | None = None
+        # The nodes this run of typing writes into (``ops.TypingRun``): a new run
+        # begins when the caret leaves them, a generation starts or on "branch here".
+        self.typing_run = ops.TypingRun()
         self._failed_sync: str | None = None
         self._tree_timer: Timer | None = None
         self._status_timer: Timer | None = None
@@ -188,6 +203,10 @@ class LoomApp(
         self.read_only = sessions.is_read_only(loom)
         self.unsaved = False  # a read-only session was changed (in memory only)
         self._make_widgets()
+
+    def get_default_screen(self) -> Screen:
+        """The main screen, whose first focus is the document (see :class:`EditorScreen`)."""
+        return EditorScreen(id="_default")
 
     def get_driver_class(self) -> type[Driver]:
         """Textual's driver, reading bracketed pastes whole (``loomterm.tui.paste``)."""
@@ -205,6 +224,7 @@ class LoomApp(
             yield self.view
             yield self.context_view
         yield self.model_legend()
+        yield self.shade_legend
         yield self.status
         yield KeyFooter(compact=True)
 
@@ -221,6 +241,8 @@ class LoomApp(
         self.view.surprisal = self.prefs.surprisal
         self.view.approx_marks = self.prefs.approx
         self.status = StatusBar(id="status")
+        self.shade_legend = ShadeLegend(id="shade-legend")
+        self.shade_legend.show_view(self.view.surprisal, self.view.probabilities)
         self.context_view = ContextView(id="context-view", classes="-hidden")
 
     def on_mount(self) -> None:
@@ -477,9 +499,12 @@ class LoomApp(
             self.post_message(LoomChanged(event, node))
 
     def on_loom_changed(self, message: LoomChanged) -> None:
+        if message.event == "rewrite" and message.node is not None:
+            self.doc.forget(message.node)  # its tokens changed in place: decode it again
+            self.forget_node_text()
         if message.event in CHANGES:
             self._note_change()
-        if message.event in ("add", "split", "update"):
+        if message.event in ("add", "split", "update", "rewrite"):
             self._rebuild_tree_soon()
         if message.event == "update" and message.node is not None:
             self.view.redraw()
@@ -492,6 +517,9 @@ class LoomApp(
             self._cancel.set()  # typing over a generation stops it; the typing wins
         self._failed_sync = None
         self._note_change()
+        doc = self.doc
+        if doc.word_ended():  # a step for undo, as text editors coalesce typing
+            self.history.push(Place(doc.node or self.loom.root, doc.caret, doc.text))
         if self._sync_timer is not None:
             self._sync_timer.stop()
         self._sync_timer = self.set_timer(self.sync_delay, self.sync_now)
@@ -515,10 +543,11 @@ class LoomApp(
         keep = doc.shown_tokens
         text = doc.text
         loom = self.loom
+        run = self.typing_run
 
         def job() -> None:
             try:
-                node = ops.sync_text(loom, base, text, keep)
+                node = ops.sync_text(loom, base, text, keep, run)
             except PrefillCancelled as stopped:  # escape: the edit is in the tree whole
                 if stopped.node is not None:
                     self.post_message(Synced(stopped.node, text))

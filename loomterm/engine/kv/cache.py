@@ -568,6 +568,16 @@ class WorkingCache(Cache):
                 out.append(Segment(tail, max(seg.lo, offset) - offset, seg.hi - offset))
         self.segments = out
 
+    def forget_from(self, node: Node, offset: int) -> None:
+        """Drop every column from ``node``'s token ``offset`` on (its tokens from there
+        changed); the columns before it stay."""
+        total = 0
+        for seg in self.segments:
+            if seg.node is node:
+                self.truncate(total + max(0, min(offset, seg.hi) - seg.lo))
+                return
+            total += seg.size
+
     def forget(self, node: Node) -> None:
         """Drop every column from the first one that ``node`` fills (its KV changed)."""
         total = 0

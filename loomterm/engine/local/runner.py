@@ -394,6 +394,15 @@ class LocalRunner(Runner):
         self.work.forget(node)
         self.cache.invalidate()
 
+    def rewrite(self, node: Node, keep: int) -> None:
+        if self.cache.store_kv and node.kv is not None:
+            # A view of the unchanged tokens' columns, taken before the buffer is cut
+            # there (a view that ends at the cut is not copied).
+            node.kv = node.kv[:, :, :, :keep] if keep else None  # (L, 2, H, keep, D)
+        # The logits memo stays: ``ensure`` drops it if it followed columns cut here,
+        # and an append at the node's end still starts from it.
+        self.work.forget_from(node, keep)
+
     def evict(self, node: Node) -> bool:
         if node.kv is None or not self.capabilities.node_kv:
             return False

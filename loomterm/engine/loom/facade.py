@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -32,7 +32,7 @@ from loomterm.engine.context import ContextBook
 from loomterm.engine.generation import GenerateRequest, GenerateResult, OnToken
 from loomterm.engine.kv.window import segments
 from loomterm.engine.loom.context import LoomContext
-from loomterm.engine.loom.edits import plan_edit
+from loomterm.engine.loom.edits import plan_edit, plan_retype
 from loomterm.engine.loom.events import EventBus, Listener
 from loomterm.engine.loom.models import LoomModels, ModelWriter
 from loomterm.engine.loom.registry import Models
@@ -42,11 +42,13 @@ from loomterm.engine.sample.chain import SamplingParams, resolve_logit_bias
 from loomterm.engine.text import TokenText
 from loomterm.errors import EditRangeError, EmptyEditError, InputError, PrefillCancelled
 from loomterm.settings import Settings
-from loomterm.tree import Node, Origin, Tree
+from loomterm.tree import WRITER, Node, Origin, Tree
 
 if TYPE_CHECKING:
     from loomterm.engine.models.load import LoadedModel
     from loomterm.engine.runner import Progress
+
+BACKENDS = ("auto", "torch", "llama.cpp")  # what ``Loom.load`` runs a local model on
 
 
 class Loom(LoomModels, LoomContext, LoomTidy):
@@ -89,11 +91,19 @@ class Loom(LoomModels, LoomContext, LoomTidy):
         progress: Progress | None = None,
         kv_budget: int | str | None = None,
         quant: str | None = "none",
+        backend: str = "auto",
+        threads: int | None = None,
         **server: Any,
     ) -> Loom:
         """Load a model (None: the default model) and start an empty loom on it.
         ``kv_budget`` caps resident KV ("2G", bytes; default: half the free memory);
         ``quant="int8"`` or ``"int4"`` quantizes the weights (``engine.kernels.quant``).
+
+        ``backend``: ``"torch"`` (the local runner: transformers in this process),
+        ``"llama.cpp"`` (a ``.gguf`` file run by llama.cpp in this process,
+        ``engine.llamacpp``) or ``"auto"`` (the torch runner; a URL connects to the
+        server). ``threads``: CPU threads for either (default: torch's own; llama.cpp's
+        one per core).
 
         A ``model`` that is a URL (``http://host:port``) connects to that server
         instead (``remote.connect``; ``server`` takes its options: ``server_kind``,
@@ -102,10 +112,20 @@ class Loom(LoomModels, LoomContext, LoomTidy):
         from loomterm.engine.remote import connect, is_server_url
 
         server = {name: value for name, value in server.items() if value is not None}
+        if backend not in BACKENDS:
+            raise InputError(f"backend {backend!r}: use one of {', '.join(BACKENDS)}")
         if is_server_url(model):
+            if backend != "auto":
+                raise InputError(f"backend {backend}: a server URL is its own backend")
             return cls(connect(model, **server))
         if server:
             raise InputError(f"{', '.join(sorted(server))}: only for a server URL as the model")
+        if backend == "llama.cpp":
+            from loomterm.engine.llamacpp import open_gguf
+
+            return cls(open_gguf(model, n_ctx=n_ctx, threads=threads, progress=progress))
+        if threads:
+            torch.set_num_threads(threads)
         from loomterm.engine.models.load import load_model
 
         loaded = load_model(model, device=device, dtype=dtype, progress=progress, quant=quant)
@@ -422,6 +442,82 @@ class Loom(LoomModels, LoomContext, LoomTidy):
                 self.codec, lambda text: self.encode(text), node.path_tokens(), new_text
             )
             return self.splice_tokens(node, start, end, inserted, exact)
+
+    def retype(
+        self, node: Node, new_text: str, exact: bool = False, run: Collection[int] = ()
+    ) -> Node | None:
+        """The path's text changed to ``new_text`` inside the text of one node the writer
+        is writing: that node's tokens change in place, and no branch is made. Returns
+        ``node``, or None when the change is not of that kind (then ``edit`` branches).
+
+        The node is ``node`` itself when the writer wrote it (origin user or edit) and it
+        has no children, or a node of ``run`` (the ids of nodes the current typing run
+        made) whose nodes below on the path are all the run's: they keep their tokens
+        and move with the change (their KV re-rotated, or recomputed when ``exact``).
+        Only the changed node's tokens from the change on are computed (next-token
+        logits included), as an append of them would; an ``rewrite`` event tells the
+        session file."""
+        with self.exclusive():
+            self._check_node(node)
+            if not isinstance(new_text, str):
+                raise InputError("text must be a string")
+            path = node.path()[1:]
+            ids = set(run)
+
+            def rewritable(index: int) -> bool:
+                target, below = path[index], path[index + 1 :]
+                if not below:
+                    return (not target.children and target.origin in WRITER) or target.id in ids
+                return (
+                    target.id in ids
+                    and len(target.children) == 1
+                    and all(item.id in ids and len(item.children) <= 1 for item in below[:-1])
+                    and below[-1].id in ids
+                    and not below[-1].children
+                )
+
+            plan = plan_retype(
+                self.codec,
+                lambda text, first: self.encode(text, at_start=first),
+                path,
+                new_text,
+                rewritable,
+            )
+            if plan is None:
+                return None
+            self._check_tokens(plan.tokens)
+            target, below = path[plan.index], path[plan.index + 1 :]
+            delta = len(plan.tokens) - len(target.tokens)
+            # The nodes below read other text now: moved (re-roped by ``delta``, flagged
+            # approximate, as a fast splice's suffix is) or computed again.
+            moved = (
+                not exact
+                and self.capabilities.rerope
+                and node.end + delta <= self.n_ctx
+                and self.runner.can_move([(item, 0, len(item.tokens)) for item in below])
+            )
+            for item in below:  # before the target's columns go: their KV may alias them
+                if moved:
+                    if delta:
+                        item.kv = self.runner.moved_kv(item, 0, len(item.tokens), delta)
+                    item.approx = True
+                else:
+                    item.kv = None
+                    item.logprobs = [None] * len(item.tokens)
+                    item.top = [None] * len(item.tokens)
+            for runner in self._each_runner():
+                runner.rewrite(target, plan.keep)
+            keep = plan.keep
+            target.tokens = list(plan.tokens)
+            target.logprobs = target.logprobs[:keep] + [None] * (len(plan.tokens) - keep)
+            target.top = target.top[:keep] + [None] * (len(plan.tokens) - keep)
+            self._events.emit("rewrite", target)
+            for item in below:  # moved: a flag changed; recomputed: records cleared
+                self._events.emit("update" if moved else "rewrite", item)
+            stopped = self._prepare(node)
+            if stopped is not None:
+                raise self._stopped(stopped, node)
+            return node
 
     def refresh(self, node: Node) -> Node:
         """Recompute, exactly, the KV of every approximate node on the path (and of

@@ -165,6 +165,7 @@ class GenerationActions:
         settings = loom.settings  # immutable: the worker sees the settings of this moment
         max_new = settings.max_new_tokens
         sampling = settings.sampling()
+        run, self.typing_run = self.typing_run, ops.TypingRun()  # a generation ends the run
         if text is not None and self._sync_timer is not None:
             self._sync_timer.stop()  # the generation job syncs the text itself
             self._sync_timer = None
@@ -185,7 +186,7 @@ class GenerationActions:
             try:
                 if text is not None:
                     try:
-                        node = synced = ops.sync_text(loom, base, text, keep)
+                        node = synced = ops.sync_text(loom, base, text, keep, run)
                     except PrefillCancelled as stopped:
                         synced = stopped.node
                         raise

@@ -81,6 +81,7 @@ class ViewActions:
             view.surprisal = self.prefs.surprisal = not view.surprisal
         elif what == "approx":
             view.approx_marks = self.prefs.approx = not view.approx_marks
+        self.shade_legend.show_view(view.surprisal, view.probabilities)
         save_prefs(self.prefs)
 
     def action_toggle_hidden(self) -> None:
