@@ -34,9 +34,9 @@ def tiny_gpt2_dir(tmp_path_factory) -> Path:
 
 # The fast lane, ``pytest -m "not slow"`` (docs/development.md): the unit layer. Marked
 # ``slow`` here, in one place: the editor's tests (Pilot, snapshots, tmux), the servers'
-# (tests/remote/), those on the real default model (``default_model``), and the files
+# (tests/remote/, tests/llamacpp/), those on the real default model (``default_model``), and the files
 # and tests below, each measured at over a few seconds. CI runs everything.
-SLOW_FOLDERS = ("tests/tui/", "tests/remote/")
+SLOW_FOLDERS = ("tests/tui/", "tests/remote/", "tests/llamacpp/")
 SLOW_FILES = frozenset(
     {
         "tests/engine/test_draft_sources.py",
