@@ -482,6 +482,12 @@ class Acceptance:
             self.tries[source] = self.tries.get(source, 0.0) * self.decay + 1.0
             self._depth.pop(source, None)
 
+    def use_cost(self, cost: Cost) -> None:
+        """Judge depths by ``cost`` from now on (a calibrated one: ``draft_ledger``)."""
+        if cost != self.cost:
+            self.cost = cost
+            self._depth.clear()
+
     def depth(self, source: int) -> int:
         if source not in self._depth:
             self._depth[source] = best_depth(self.rate(source), self.cost, self.max_depth)

@@ -21,11 +21,13 @@ attention; lookahead decoding (see ``drafting``).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import torch
 
+from loomterm.engine.draft_ledger import Ledger
 from loomterm.engine.draft_sources import draft_sources
 from loomterm.engine.draft_table import TABLE, table_sampler
 from loomterm.engine.drafting import (
@@ -47,14 +49,13 @@ if TYPE_CHECKING:
     from loomterm.engine.local_runner import LocalRunner
 
 # The ``drafting`` setting: "auto" drafts from the tree while drafting pays and decodes
-# plainly (with rare probes) while it does not (``Ledger``) -- lookahead's Jacobi window
+# plainly (with rare probes) while it does not (``draft_ledger``) -- lookahead's Jacobi window
 # costs more than it wins on a CPU (see ``loomterm bench``) and is not measured on a GPU
 # yet; "tree" drafts from the tree whatever it earns; "lookahead" adds the Jacobi
 # window; "off" never drafts.
 MODES = ("auto", "tree", "lookahead", "off")
-# While no draft source pays, a one-token probe goes out every ``probe_every`` steps,
-# doubling (up to this) after each probe that is not accepted.
-MAX_PROBE_GAP = 64
+# Steps between recalibrations of the acceptance model's cost (``Ledger.calibrated``).
+RECALIBRATE_EVERY = 4
 
 
 @dataclass
@@ -76,35 +77,6 @@ class DraftStats:
     @property
     def accepted_per_step(self) -> float:
         return self.accepted / self.steps if self.steps else 0.0
-
-
-class Ledger:
-    """Whether drafting pays, from what it did: tokens emitted per unit of cost
-    (``Cost.of``) over the drafted steps, old steps fading. The runner keeps one per
-    regime (greedy or sampled) across generations. A plain step
-    yields one token per unit, so below one drafting loses time; then only the probes
-    draft (``auto`` decodes plainly) until one of them is accepted often enough to lift
-    the ratio again."""
-
-    def __init__(self, decay: float = 0.5, warmup: float = 3.0) -> None:
-        self.decay, self.warmup = decay, warmup
-        self.tokens = 0.0
-        self.cost = 0.0
-        self.probe_gap = 0  # steps between probes when nothing pays (0: not yet set)
-
-    def begin(self) -> None:
-        """A new generation: keep what was learned against drafting, but cap the credit
-        for it (a replay's run of hits says little about a regeneration from elsewhere),
-        so one losing drafted step turns drafting off."""
-        self.tokens = min(self.tokens, 1.1 * self.cost)
-
-    def record(self, tokens: int, cost: float) -> None:
-        self.tokens = self.tokens * self.decay + tokens
-        self.cost = self.cost * self.decay + cost
-
-    @property
-    def pays(self) -> bool:
-        return self.cost < self.warmup or self.tokens >= self.cost
 
 
 def drafting_config(runner: LocalRunner, request: GenerateRequest) -> DraftConfig | None:
@@ -196,7 +168,6 @@ def drafted_decode(
     if config.lookahead:
         look = Lookahead(config.window, config.ngram, config.guesses, document[-256:])
     capacity = 1 + config.tree_budget
-    acceptance = Acceptance(config.cost, config.max_depth)
     if look is not None:
         capacity += config.guesses * (config.ngram - 1)
 
@@ -247,24 +218,31 @@ def drafted_decode(
     # run of sampled regenerations pays to learn that drafts are rarely accepted once.
     regime = "greedy" if params.greedy else "sampled"
     if config.adaptive:
-        ledger = runner.draft_ledgers.setdefault((regime, config.lookahead), Ledger())
+        ledger = runner.draft_ledgers.setdefault(
+            (regime, config.lookahead), Ledger(probe_every=config.probe_every)
+        )
         ledger.begin()
     else:  # "tree" and "lookahead" draft whatever the acceptance model says pays
-        ledger = Ledger(warmup=float("inf"))
-    probe_gap = ledger.probe_gap or config.probe_every
-    next_probe = 0 if ledger.pays else probe_gap
+        ledger = Ledger(always=True, probe_every=config.probe_every)
+    # The depth each source gets follows the passes' measured cost (``draft_ledger``).
+    acceptance = Acceptance(ledger.calibrated(config.cost), config.max_depth)
     while True:
+        clock = time.perf_counter()  # the step's whole cost: drafts, forward, choices
         pending = kid.tokens[-1]
         stop_now = finished() or (cancel is not None and cancel.is_set())
         tree = DraftTree(pending, 1 if stop_now else capacity)
+        timing_plain = ledger.wants_plain  # this step is plain, to time one
+        paying = ledger.pays and not timing_plain
         if not stop_now:
             room = max_new_tokens - len(kid.tokens)
-            probe = stats.steps >= next_probe
-            if probe:  # probes back off while they fail: 8, 16, 32, 64 steps apart
-                next_probe = stats.steps + probe_gap
+            # A probe drafts one token from each source, whether or not it pays: a
+            # source (or drafting) judged not to pay is noticed when it starts to.
+            probe = ledger.probe_due() and not timing_plain  # 8, 16, 32, 64 steps apart
 
-            def depth_for(source: int, room: int = room, probe: bool = probe) -> int:
-                planned = acceptance.depth(source) if ledger.pays else 0
+            def depth_for(
+                source: int, room: int = room, probe: bool = probe, paying: bool = paying
+            ) -> int:
+                planned = acceptance.depth(source) if paying else 0
                 return min(planned or int(probe), room)
 
             tail = document[-config.max_ngram :]
@@ -305,18 +283,11 @@ def drafted_decode(
             return token
 
         walk = accept_walk(tree, choose_at, stop)
-        if len(block.ids) > 1 and look is None:  # lookahead's window always runs: opt-in
-            ledger.record(len(walk), config.cost.of(len(block.ids) - 1))
         trials = walk_trials(tree, walk)
         acceptance.update(trials)
         for source, ok in trials:
             if ok:
                 stats.by_source[source] = stats.by_source.get(source, 0) + 1
-        if trials:
-            hit = any(ok for _, ok in trials)
-            if config.adaptive:
-                probe_gap = config.probe_every if hit else min(probe_gap * 2, MAX_PROBE_GAP)
-                ledger.probe_gap = probe_gap
         emitted = emit(tree_rows[[row for row, _, _ in walk]], [t for _, t, _ in walk])
         del document[len(document) - (len(walk) - emitted) :]  # chosen but cancelled
         walk = walk[:emitted]
@@ -331,6 +302,12 @@ def drafted_decode(
         if look is not None:
             outputs = out[block.tree_size :].argmax(-1).tolist()
             look.update(pending, outputs, len(accepted))
+        else:  # lookahead's window always runs (opt-in): its passes are not judged
+            ledger.record(len(block.ids) - 1, len(walk), time.perf_counter() - clock)
+            if trials:
+                ledger.probed(any(ok for _, ok in trials))
+            if stats.steps % RECALIBRATE_EVERY == 0:
+                acceptance.use_cost(ledger.calibrated(config.cost))
         if walk[-1][2] is not None:  # the last emitted token was a draft: already fed
             last_row = tree_rows[walk[-1][2]]
             break
