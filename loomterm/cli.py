@@ -94,7 +94,7 @@ def argument_type(spec: Spec):
     return read
 
 
-# A key given as NAME=MODEL: what ``engine.registry.slug`` keeps, with no ':' or '/', so
+# A key given as NAME=MODEL: what ``engine.loom.registry.slug`` keeps, with no ':' or '/', so
 # that a URL or a path holding '=' is never read as a name.
 _ATTACH_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,39}")
 

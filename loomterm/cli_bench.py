@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
 
     from loomterm.bench.report import format_table, write_json
     from loomterm.bench.runner import NOTES, SERVER_NOTES, BenchPlan, run_bench, run_server_bench
-    from loomterm.engine.models import end_progress_line, load_model, print_progress
+    from loomterm.engine.models.load import end_progress_line, load_model, print_progress
     from loomterm.engine.remote import is_server_url
     from loomterm.settings import EngineOptions
 

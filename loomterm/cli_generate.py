@@ -69,7 +69,7 @@ def open_or_create(args: argparse.Namespace):
     editor's starting samplers (llama.cpp's, or the model's generation_config, not the
     neutral raw distribution). Shared by ``generate`` and ``weave``."""
     from loomterm.engine import Loom
-    from loomterm.engine.models import end_progress_line, print_progress
+    from loomterm.engine.models.load import end_progress_line, print_progress
     from loomterm.session import open_loom, save_loom, session_path
     from loomterm.settings import EngineOptions
     from loomterm.tui.defaults import start_new_session

@@ -57,7 +57,20 @@ def run_editor(args: argparse.Namespace) -> int:
         close_session(loom)
         if app is not None:
             _close_last(app.loom)
+    if app is not None:
+        _say_where_it_ended(loom, app.loom)
     return 0
+
+
+def _say_where_it_ended(first: Loom, last: Loom) -> None:
+    """The editor ended in another file than the one announced at start (the session
+    was renamed, or another one opened): say which, so the old name is not the last
+    word on the terminal."""
+    from loomterm.tui.sessions import session_file
+
+    start, end = session_file(first), session_file(last)
+    if end is not None and end != start and end.exists():
+        print(f"loomterm: session {end}", file=sys.stderr)
 
 
 def _close_last(loom: Loom) -> None:
@@ -156,7 +169,7 @@ def attach_more(
     """``--attach``: load or connect to each ``(name, model)`` and attach it (in the
     command line's dtype and quant, on the main model's device); one the session has
     attached already is said and skipped. Returns the keys attached."""
-    from loomterm.engine.registry import slug
+    from loomterm.engine.loom.registry import slug
     from loomterm.progress import end_progress_line
 
     keys = []
@@ -206,7 +219,7 @@ def new_session_name() -> str:
 def run_prompt(args: argparse.Namespace) -> int:
     """Load the model, generate greedily from the prompt, stream the text to stdout."""
     from loomterm.engine import Loom
-    from loomterm.engine.models import end_progress_line, print_progress
+    from loomterm.engine.models.load import end_progress_line, print_progress
 
     try:
         loom = Loom.load(**EngineOptions.from_args(args).load_kwargs(), progress=print_progress)

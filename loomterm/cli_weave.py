@@ -1,7 +1,7 @@
 """``loomterm weave``: grow a session's tree from its cursor by itself, no editor.
 
 It opens (or creates) a session, optionally appends a prompt at the cursor, weaves
-(``loomterm.engine.weave``: ``n`` children per kept node, ``depth`` levels, the best
+(``loomterm.engine.loom.weave``: ``n`` children per kept node, ``depth`` levels, the best
 ``keep`` per level by ``score``), records every node in the session file as it is made,
 moves the cursor to the best branch and prints that branch's new text to standard
 output; progress and a summary go to standard error. Ctrl+C stops, keeping what was
@@ -74,7 +74,7 @@ def count(top: int):
 
 def run(args: argparse.Namespace) -> int:
     from loomterm.cli_generate import session_run, visible
-    from loomterm.engine.weave import WeaveRequest, weave
+    from loomterm.engine.loom.weave import WeaveRequest, weave
 
     with session_run(args) as session:
         loom, node, settings = session.loom, session.node, session.settings

@@ -12,7 +12,7 @@ from loomterm.store import ModelMismatchError
 
 if TYPE_CHECKING:
     from loomterm.engine import Loom
-    from loomterm.engine.models import LoadedModel
+    from loomterm.engine.models.load import LoadedModel
 
 FINGERPRINT_KEYS = ("config", "weights", "tokenizer")
 

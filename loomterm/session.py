@@ -42,7 +42,7 @@ from loomterm.store import (
 
 if TYPE_CHECKING:
     from loomterm.engine import Loom
-    from loomterm.engine.models import LoadedModel
+    from loomterm.engine.models.load import LoadedModel
     from loomterm.tree import Node
 
 
@@ -275,7 +275,7 @@ class Session:
                 ``read_only`` nor ``retokenize`` was asked for.
         """
         from loomterm.engine import Loom
-        from loomterm.engine.models import load_model
+        from loomterm.engine.models.load import load_model
         from loomterm.engine.remote import is_server_url
         from loomterm.settings import Settings
 
@@ -492,7 +492,7 @@ def import_session(
     if isinstance(source, SessionData) and model is None and source.model.get("fingerprint"):
         data = source
     else:
-        from loomterm.engine.models import load_model
+        from loomterm.engine.models.load import load_model
         from loomterm.engine.remote import connect, is_server_url
 
         wanted = model or source_model(source)

@@ -1,7 +1,7 @@
 """A reopened session's other models: attach again the ones that were attached when it
 was last changed, and make the one that was active active again.
 
-The session file keeps, beside the model table (key to record, ``engine.registry``),
+The session file keeps, beside the model table (key to record, ``engine.loom.registry``),
 ``model_state``: ``{"active": key, "attached": [keys]}``. A file written before that
 was kept has no state: then every recorded model is tried. A model that cannot be
 reopened (its folder is gone, its server does not answer, it is another model now)

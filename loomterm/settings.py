@@ -11,7 +11,7 @@ allowed values and the one-line description the settings dialog shows.
   ``--n-ctx``, ``--kv-budget``), built once from the command line.
 
 Adding a sampler is one line in :class:`Settings` declared with :func:`sampler` (its
-name as llama.cpp spells it, and the same field in ``engine.sampling.SamplingParams``);
+name as llama.cpp spells it, and the same field in ``engine.sample.chain.SamplingParams``);
 adding an engine option is one line in :class:`EngineOptions` declared with
 :func:`option`. Strings from a dialog or the command line go through :func:`parse`.
 How a field is declared and checked (:class:`Spec`, :func:`setting`...) lives in

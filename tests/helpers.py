@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from loomterm.engine import Loom
-from loomterm.engine.models import load_model
+from loomterm.engine.models.load import load_model
 
 # float32 noise: the tolerance is about 1e-4 relative.
 REL_TOL = 1e-4

@@ -10,7 +10,7 @@ import pytest
 from loomterm.bench import corpus_text
 from loomterm.bench.report import Row, format_table
 from loomterm.bench.runner import NOTES, BenchPlan, run_bench
-from loomterm.engine.models import load_model
+from loomterm.engine.models.load import load_model
 
 TINY_PLAN = BenchPlan(
     lengths=(64, 160),

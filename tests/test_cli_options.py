@@ -48,7 +48,8 @@ POSITIONS = ["before", "after", "split"]
 
 def spy_engine(monkeypatch) -> SimpleNamespace:
     """Spies on the real engine: every Loom constructed, every load_model call."""
-    from loomterm.engine import Loom, models
+    from loomterm.engine import Loom
+    from loomterm.engine.models import load as models
 
     looms: list = []
     loads: list[dict] = []

@@ -9,14 +9,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from loomterm.engine.default_model import (
+from loomterm.engine.models.default import (
     DEFAULT_GGUF_SHA256,
     default_gguf_path,
     default_model_dir,
 )
-from loomterm.engine.fingerprint import file_sha256
-from loomterm.engine.gguf_convert import MARKER
-from loomterm.engine.models import DEFAULT_MODEL_NAME, load_model
+from loomterm.engine.models.fingerprint import file_sha256
+from loomterm.engine.models.gguf import MARKER
+from loomterm.engine.models.load import DEFAULT_MODEL_NAME, load_model
 
 pytestmark = pytest.mark.default_model
 

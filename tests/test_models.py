@@ -9,9 +9,9 @@ import shutil
 import pytest
 import torch
 
-from loomterm.engine import gguf_convert
-from loomterm.engine.fingerprint import CACHE_MIN_BYTES, file_sha256
-from loomterm.engine.models import (
+from loomterm.engine.models import gguf as gguf_convert
+from loomterm.engine.models.fingerprint import CACHE_MIN_BYTES, file_sha256
+from loomterm.engine.models.load import (
     LoadedModel,
     check_causal_lm,
     load_model,

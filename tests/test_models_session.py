@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from loomterm.engine.local_runner import LocalRunner
-from loomterm.engine.models import load_model
+from loomterm.engine.local.runner import LocalRunner
+from loomterm.engine.models.load import load_model
 from loomterm.export.dispatch import render
 from loomterm.session import Session, load_session
 from tests.helpers import make_loom

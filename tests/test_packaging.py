@@ -29,6 +29,6 @@ def test_wheel_contains_the_themes(tmp_path):
     wheel = tmp_path / result.stdout.strip().splitlines()[-1]
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "loomterm/themes/dark.tcss" in names
-    assert "loomterm/engine/models.py" in names
+    assert "loomterm/engine/models/load.py" in names
     assert "loomterm/cli.py" in names
     assert not any(name.startswith("tests/") for name in names)

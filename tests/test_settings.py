@@ -394,7 +394,7 @@ def test_defaults_are_today_s():
     assert stored["splice_mode"] == "fast" and stored["drafting"] == "auto"
     assert stored["kv_snapshot"] is False
     # Every newer sampler starts off (neutral): old sessions sample as they did.
-    from loomterm.engine.sampling import SamplingParams
+    from loomterm.engine.sample.chain import SamplingParams
 
     neutral = SamplingParams().as_dict()
     assert {k: stored[k] for k in neutral} == neutral
@@ -403,7 +403,7 @@ def test_defaults_are_today_s():
 def test_sampling_params_are_the_sampling_settings():
     """Each SamplingParams field is a sampler setting with the same default, and the
     other way round: a sampler added to one and not the other fails here."""
-    from loomterm.engine.sampling import SamplingParams
+    from loomterm.engine.sample.chain import SamplingParams
 
     params = {f.name for f in dataclasses.fields(SamplingParams)}
     assert params == set(DEFAULTS.sampling())

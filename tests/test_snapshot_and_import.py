@@ -14,7 +14,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from loomterm.engine import models as models_mod
+from loomterm.engine.models import load as models_mod
 from loomterm.errors import SessionError
 from loomterm.kv_snapshot import load_kv_snapshot, save_kv_snapshot
 from loomterm.session import (

@@ -10,7 +10,7 @@ between machines; the ratios are what to track.
 - ``timing``: clocks that wait for the device, and medians.
 - ``common``: fresh looms, transformers' stock attention, full recomputes.
 - ``edits``: edit latency and re-rope quality.
-- ``decoding``: plain decode, batched siblings, KV memory and drafted decoding.
+- ``decode.plain``: plain decode, batched siblings, KV memory and drafted decoding.
 - ``weave``: a weave's batched levels against one request per node.
 - ``longdoc``: opening a long session, branch switches past the context window.
 - ``runner``: the plan (``--quick`` or full) and the run.

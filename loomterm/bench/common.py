@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from loomterm.engine import Loom
-from loomterm.engine.cpu_linear import stock_linears
+from loomterm.engine.kernels.cpu_linear import stock_linears
 
 if TYPE_CHECKING:
-    from loomterm.engine.models import LoadedModel
+    from loomterm.engine.models.load import LoadedModel
 
 
 # The engine options of this bench run (``--n-ctx``, ``--kv-budget``), for every loom the

@@ -18,7 +18,7 @@ from loomterm.bench.common import full_recompute, make_loom
 from loomterm.bench.report import Row, ratio, speedup
 from loomterm.bench.timing import median, percentile, timed
 from loomterm.engine import Loom, Node
-from loomterm.engine.window import segments
+from loomterm.engine.kv.window import segments
 from loomterm.tree import Origin
 
 TAIL = 32  # tokens of each branch below the shared prefix

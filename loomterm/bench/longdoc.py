@@ -24,7 +24,7 @@ import torch
 from loomterm.bench.common import full_recompute, make_loom, stock_attention, stock_layout
 from loomterm.bench.report import Row, speedup
 from loomterm.bench.timing import median, timed
-from loomterm.engine.sampling import token_record_tensor, unpack_token_records
+from loomterm.engine.sample.chain import token_record_tensor, unpack_token_records
 from loomterm.tree import Origin
 
 LONG = "Long documents"

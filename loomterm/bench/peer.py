@@ -56,8 +56,8 @@ def gguf_of(loaded) -> Path | None:
     """The GGUF file ``loaded`` came from: a ``.gguf`` source, or the default model's
     downloaded file (never downloaded here). None for Hugging Face folders."""
     from loomterm import locations
-    from loomterm.engine.default_model import DEFAULT_GGUF_MEMBER
-    from loomterm.engine.models import DEFAULT_MODEL_NAME
+    from loomterm.engine.models.default import DEFAULT_GGUF_MEMBER
+    from loomterm.engine.models.load import DEFAULT_MODEL_NAME
 
     source = str(loaded.source or "")
     if source.lower().endswith(".gguf") and Path(source).is_file():

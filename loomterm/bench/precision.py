@@ -54,7 +54,7 @@ MODES = (
 def precision_table(
     loaded, prompt: list[int], doc: list[int], new_tokens: int, reps: int, log
 ) -> list[Row]:
-    from loomterm.engine.models import load_model
+    from loomterm.engine.models.load import load_model
 
     log(
         f"precision: {', '.join(m.label for m in MODES)}; {new_tokens} tokens, {len(doc)}-token doc"
@@ -185,7 +185,7 @@ def best(rates: list[float]) -> float:
 
 
 def _is(loaded, mode: Mode) -> bool:
-    from loomterm.engine.models import resolve_dtype
+    from loomterm.engine.models.load import resolve_dtype
 
     return loaded.quant == mode.quant and loaded.dtype == resolve_dtype(mode.dtype, loaded.device)
 

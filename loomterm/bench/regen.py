@@ -15,7 +15,7 @@ continuations another mode's pass left in the tree:
 A third row regenerates from the same point at temperature 0.8 with no cut at all (the
 raw tempered distribution, flatter, so fewer drafts hold).
 
-The drafts that win here come mostly from the alternatives table (``draft_table``);
+The drafts that win here come mostly from the alternatives table (``decode.draft_table``);
 the rows say how many. Each seed gives the same text with drafting on and off (the
 acceptance rule keeps the model's distribution and its draws exactly); the rows check
 it.
@@ -26,7 +26,7 @@ from __future__ import annotations
 from loomterm.bench.common import make_loom
 from loomterm.bench.report import Row, ratio
 from loomterm.bench.timing import timed
-from loomterm.engine.draft_table import TABLE
+from loomterm.engine.decode.draft_table import TABLE
 from loomterm.presets import SHIPPED
 
 TEMPERATURE = 0.8

@@ -158,7 +158,7 @@ def _n(value) -> str:
 def _direct_first_token(runner: RemoteRunner, tokens: list[int]) -> tuple[float, int | None]:
     """A direct request for one token after ``tokens``, the server's cache off."""
     dialect = runner.dialect
-    from loomterm.engine.sampling import SamplingParams
+    from loomterm.engine.sample.chain import SamplingParams
 
     path, body = dialect.completion(tokens, 1, SamplingParams(temperature=0), None, 1, cache=False)
     body["stream"] = False
@@ -207,7 +207,7 @@ def _decode(loom: Loom, prompt: list[int], count: int, reps: int) -> list[Row]:
 
 def _direct_stream(runner: RemoteRunner, tokens: list[int], count: int) -> tuple[list[int], float]:
     """Greedy tokens by a plain streaming request, and its wall time."""
-    from loomterm.engine.sampling import SamplingParams
+    from loomterm.engine.sample.chain import SamplingParams
 
     path, body = runner.dialect.completion(tokens, count, SamplingParams(temperature=0), None, 1)
     got: list[int] = []

@@ -3,7 +3,7 @@
 A weave of ``n=4, d=3, k=2`` from the bench prompt makes 20 nodes of up to ``tokens``
 tokens each (4 children of the prompt, then 4 children of each of the 2 kept, twice).
 loomterm generates each parent's 4 children as one batch over their shared prefix
-(``engine.weave``); the baseline makes the same weave with every node its own request
+(``engine.loom.weave``); the baseline makes the same weave with every node its own request
 (``WeaveRequest.batched=False``): the same number of nodes and tokens per node, the same
 sampling (T=0.8, seeded) and the same pruning. Each mode runs on a fresh loom, so
 neither reuses KV the other left, and drafting is off on both (a one-row request could
@@ -16,7 +16,7 @@ from __future__ import annotations
 from loomterm.bench.common import make_loom
 from loomterm.bench.report import Row, ratio
 from loomterm.bench.timing import timed
-from loomterm.engine.weave import WeaveRequest, planned_nodes, weave
+from loomterm.engine.loom.weave import WeaveRequest, planned_nodes, weave
 
 WEAVE = "Weave"
 WEAVE_NOTE = (

@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING, Any
 from loomterm.tree import Node, Origin
 
 if TYPE_CHECKING:
-    from loomterm.engine.loom import Loom
+    from loomterm.engine.loom.facade import Loom
 
 __all__ = ["Loom", "Node", "Origin"]
 
 
 def __getattr__(name: str) -> Any:
     if name == "Loom":
-        from loomterm.engine.loom import Loom
+        from loomterm.engine.loom.facade import Loom
 
         return Loom
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

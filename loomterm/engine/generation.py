@@ -1,6 +1,6 @@
 """What a generation asks for and what it gives back, and how a decoder writes nodes.
 
-A decoder (``decoding.plain_decode``, ``speculative.drafted_decode``, or a remote
+A decoder (``decode.plain.plain_decode``, ``decode.drafted.drafted_decode``, or a remote
 runner's stream) receives one :class:`GenerateRequest` and returns one
 :class:`GenerateResult`. It adds to the tree only through a :class:`NodeWriter`, which
 announces every change on the loom's event bus, so the session file and the editor see
@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 from loomterm.tree import Node, Origin, Tree
 
 if TYPE_CHECKING:
-    from loomterm.engine.sampling import SamplingParams
-    from loomterm.engine.speculative import DraftStats
+    from loomterm.engine.decode.drafted import DraftStats
+    from loomterm.engine.sample.chain import SamplingParams
 
 OnToken = Callable[[Node, int, str], None]
 Emit = Callable[[str, "Node | None"], None]
@@ -35,7 +35,7 @@ class GenerateRequest:
         n: How many continuations (siblings), decoded as one batch where possible.
         sampling: The sampler settings.
         seed: Seeds one random stream per row; None draws fresh randomness.
-        drafting: "auto", "tree", "lookahead" or "off" (``speculative.MODES``).
+        drafting: "auto", "tree", "lookahead" or "off" (``decode.drafted.MODES``).
         on_token: ``on_token(child, token_id, piece)`` as each token arrives.
         cancel: Set it to stop within one token, keeping what came.
         banned: Phrases the continuation must never contain (``banned``).

@@ -4,7 +4,7 @@ A runner owns the model and whatever cache sits beside it. The Loom keeps the tr
 asks its runner to bring a path into the model's cache (``prepare``) and to continue
 one (``decode``). Two kinds are meant to sit behind the same tree operations:
 
-- the local runner (``local_runner.LocalRunner``): a transformers model in this
+- the local runner (``local.runner.LocalRunner``): a transformers model in this
   process, each node's KV kept on the node, one working cache for the active path;
 - a remote runner: a serving engine over HTTP, whose own prefix cache plays the part
   of the KV tree (the server recomputes only what changed when a path is sent again).
@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from loomterm.engine.memory import KVMemory
+from loomterm.engine.kv.resident import KVMemory
 
 if TYPE_CHECKING:
     import torch

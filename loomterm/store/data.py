@@ -63,7 +63,7 @@ class SessionData:
         model: ``{"name", "source", "fingerprint"}`` of the model the tokens belong to.
         vocab: Display text of token ids that appear only as alternatives.
         models: Key to record of every model that wrote into the tree (the key is in
-            each model-written node's ``meta["model"]``; ``engine.registry``).
+            each model-written node's ``meta["model"]``; ``engine.loom.registry``).
         model_state: ``{"active": key, "attached": [keys]}``: which of them were
             attached when the session was last changed, and which was active (empty
             in files written before it was kept: then every recorded model is tried).

@@ -493,7 +493,7 @@ class LoomApp(
         elif self._loading is not None:
             state = self.loading_state()
         elif self.generating:
-            state = self.weave_state() or "generating\u2026 esc stops"
+            state = self.weave_state() or self.generation_state()
         elif self._jobs_in_flight:
             state = "working\u2026"
         elif self.doc.dirty:

@@ -73,15 +73,16 @@ class GenerationStarted(Message):
 
 class TokensStreamed(Message):
     """Tokens ``start..start+len(pieces)`` of ``node`` arrived (the first row of the
-    batch; the others are counted in ``total``)."""
+    batch; the others are counted in ``total``); ``rate``: tokens per second since the
+    first one (None before two)."""
 
-    def __init__(self, node: Node, start: int, pieces: list[str], total: int, seconds: float):
+    def __init__(self, node: Node, start: int, pieces: list[str], total: int, rate: float | None):
         super().__init__()
         self.node = node
         self.start = start
         self.pieces = pieces
         self.total = total
-        self.seconds = seconds
+        self.rate = rate
 
 
 class TokensTakenBack(Message):
@@ -95,14 +96,23 @@ class TokensTakenBack(Message):
 
 class GenerationDone(Message):
     """Generation ended (finished, stopped or failed midway): ``kids`` are the new
-    siblings, ``start`` their parent."""
+    siblings, ``start`` their parent; ``rate``: the decoding speed since the first
+    token (None with fewer than two), ``seconds`` the whole job's time."""
 
-    def __init__(self, start: Node, kids: list[Node], total: int, seconds: float) -> None:
+    def __init__(
+        self,
+        start: Node,
+        kids: list[Node],
+        total: int,
+        seconds: float,
+        rate: float | None = None,
+    ) -> None:
         super().__init__()
         self.start = start
         self.kids = kids
         self.total = total
         self.seconds = seconds
+        self.rate = rate
 
 
 class Moved(Message):

@@ -14,6 +14,10 @@ as Textual drops it). :func:`install` makes the terminal drivers use it.
 What the paste holds is then the document's business: :func:`paste_text` turns a
 terminal's CR and CRLF line breaks into ``\\n``; control characters stay in the text
 and are drawn as symbols (``loomterm.tui.sanitize``).
+
+Outside a paste (typing, or a paste the terminal sends as keys), a CR is the enter key
+and a lone LF is ctrl+j (the document takes both as a line break); the LF of a CRLF
+pair is dropped here, so CRLF is one line break, as it is inside a paste.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ class PasteParser(XTermParser):
         awaiting: Read1 | Peek1 = next(inner)
         held = ""  # characters that may begin a paste start marker, not yet passed on
         paste: list[str] | None = None  # the paste so far, while inside one
+        after_cr = False  # the last character passed on was a CR (an LF next is its pair)
 
         def give(text: str) -> None:
             nonlocal awaiting
@@ -90,6 +95,10 @@ class PasteParser(XTermParser):
                     paste = None
                     token_callback(events.Paste(text.replace("\x00", "")))
                 continue
+            if char == "\n" and after_cr and not held:
+                after_cr = False
+                continue  # CRLF: the CR was the line break
+            after_cr = char == "\r"
             candidate = held + char
             if BRACKETED_PASTE_START.startswith(candidate):
                 if candidate == BRACKETED_PASTE_START:

@@ -193,6 +193,15 @@ def _locked(path: Path):
     return lock
 
 
+def _drop_lock_file(lock) -> None:
+    """Delete the lock file of a session that is gone (renamed or deleted), while its
+    lock is held, so no ``.<name>.loom.lock`` is left behind for it."""
+    try:
+        lock.path.unlink(missing_ok=True)
+    except OSError:  # Windows keeps an open file; the empty lock file is harmless
+        pass
+
+
 def rename(path: Path, name: str) -> Path:
     """Rename the (closed) session at ``path`` to ``name``; returns the new path."""
     from loomterm.kv_snapshot import snapshot_path
@@ -211,6 +220,7 @@ def rename(path: Path, name: str) -> Path:
         snapshot = snapshot_path(path)
         if snapshot.exists():
             os.replace(snapshot, snapshot_path(target))
+        _drop_lock_file(lock)
     finally:
         lock.release()
     return target
@@ -225,6 +235,7 @@ def delete(path: Path) -> None:
         for item in (path, *(path.with_name(path.name + s) for s in SIDE_FILES)):
             item.unlink(missing_ok=True)
         snapshot_path(path).unlink(missing_ok=True)
+        _drop_lock_file(lock)
     finally:
         lock.release()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from loomterm.engine.budget import parse_size
+from loomterm.engine.local.budget import parse_size
 from loomterm.errors import InputError
 from tests.helpers import assert_matches_recompute, make_loom
 

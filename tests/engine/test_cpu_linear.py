@@ -7,8 +7,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from loomterm.engine.cpu_linear import OneDnnLinear, onednn_available, stock_linears, use_onednn
-from loomterm.engine.models import load_model
+from loomterm.engine.kernels.cpu_linear import (
+    OneDnnLinear,
+    onednn_available,
+    stock_linears,
+    use_onednn,
+)
+from loomterm.engine.models.load import load_model
 
 needs_onednn = pytest.mark.skipif(not onednn_available(), reason="no oneDNN on this CPU")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from loomterm.engine.draft_sources import DraftSources
-from loomterm.engine.drafting import DraftConfig
+from loomterm.engine.decode.draft_sources import DraftSources
+from loomterm.engine.decode.draft_tree import DraftConfig
 
 PROMPT = "Once upon a time, in a land far away, there lived a weaver who wove stories."
 

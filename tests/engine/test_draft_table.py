@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from loomterm.engine.draft_table import TABLE, WIDTH, AlternativesTable, table_near
-from loomterm.engine.drafting import DraftTree
+from loomterm.engine.decode.draft_table import TABLE, WIDTH, AlternativesTable, table_near
+from loomterm.engine.decode.draft_tree import DraftTree
 
 PROMPT = "Once upon a time, in a land far away, there lived a weaver who wove stories."
 
@@ -92,8 +92,8 @@ def test_the_samplers_cuts_leave_out_what_cannot_be_drawn():
 
 
 def test_table_sampler_reads_the_request():
-    from loomterm.engine.draft_table import table_sampler
-    from loomterm.engine.sampling import SamplingParams
+    from loomterm.engine.decode.draft_table import table_sampler
+    from loomterm.engine.sample.chain import SamplingParams
 
     assert table_sampler(SamplingParams(temperature=0)) == (0.0, 0, 1.0, 0.0)
     params = SamplingParams(temperature=0.8, top_k=40, top_p=0.95, min_p=0.05)

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 import torch
 
-from loomterm.engine.drafting import (
+from loomterm.engine.decode.draft_tree import (
     POOL,
     Acceptance,
     Cost,
@@ -22,9 +22,9 @@ from loomterm.engine.drafting import (
     nearby_nodes,
     walk_trials,
 )
+from loomterm.engine.decode.drafted import drafting_config
 from loomterm.engine.generation import GenerateRequest
-from loomterm.engine.sampling import SamplingParams, filter_logits
-from loomterm.engine.speculative import drafting_config
+from loomterm.engine.sample.chain import SamplingParams, filter_logits
 from loomterm.tree import Origin, Tree
 from tests.helpers import ForwardCounter, assert_matches_recompute, reference_logits
 
@@ -95,10 +95,10 @@ def test_lookahead_kv_matches_recompute(llama_loom):
 
 def test_lookahead_pool_alone_is_lossless_and_accepted(llama_loom):
     """Lookahead's own drafts (no tree drafts at all) verified in the same forward."""
-    from loomterm.engine.drafting import DraftConfig
+    from loomterm.engine.decode.draft_tree import DraftConfig
+    from loomterm.engine.decode.drafted import drafted_decode
     from loomterm.engine.generation import GenerateRequest, NodeWriter
-    from loomterm.engine.sampling import SamplingParams
-    from loomterm.engine.speculative import drafted_decode
+    from loomterm.engine.sample.chain import SamplingParams
 
     loom = llama_loom
     node = loom.append(loom.root, "The quick brown fox jumps over the lazy dog.")

@@ -1,4 +1,4 @@
-"""Fused quantized projections (``engine.fused``): one product over concatenated weights
+"""Fused quantized projections (``engine.kernels.fused``): one product over concatenated weights
 equals the parts' products, the parts become views of the fused tensors (no weight
 stored twice), and a model whose layers were fused computes what it did before."""
 
@@ -9,9 +9,9 @@ import torch
 from torch import nn
 
 from loomterm.engine import Loom
-from loomterm.engine.fused import fuse_layer
-from loomterm.engine.models import load_model
-from loomterm.engine.quant import INT4_GROUP, Int4Linear, Int8Linear
+from loomterm.engine.kernels.fused import fuse_layer
+from loomterm.engine.kernels.quant import INT4_GROUP, Int4Linear, Int8Linear
+from loomterm.engine.models.load import load_model
 from tests.tiny_models import build_tiny_family
 
 

@@ -69,7 +69,7 @@ def test_a_full_window_in_a_batch_keeps_each_rows_own_note(tiny_llama_dir, monke
     """Rows that wrote different line breaks re-assemble with the note in different
     places; each row's steps still equal a recompute of its own sequence (refilled in
     chunks of 5 columns here, so the chunk loop is checked too)."""
-    from loomterm.engine import context_kv
+    from loomterm.engine.local import context_kv
 
     monkeypatch.setattr(context_kv, "REFILL_CHUNK", 5)
     loom = make_loom(tiny_llama_dir, n_ctx=40)
@@ -143,9 +143,9 @@ def test_sampled_drafting_under_an_injected_context_keeps_the_seed(loom):
 
 
 def test_drafting_under_an_injected_context_needs_the_context_to_fit(tiny_llama_dir):
+    from loomterm.engine.decode.drafted import drafting_config
     from loomterm.engine.generation import GenerateRequest
-    from loomterm.engine.sampling import SamplingParams
-    from loomterm.engine.speculative import drafting_config
+    from loomterm.engine.sample.chain import SamplingParams
 
     loom = make_loom(tiny_llama_dir, n_ctx=128)
     inject(loom)
@@ -203,7 +203,7 @@ def penalised_steps(loom, node, kid, **sampling):
     a context shift leaves llama.cpp's sampler's)."""
     import torch
 
-    from loomterm.engine.sampling import SamplerState, SamplingParams, adjust_logits
+    from loomterm.engine.sample.chain import SamplerState, SamplingParams, adjust_logits
 
     params = SamplingParams(temperature=0, **sampling)
     breakers = loom.runner.dry_breakers(params)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from loomterm.engine.kvcache import KVMemory, WorkingCache, kv_bytes, kv_memory, split_kv
+from loomterm.engine.kv.cache import KVMemory, WorkingCache, kv_bytes, kv_memory, split_kv
 from loomterm.tree import Node
 from tests.helpers import REL_TOL, make_loom, relative_error
 

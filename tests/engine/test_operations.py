@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from loomterm.engine.kvcache import WorkingCache
+from loomterm.engine.kv.cache import WorkingCache
 from loomterm.errors import EditRangeError, EmptyEditError, InputError, LoomError
 from loomterm.tree import Origin
 from tests.helpers import ForwardCounter, assert_matches_recompute

@@ -1,4 +1,4 @@
-"""Stages 1-3 (``engine/penalties.py``) against their definitions, for the edges the
+"""Stages 1-3 (``engine/sample/penalties.py``) against their definitions, for the edges the
 mutation run found untested: llama.cpp's ``get_overlapping_token_sequences`` for DRY's
 breakers, the logit-bias table of the settings (ids and text merged), the histories the
 penalties accept, and the exact arithmetic of each penalty. No model: hand-made
@@ -11,8 +11,8 @@ import math
 import pytest
 import torch
 
-from loomterm.engine import penalties as P
-from loomterm.engine.sampling import DryBreakers, SamplerState, SamplingParams
+from loomterm.engine.sample import penalties as P
+from loomterm.engine.sample.chain import DryBreakers, SamplerState, SamplingParams
 from loomterm.errors import InputError
 
 DRY = dict(dry_multiplier=0.8, dry_base=1.75, dry_allowed_length=2, dry_sequence_breakers=())

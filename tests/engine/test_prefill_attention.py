@@ -8,9 +8,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from loomterm.engine import attention
-from loomterm.engine.attention import SHORT_QUERY, causal_mask, split_causal
-from loomterm.engine.path_cache import PREFILL_CHUNK
+from loomterm.engine.kernels import attention
+from loomterm.engine.kernels.attention import SHORT_QUERY, causal_mask, split_causal
+from loomterm.engine.local.path_cache import PREFILL_CHUNK
 from tests.helpers import assert_matches_recompute, make_loom
 
 

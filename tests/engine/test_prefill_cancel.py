@@ -9,7 +9,7 @@ import threading
 import pytest
 import torch
 
-from loomterm.engine.path_cache import PREFILL_CHUNK
+from loomterm.engine.local.path_cache import PREFILL_CHUNK
 from loomterm.errors import LoomError, PrefillCancelled
 from tests.helpers import make_loom, reference_logits
 

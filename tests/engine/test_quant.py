@@ -16,8 +16,7 @@ import pytest
 import torch
 
 from loomterm.engine import Loom
-from loomterm.engine.models import load_model
-from loomterm.engine.quant import (
+from loomterm.engine.kernels.quant import (
     INT4_GROUP,
     PREFILL_ROWS,
     Int4Linear,
@@ -26,6 +25,7 @@ from loomterm.engine.quant import (
     quantize_int4,
     quantize_int8,
 )
+from loomterm.engine.models.load import load_model
 from loomterm.errors import ModelLoadError
 from loomterm.settings import EngineOptions
 from tests.helpers import assert_matches_recompute, reference_logits

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from loomterm.engine.registry import record_precision, reopen_plan
+from loomterm.engine.loom.registry import record_precision, reopen_plan
 from loomterm.errors import InputError
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from loomterm.engine.rope import rerotate
+from loomterm.engine.kv.rope import rerotate
 from tests.helpers import assert_matches_recompute, make_loom
 from tests.tiny_models import build_tiny_family
 

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from transformers import PretrainedConfig
 
-from loomterm.engine.rope import RopeSpec, candidate_specs, probe_rope, rerotate, rerotate_kv
+from loomterm.engine.kv.rope import RopeSpec, candidate_specs, probe_rope, rerotate, rerotate_kv
 
 INV_FREQ = 1.0 / (10000.0 ** (torch.arange(0, 8, 2, dtype=torch.float32) / 8))  # rot = 8
 

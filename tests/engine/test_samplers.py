@@ -11,8 +11,8 @@ import math
 import pytest
 import torch
 
-from loomterm.engine import sampling as S
-from loomterm.engine.sampling import (
+from loomterm.engine.sample import chain as S
+from loomterm.engine.sample.chain import (
     DryBreakers,
     SamplerState,
     SamplingParams,
@@ -781,8 +781,8 @@ def test_sample_step_matches_sample_when_stateless():
 def test_drafted_walk_with_sample_step_is_plain_decoding_seed_for_seed(params):
     """The contract for the decode loops: choosing each emitted token with one
     ``sample_step`` call, in order, on the verified row for the true prefix (as
-    ``drafting.accept_walk`` does), keeps a seed's text -- even for XTC and mirostat."""
-    from loomterm.engine.drafting import DraftTree, accept_walk
+    ``decode.draft_tree.accept_walk`` does), keeps a seed's text -- even for XTC and mirostat."""
+    from loomterm.engine.decode.draft_tree import DraftTree, accept_walk
 
     breakers = DryBreakers.from_sequences([[7]])
     prompt = [1, 2, 3, 4, 5, 1, 2, 3]

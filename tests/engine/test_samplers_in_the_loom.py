@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from loomterm.engine.banned import PhraseWatch
+from loomterm.engine.decode.banned import PhraseWatch
 from loomterm.settings import Settings
 from tests.helpers import ForwardCounter, assert_matches_recompute
 

@@ -13,7 +13,7 @@ import math
 import pytest
 import torch
 
-from loomterm.engine.sampling import (
+from loomterm.engine.sample.chain import (
     TOP_ALTERNATIVES,
     SamplingParams,
     apply_repetition_penalty,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from loomterm.engine.sampling import SamplingParams
+from loomterm.engine.sample.chain import SamplingParams
 from loomterm.errors import InputError
 from loomterm.settings import DEFAULTS, SettingError, Settings
 
@@ -121,7 +121,7 @@ def test_the_messages_state_each_range():
 
 
 def test_token_records_unpack_to_the_chosen_ids_and_top_alternatives():
-    from loomterm.engine.sampling import token_record_tensor, unpack_token_records
+    from loomterm.engine.sample.chain import token_record_tensor, unpack_token_records
 
     logits = torch.tensor([[0.0, 3.0, 1.0, 2.0], [5.0, 4.0, 0.0, 1.0]])
     chosen = torch.tensor([2, 0])
@@ -141,8 +141,8 @@ def test_token_records_unpack_to_the_chosen_ids_and_top_alternatives():
 
 
 # -- the chain's glue (sampling.py) ----------------------------------------------------------
-from loomterm.engine import sampling as S  # noqa: E402
-from loomterm.engine.sampling import DryBreakers, SamplerState, make_generators  # noqa: E402
+from loomterm.engine.sample import chain as S  # noqa: E402
+from loomterm.engine.sample.chain import DryBreakers, SamplerState, make_generators  # noqa: E402
 
 LOGITS = torch.tensor([[0.5, 2.0, 1.0, -1.0], [1.5, 0.0, 0.2, 1.4]])
 XTC = dict(xtc_probability=0.5, xtc_threshold=0.2)

@@ -1,4 +1,4 @@
-"""Several models in one tree (``engine.registry``): attach, use, generate with a named
+"""Several models in one tree (``engine.loom.registry``): attach, use, generate with a named
 model, the tokenizer rule, and node KV kept by one local runner only.
 
 The two tiny models (a RoPE Llama and an absolute-position GPT-2) share one tokenizer,
@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from loomterm.engine.local_runner import LocalRunner
-from loomterm.engine.models import load_model
-from loomterm.engine.registry import slug, vocab_key, vocab_mismatch
+from loomterm.engine.local.runner import LocalRunner
+from loomterm.engine.loom.registry import slug, vocab_key, vocab_mismatch
+from loomterm.engine.models.load import load_model
 from loomterm.errors import InputError
 from loomterm.tree import Origin
 from tests.helpers import ForwardCounter, assert_matches_recompute, make_loom, reference_logits

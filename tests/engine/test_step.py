@@ -1,4 +1,4 @@
-"""The written-out decode step (``engine.step``) against the model's own forward, and
+"""The written-out decode step (``engine.kernels.step``) against the model's own forward, and
 its CUDA graph (tests marked ``cuda``: they skip without a GPU, and have never run on
 the machine they were written on)."""
 
@@ -9,10 +9,10 @@ import torch
 from transformers.models.llama.modeling_llama import LlamaRMSNorm, apply_rotary_pos_emb
 
 from loomterm.engine import Loom
-from loomterm.engine import fused as fused_module
-from loomterm.engine import step as step_module
-from loomterm.engine.models import load_model
-from loomterm.engine.step import GRAPH_BATCHES, DecodeStep, unsupported
+from loomterm.engine.kernels import fused as fused_module
+from loomterm.engine.kernels import step as step_module
+from loomterm.engine.kernels.step import GRAPH_BATCHES, DecodeStep, unsupported
+from loomterm.engine.models.load import load_model
 from tests.helpers import assert_matches_recompute, relative_error
 from tests.tiny_models import build_tiny_family
 

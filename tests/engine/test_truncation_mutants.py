@@ -1,4 +1,4 @@
-"""Stages 5-10 (``engine/truncation.py``) at the edges the mutation run found untested:
+"""Stages 5-10 (``engine/sample/truncation.py``) at the edges the mutation run found untested:
 dynamic temperature strictly between 0 and 1, the argmax kept when a temperature comes
 out 0 or mirostat's bound is below every surprise (when the best token is not the
 first), each filter's boundary. Definitions are llama.cpp's (``temp_ext``,
@@ -11,7 +11,7 @@ import math
 import pytest
 import torch
 
-from loomterm.engine import truncation as T
+from loomterm.engine.sample import truncation as T
 
 
 def logits_of(probs: list[float]) -> torch.Tensor:

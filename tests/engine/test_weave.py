@@ -8,7 +8,7 @@ import threading
 import pytest
 import torch
 
-from loomterm.engine.weave import (
+from loomterm.engine.loom.weave import (
     Candidate,
     WeaveRequest,
     branch_logprobs,

@@ -55,7 +55,7 @@ def llama_server_binary(test_cache_dir) -> Path:
 
 @pytest.fixture(scope="session")
 def default_gguf(test_cache_dir) -> Path:
-    from loomterm.engine.default_model import default_gguf_path
+    from loomterm.engine.models.default import default_gguf_path
 
     try:
         return default_gguf_path()

@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from loomterm.engine import Loom
-from loomterm.engine.sampling import SamplingParams
+from loomterm.engine.sample.chain import SamplingParams
 from loomterm.session import Session, close_session
 
 URL = os.environ.get("LOOMTERM_TEST_SERVER_URL", "")

@@ -74,7 +74,7 @@ class VLLM:
 
 @pytest.fixture(scope="module")
 def vllm(tmp_path_factory) -> Iterator[VLLM]:
-    from loomterm.engine.default_model import default_model_dir
+    from loomterm.engine.models.default import default_model_dir
 
     server = VLLM(default_model_dir(), tmp_path_factory.mktemp("vllm") / "vllm.log")
     try:

@@ -20,7 +20,7 @@ TERMINAL = (100, 30)
 
 @pytest.fixture(scope="session")
 def tiny_loaded(tiny_llama_dir):
-    from loomterm.engine.models import load_model
+    from loomterm.engine.models.load import load_model
 
     return load_model(str(tiny_llama_dir))
 

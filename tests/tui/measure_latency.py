@@ -37,7 +37,7 @@ SIZE = (120, 40)
 
 def build(folder: Path):
     from loomterm.engine import Loom
-    from loomterm.engine.models import load_model
+    from loomterm.engine.models.load import load_model
     from loomterm.tree import Origin
     from tests.tiny_models import CORPUS, build_tiny_llama
 

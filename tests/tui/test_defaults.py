@@ -11,7 +11,7 @@ import shutil
 import pytest
 
 from loomterm.engine import Loom
-from loomterm.engine.models import load_model
+from loomterm.engine.models.load import load_model
 from loomterm.session import close_session
 from loomterm.tui import defaults
 from tests.tui.conftest import settle

@@ -352,7 +352,7 @@ async def test_settings_dialog_greys_out_fast_splice_on_a_model_without_rope(
     """A GPT-2 (absolute positions) cannot re-rotate keys: the splice mode shows
     "exact", disabled, with the runner's reason; saving keeps the stored choice."""
     from loomterm.engine import Loom
-    from loomterm.engine.models import load_model
+    from loomterm.engine.models.load import load_model
 
     gpt2 = Loom.from_loaded(load_model(str(tiny_gpt2_dir)), n_ctx=256)
     assert gpt2.settings.splice_mode == "fast" and not gpt2.capabilities.rerope

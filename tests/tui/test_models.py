@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from rich.color import Color
 
-from loomterm.engine.local_runner import LocalRunner
-from loomterm.engine.models import load_model
+from loomterm.engine.local.runner import LocalRunner
+from loomterm.engine.models.load import load_model
 from loomterm.tree import Origin
 from tests.tiny_models import build_tiny_llama, build_tokenizer
 from tests.tui.conftest import TERMINAL, paste, settle

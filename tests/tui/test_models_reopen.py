@@ -10,8 +10,8 @@ import shutil
 import pytest
 
 from loomterm.engine import Loom
-from loomterm.engine.local_runner import LocalRunner
-from loomterm.engine.models import load_model
+from loomterm.engine.local.runner import LocalRunner
+from loomterm.engine.models.load import load_model
 from loomterm.session import Session, close_session, save_loom, session_path
 from tests.tui.conftest import TERMINAL, settle
 from tests.tui.screen_text import screen_text

@@ -76,3 +76,17 @@ async def test_pasted_cr_line_breaks_are_lines_in_the_document_and_the_engine(ma
         shown = screen_text(app)
         assert "\u240d" not in shown and "First line." in shown and "Second line." in shown
         assert app.doc.line_count >= 3
+
+
+def test_typed_crlf_is_one_line_break_and_a_bare_lf_is_ctrl_j():
+    assert parsed("a\r\nb\nc\rd\r\r\n") == [
+        ("key", "a"),
+        ("key", "enter"),
+        ("key", "b"),
+        ("key", "ctrl+j"),
+        ("key", "c"),
+        ("key", "enter"),
+        ("key", "d"),
+        ("key", "enter"),
+        ("key", "enter"),
+    ]

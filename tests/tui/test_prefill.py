@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from loomterm.engine.path_cache import PREFILL_CHUNK
+from loomterm.engine.local.path_cache import PREFILL_CHUNK
 from tests.tui.conftest import settle, type_text
 from tests.tui.screen_text import screen_text
 
@@ -106,3 +106,35 @@ async def test_escape_during_a_generations_read_stops_it_and_keeps_the_typing(
         assert app.doc.text == edited and not app.doc.dirty
         assert long_loom.text(long_loom.cursor) == edited
         assert not long_loom.cursor.children  # nothing was generated
+
+
+async def test_after_the_read_the_status_shows_the_generation_and_its_live_rate(
+    make_app, long_loom, monkeypatch
+):
+    """Once the model has read the text, the status bar says it is generating, with the
+    rate of the tokens so far, while they come (it used to say `reading N/N tokens` and
+    a falling reading rate until the end)."""
+    long_loom.update_settings(max_new_tokens=24, drafting="off")
+    app = make_app(target_loom=long_loom, sync_delay=30.0, show_speed=True)
+    async with app.run_test(size=(160, 30)) as pilot:
+        await settle(pilot)
+        from loomterm.tui.actions.generation import Streamer
+
+        slow_forward(long_loom, monkeypatch, 0.4)  # a read chunk takes 0.4 s
+        on_token = Streamer.on_token
+
+        def slow_token(streamer, *args):  # and a token 0.1 s: a slow model
+            time.sleep(0.1)
+            on_token(streamer, *args)
+
+        monkeypatch.setattr(Streamer, "on_token", slow_token)
+        await pilot.press("ctrl+home")
+        await type_text(pilot, "Thrice, ")
+        await pilot.press("ctrl+end", "ctrl+g")  # syncs the edit first: a long read
+        await wait_for_status(pilot, "reading ")
+        status = await wait_for_status(pilot, "generating \u00b7 ")
+        assert app.generating and "reading" not in status
+        rate = float(status.split("generating \u00b7 ")[1].split(" tok/s")[0])
+        assert 1 < rate < 20  # about 10 tok/s at 0.1 s a step, the read not counted
+        await settle(pilot, timeout=60)
+        assert len(long_loom.cursor.tokens) == 24

@@ -349,3 +349,29 @@ def test_search_ratings_and_a_split_through_a_real_terminal(tmux_run, tiny_llama
     saved_cat = data.tree.nodes[cat.id]
     assert data.text(saved_cat) == " cat" and data.text(saved_cat.parent) == " there was a"
     assert saved_cat.parent.meta.get("rating") == 1 or saved_cat.meta.get("rating") == 1
+
+
+def test_renaming_the_open_session_leaves_no_trace_of_the_old_name(tmux_run, tiny_llama_dir):
+    """Rename the open session in the picker: the toast, the words left on the terminal
+    at quit and the session folder all know it by its new name only."""
+    from loomterm.locations import data_dir
+
+    term = tmux_run(["--model", str(tiny_llama_dir), "--device", "cpu", "-s", "story"])
+    term.wait_for(lambda s: "^g" in s and "0 tok" in s, what="the editor to start")
+    term.keys("Once upon a time", literal=True)
+    term.wait_for(lambda s: "Once upon a time" in s and idle(s), what="the typing to sync")
+    term.keys("C-o")
+    term.wait_for(lambda s: "Sessions" in s and "rename" in s, what="the session picker")
+    term.keys("r")
+    term.wait_for(lambda s: "Rename" in s, what="the rename dialog")
+    term.keys("C-u")
+    term.keys("tale", literal=True)
+    term.keys("Enter")
+    toast = term.wait_for(lambda s: "Now in session 'tale'" in s, what="the rename")
+    assert "'story'" not in toast  # no "back to previous session" to itself
+    term.keys("C-q")
+    assert term.exit_status() == "0"
+    screen = term.screen()
+    assert "tale.loom" in screen.strip().splitlines()[-1]  # the last word at quit
+    folder = data_dir() / "sessions"
+    assert sorted(p.name for p in folder.iterdir()) == [".tale.loom.lock", "tale.loom"]

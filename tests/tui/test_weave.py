@@ -172,7 +172,7 @@ async def test_the_palette_runs_weave(make_app, loom):
 
 
 def test_the_dialog_agrees_with_the_engine():
-    from loomterm.engine import weave
+    from loomterm.engine.loom import weave
 
     assert tuple(value for _, value in SCORES) == weave.SCORES
     assert LIMITS["n"] == LIMITS["keep"] == weave.MAX_N and LIMITS["depth"] == weave.MAX_DEPTH

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter
+from loomterm.engine.kv.window import Window
 from loomterm.engine.remote import servers
 from loomterm.engine.remote.http import ServerClient, Timeouts
 from loomterm.engine.remote.servers import Dialect, Finish, ServerInfo
@@ -48,7 +49,6 @@ from loomterm.engine.remote.tokens import (
 )
 from loomterm.engine.runner import Capabilities, Runner
 from loomterm.engine.text import TokenText
-from loomterm.engine.window import Window
 from loomterm.errors import (
     ContextError,
     InputError,

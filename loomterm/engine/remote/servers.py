@@ -23,7 +23,7 @@ from pathlib import PurePath
 from typing import Any
 
 from loomterm.engine.remote.http import ServerClient
-from loomterm.engine.sampling import TOP_ALTERNATIVES, SamplingParams
+from loomterm.engine.sample.chain import TOP_ALTERNATIVES, SamplingParams
 from loomterm.errors import ServerError, ServerModelError
 
 KINDS = ("llama-server", "vllm", "sglang", "openai")
@@ -214,7 +214,7 @@ class LlamaServer(Dialect):
     can_tokenize = True
     batched_siblings = True
 
-    # The local sampler's order (loomterm.engine.sampling): penalty, temperature, then
+    # The local sampler's order (loomterm.engine.sample.chain): penalty, temperature, then
     # the filters. llama-server's default applies temperature last and adds others.
     # Top-n-sigma keeps the same set either side of the temperature.
     SAMPLERS = ["penalties", "temperature", "top_n_sigma", "top_k", "top_p", "min_p"]

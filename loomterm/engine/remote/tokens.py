@@ -45,7 +45,7 @@ def load_tokenizer(source: str) -> Any:
     """
     from transformers import AutoTokenizer
 
-    from loomterm.engine.gguf_convert import quiet_warnings, short_reason
+    from loomterm.engine.models.gguf import quiet_warnings, short_reason
 
     text = str(source).strip()
     path = Path(text).expanduser()
@@ -70,7 +70,7 @@ def load_tokenizer(source: str) -> Any:
 def _default_tokenizer() -> Any:
     from transformers import AutoTokenizer
 
-    from loomterm.engine.default_model import default_model_dir
+    from loomterm.engine.models.default import default_model_dir
 
     return AutoTokenizer.from_pretrained(str(default_model_dir()))
 
@@ -79,9 +79,9 @@ def _gguf_tokenizer(path: Path) -> Any:
     """A GGUF file's tokenizer, read once (seconds) and kept in the cache by digest."""
     from transformers import AutoTokenizer
 
-    from loomterm.engine.default_model import DEFAULT_GGUF_SHA256
-    from loomterm.engine.fingerprint import file_sha256
-    from loomterm.engine.gguf_convert import is_converted, quiet_warnings
+    from loomterm.engine.models.default import DEFAULT_GGUF_SHA256
+    from loomterm.engine.models.fingerprint import file_sha256
+    from loomterm.engine.models.gguf import is_converted, quiet_warnings
 
     digest = file_sha256(path)
     if digest == DEFAULT_GGUF_SHA256:

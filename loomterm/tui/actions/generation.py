@@ -52,9 +52,22 @@ class Streamer:
         self.began = time.monotonic()
         self.last_post = self.began
         self.posted_total = 0
+        self.first_at: float | None = None  # when the first token came (after the read)
+        self.last_at = self.began
+
+    @property
+    def rate(self) -> float | None:
+        """Tokens per second since the first token: the decoding speed, without the
+        time the model spent reading the prompt. None before two tokens."""
+        if self.first_at is None or self.total < 2 or self.last_at <= self.first_at:
+            return None
+        return (self.total - 1) / (self.last_at - self.first_at)
 
     def on_token(self, node: Node, token_id: int, piece: str) -> None:
         self.total += 1
+        self.last_at = time.monotonic()
+        if self.first_at is None:
+            self.first_at = self.last_at
         if self.first is None:
             self.first = node
             if self.loom is not None:
@@ -81,7 +94,7 @@ class Streamer:
         # pane's labels follow every row.
         if self.first is not None and (self.pieces or self.total > self.posted_total):
             self.app.post_message(
-                TokensStreamed(self.first, self.shown, self.pieces, self.total, now - self.began)
+                TokensStreamed(self.first, self.shown, self.pieces, self.total, self.rate)
             )
             self.shown += len(self.pieces)
             self.pieces = []
@@ -210,7 +223,8 @@ class GenerationActions:
             finally:
                 total = streamer.total if streamer is not None else 0
                 seconds = streamer.seconds if streamer is not None else 0.0
-                self.post_message(GenerationDone(node, kids, total, seconds))
+                rate = streamer.rate if streamer is not None else None
+                self.post_message(GenerationDone(node, kids, total, seconds, rate))
 
         self._after_generation = then
         self.submit("generate", job)
@@ -221,6 +235,7 @@ class GenerationActions:
             self._unlock()
 
     def on_generation_started(self, message: GenerationStarted) -> None:
+        self._tokens_per_second = None  # the last generation's speed is not this one's
         self.doc.show(message.start)
         self.doc.move_to(self.doc.length)
         self.view.follow = True
@@ -229,8 +244,8 @@ class GenerationActions:
         self._arrive(message.start, record=False, engine=False)
 
     def on_tokens_streamed(self, message: TokensStreamed) -> None:
-        if self.show_speed and message.seconds > 0:
-            self._tokens_per_second = message.total / message.seconds
+        if self.show_speed and message.rate is not None:
+            self._tokens_per_second = message.rate  # live, as the tokens come
         follow = self.view.follow
         if self.doc.extend(message.node, message.start, message.pieces):
             if follow:
@@ -256,7 +271,9 @@ class GenerationActions:
         self._release_generation_lock()
         if not self.branches.has_class("-hidden"):
             self.branches.text_grew()
-        if self.show_speed and message.seconds > 0 and message.total:
+        if self.show_speed and message.rate is not None:
+            self._tokens_per_second = message.rate
+        elif self.show_speed and message.seconds > 0 and message.total:
             self._tokens_per_second = message.total / message.seconds
         doc = self.doc
         target = message.kids[0] if message.kids else message.start
@@ -274,6 +291,14 @@ class GenerationActions:
             then()
         self._refresh_status_soon()
         self._drain()
+
+    def generation_state(self) -> str:
+        """``generating · 14.2 tok/s · esc stops`` while tokens come (the rate once
+        known, and only where speeds are shown)."""
+        rate = self._tokens_per_second if self.show_speed else None
+        if rate is None:
+            return "generating\u2026 esc stops"
+        return f"generating \u00b7 {rate:.1f} tok/s \u00b7 esc stops"
 
     def action_stop(self) -> None:
         """Esc: stop reading a long text (keeping the edit) or generating (keeping what

@@ -39,6 +39,14 @@ class LifecycleActions:
 
     def on_prefill(self, message: Prefill) -> None:
         previous = self._prefill
+        if message.done >= message.total:
+            # The read is over (a server reports 12/12 as it starts streaming): from
+            # here the status bar shows the generation and its rate, not the read.
+            self._prefill = None
+            if previous is not None:
+                self.refresh_bindings()
+            self._refresh_status_soon()
+            return
         if previous is None or message.done < previous[0] or message.total != previous[1]:
             self._prefill = (message.done, message.total, message.done, time.monotonic())
             self.refresh_bindings()  # escape now stops the reading
@@ -113,7 +121,9 @@ class LifecycleActions:
             return
         self._quitting = True
         self._cancel.set()
-        self.when_idle(self._finish)
+        # ctrl+q is a priority binding: it runs before keys typed just ahead of it have
+        # reached the document. Those are applied first, then the engine gets the text.
+        self.view.after_input(lambda: self.when_idle(self._finish))
 
     def _finish(self, ask: bool = True) -> None:
         if ask and self.read_only and self.unsaved:

@@ -98,7 +98,10 @@ class SessionActions:
         close_session(old)
         if sessions.discard_if_empty(old):
             old_path = None
-        if old_path is not None and old_path != sessions.session_file(new):  # type: ignore[arg-type]
+        # A renamed session is this one under its new name: not a session to go back to.
+        if (
+            old_path is not None and old_path.exists() and old_path != sessions.session_file(new)  # type: ignore[arg-type]
+        ):
             self.previous_session = old_path
         self.loom = new  # type: ignore[assignment]
         self.session_name = message.name or self.session_name

@@ -1,4 +1,4 @@
-"""Weave: grow the tree from the caret by itself (``loomterm.engine.weave``).
+"""Weave: grow the tree from the caret by itself (``loomterm.engine.loom.weave``).
 
 The action asks for the weave's shape (:class:`~loomterm.tui.widgets.weave_dialog.
 WeaveScreen`), then runs it as one job on the engine worker: the path is cut at the
@@ -24,7 +24,7 @@ from loomterm.tui import ops
 from loomterm.tui.widgets.weave_dialog import WeaveChoice, WeaveScreen
 
 if TYPE_CHECKING:
-    from loomterm.engine.weave import WeaveResult
+    from loomterm.engine.loom.weave import WeaveResult
     from loomterm.tui.app import LoomApp
 
 POST_INTERVAL = 0.1  # token counts reach the status bar at most this often
@@ -145,7 +145,7 @@ class WeaveActions:
         self._refresh_status_soon()
 
         def job() -> None:
-            from loomterm.engine.weave import WeaveRequest, weave
+            from loomterm.engine.loom.weave import WeaveRequest, weave
 
             node = base
             result = None

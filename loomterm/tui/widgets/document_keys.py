@@ -3,12 +3,25 @@
 :class:`~loomterm.tui.widgets.document_view.DocumentView` (which keeps the key table,
 ``BINDINGS``, and draws the document).
 
+**One ordered input path.** Every key and paste the document receives is applied by
+:meth:`DocumentKeys._on_key` / ``_on_paste``, in the order they arrive in this widget's
+message queue (one queue, one consumer). Textual would run a key's binding only once the
+key has bubbled up to the app through the queues of every container above, so an enter
+(a binding) typed fast after some characters used to land after the characters that
+followed it. Here the document looks the key up in the bindings that are active now
+(its own, the screen's, the app's, after the user's key map) and runs the action at
+once. While the document is locked (a job whose result will replace it is running),
+input is held in arrival order, not refused, and applied when the lock lifts; anything
+after held input waits behind it, except escape (stop), which interrupts.
+
 An edit changes the :class:`~loomterm.tui.document.DocumentModel` at once and posts
 ``DocumentView.Edited``; the app hands it to the engine when typing pauses.
 """
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from textual import events
@@ -16,10 +29,18 @@ from textual import events
 from loomterm.tui.paste import paste_text
 
 if TYPE_CHECKING:
+    from textual.dom import DOMNode
+
     from loomterm.tui.document import DocumentModel
 
 # A key with one of these is a binding, even when the terminal sends it as a character.
 MODIFIER_PREFIXES = ("alt+", "ctrl+", "super+", "meta+", "hyper+")
+# The document's own actions that change the text: held, like characters, while locked.
+EDIT_ACTIONS = frozenset({"backspace", "delete_right", "newline"})
+# Actions that run at once even behind held input: they interrupt what holds it.
+INTERRUPTS = frozenset({"stop"})
+
+Input = events.Key | events.Paste | Callable[[], object]
 
 
 class DocumentKeys:
@@ -31,6 +52,7 @@ class DocumentKeys:
     locked: bool
     follow: bool
     _gutter: int
+    _held: deque[Input]
 
     # -- mouse ---------------------------------------------------------------------
     def _char_at_offset(self, x: int, y: int) -> int:
@@ -57,10 +79,18 @@ class DocumentKeys:
         self.post_message(self.Edited(self))
 
     def _can_edit(self) -> bool:
-        if self.locked:
-            self.app.bell()
-            return False
-        return True
+        # Edits run only when unlocked (held input waits), so this guards direct calls.
+        return not self.locked
+
+    # -- the ordered input path ---------------------------------------------------------
+    def _binding_for(self, key: str) -> tuple[DOMNode, str] | None:
+        """The action ``key`` runs here and now, and where: the active bindings of the
+        screen (this widget's first, then its containers', the screen's and the app's),
+        as the user's key map left them."""
+        found = self.screen.active_bindings.get(key)
+        if found is None or found.binding.priority:
+            return None  # unbound, or the app ran it before the key got here
+        return found.node, found.binding.action
 
     async def _on_key(self, event: events.Key) -> None:
         # A terminal sends alt+s as ESC s: a printable character, but a key for a binding.
@@ -71,15 +101,64 @@ class DocumentKeys:
         ):
             event.stop()
             event.prevent_default()
-            if self._can_edit():
-                self.doc.insert(event.character)
-                self._edit()
+            if self._held or self.locked:
+                self._held.append(event)
+            else:
+                self._type(event.character)
+            return
+        found = self._binding_for(event.key)
+        if found is None:
+            return  # nothing here uses it: it bubbles on
+        event.stop()
+        event.prevent_default()
+        node, action = found
+        if action not in INTERRUPTS and (
+            self._held or (self.locked and node is self and action in EDIT_ACTIONS)
+        ):
+            self._held.append(event)
+            return
+        await self.app.run_action(action, node)
 
     def _on_paste(self, event: events.Paste) -> None:
         event.stop()
-        if event.text and self._can_edit():
-            self.doc.insert(paste_text(event.text))
-            self._edit()
+        if not event.text:
+            return
+        if self._held or self.locked:
+            self._held.append(event)
+        else:
+            self._type(paste_text(event.text))
+
+    def after_input(self, callback: Callable[[], object]) -> None:
+        """Call ``callback`` once every key and paste received so far has been applied
+        (quitting waits for the typing before it, however fast it came)."""
+        if self._held:
+            self._held.append(callback)
+        else:
+            self.call_later(callback)
+
+    def watch_locked(self, locked: bool) -> None:
+        if not locked and self._held:
+            self.call_later(self._replay)
+
+    async def _replay(self) -> None:
+        """Apply held input in order until it is all applied or the document locks
+        again (a held ctrl+g, say)."""
+        while self._held and not self.locked:
+            item = self._held.popleft()
+            if isinstance(item, events.Paste):
+                self._type(paste_text(item.text))
+            elif isinstance(item, events.Key):
+                if item.is_printable and item.character is not None:
+                    self._type(item.character)
+                elif (found := self._binding_for(item.key)) is not None:
+                    await self.app.run_action(found[1], found[0])
+            else:
+                item()
+
+    def _type(self, text: str) -> None:
+        """Put ``text`` (a character or a paste) at the caret."""
+        self.doc.insert(text)
+        self._edit()
 
     def action_backspace(self) -> None:
         if self.doc.caret > 0 and self._can_edit():

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
+from collections import deque
 from collections.abc import Callable
 from typing import ClassVar
 
@@ -81,7 +82,8 @@ class DocumentView(DocumentKeys, ScrollView, can_focus=True):
         Binding("pagedown", "page_down", "Page down", show=False, id="page_down"),
         Binding("backspace", "backspace", "Delete left", show=False, id="backspace"),
         Binding("delete", "delete_right", "Delete right", show=False, id="delete_right"),
-        Binding("enter", "newline", "New line", show=False, id="newline"),
+        # ctrl+j is a line feed: what a terminal sends for a bare LF.
+        Binding("enter,ctrl+j", "newline", "New line", show=False, id="newline"),
     ]
     """
     | Key(s) | Description |
@@ -170,7 +172,8 @@ class DocumentView(DocumentKeys, ScrollView, can_focus=True):
     approx_marks: reactive[bool] = reactive(True)
     """Mark approximate (re-roped) tokens."""
     locked: reactive[bool] = reactive(False)
-    """Refuse edits (while a generation is being set up)."""
+    """Hold edits back (while a generation is being set up, or a job whose result
+    replaces the document runs); they are applied, in order, once it is False."""
 
     class Edited(Message):
         """The text changed here; the engine has not seen it yet."""
@@ -218,6 +221,7 @@ class DocumentView(DocumentKeys, ScrollView, can_focus=True):
     ) -> None:
         super().__init__(name=name, id=id, classes=classes)
         self.doc = document
+        self._held: deque = deque()  # input waiting for the lock to lift (document_keys)
         self._line_cache: LRUCache[int, tuple[tuple, Strip]] = LRUCache(512)
         self._style_cache: dict[tuple, Style] = {}
         self._gutter = 0

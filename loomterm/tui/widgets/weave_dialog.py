@@ -1,6 +1,6 @@
 """The weave dialog: children per node (n), depth, kept per level (k), tokens per node
 and the score. The values are checked here, with one line per bad field, before the
-weave starts; the engine checks them again (``engine.weave.WeaveRequest.check``)."""
+weave starts; the engine checks them again (``engine.loom.weave.WeaveRequest.check``)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from textual.widgets import Button, Input, Label, Select
 
 from loomterm.tui.widgets.dialogs import DIALOG_CSS
 
-# Kept in step with ``engine.weave`` (SCORES, MAX_N, MAX_DEPTH), which the editor's
+# Kept in step with ``engine.loom.weave`` (SCORES, MAX_N, MAX_DEPTH), which the editor's
 # tests check; the dialog does not import the engine (it would load torch).
 SCORES: tuple[tuple[str, str], ...] = (
     ("mean log-probability", "logprob"),

@@ -1,0 +1,397 @@
+"""The local runner: a transformers model in this process, with the KV on the nodes.
+
+It owns what touches the model: the forward pass into the working cache (with one
+retry after freeing cached branches when memory runs out), fresh KV of a token run at
+any offset, the KV geometry, the proven RoPE convention (re-rotation), the tokenizer,
+the context window, and the memory budget over the nodes' KV. ``PathCache`` keeps the
+working cache in step with the tree; ``decode.plain`` and ``decode.drafted`` are its decoders.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import logging
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter
+from loomterm.engine.kernels import attention
+from loomterm.engine.kernels.step import make_decode_step
+from loomterm.engine.kv.cache import WorkingCache, kv_memory
+from loomterm.engine.kv.resident import KVMemory
+from loomterm.engine.kv.rope import RopeSpec, probe_rope, rerotate_kv
+from loomterm.engine.kv.window import MIN_CTX, Window
+from loomterm.engine.local import budget
+from loomterm.engine.local.path_cache import PathCache
+from loomterm.engine.runner import Capabilities, Runner
+from loomterm.engine.sample.chain import DryBreakers, SamplingParams, resolve_dry_breakers
+from loomterm.engine.text import TokenText
+from loomterm.errors import ContextError, InputError, LoomError
+from loomterm.tree import Node
+
+if TYPE_CHECKING:
+    from loomterm.engine.models.load import LoadedModel
+
+log = logging.getLogger("loomterm")
+DECODE_STEP = os.environ.get("LOOMTERM_DECODE_STEP", "1") not in ("0", "off", "false")
+
+
+class LocalRunner(Runner):
+    """A loaded transformers model behind the Loom. See the module docstring.
+
+    Attributes:
+        loaded: The model, tokenizer, device, dtype and fingerprint.
+        work: The working cache (``kv.cache.WorkingCache``) of the active path.
+        cache: The bookkeeping between the working cache and the tree.
+        window: The context window geometry.
+        rope: The model's proven RoPE convention, or None (fast splice unavailable).
+        kv_budget: Cap on resident KV bytes, the working buffer included.
+        evictions: How many times a node's KV was dropped to stay under the cap.
+        attention_note: Why loomterm's in-place attention is off (None when it is on).
+        keep_records: Give tokens the model did not write (typed, imported) their
+            log-probability and top alternatives from the prefill's logits.
+        rerotate_window: On a RoPE model, move to a path whose window starts later by
+            re-rotating the columns the buffer holds (approximate, flagged) rather
+            than recomputing the window.
+    """
+
+    def __init__(
+        self, loaded: LoadedModel, n_ctx: int | None = None, kv_budget: int | str | None = None
+    ) -> None:
+        self.loaded = loaded
+        self.model = loaded.model
+        self.tokenizer = loaded.tokenizer
+        self.device = loaded.device
+        self.dtype = loaded.dtype
+        self.name = loaded.name
+        # The precision (``float32``, ``int8 (float32)``...) joins the device on the
+        # status bar whenever it is not the device's default.
+        self.precision = getattr(loaded, "precision", str(loaded.dtype).removeprefix("torch."))
+        usual = (
+            (torch.float32,) if loaded.device.type != "cuda" else (torch.bfloat16, torch.float16)
+        )
+        plain = getattr(loaded, "quant", "none") == "none" and loaded.dtype in usual
+        self.where = str(loaded.device) if plain else f"{loaded.device} · {self.precision}"
+        self.codec = TokenText(self.tokenizer)
+        config = self.model.config.get_text_config(decoder=True)
+        output = self.model.get_output_embeddings()
+        self.vocab_size = int(getattr(output, "out_features", 0) or output.weight.shape[0])
+        self.max_positions = int(
+            getattr(config, "max_position_embeddings", None)
+            or getattr(config, "n_positions", None)
+            or 4096
+        )
+        self.eos_ids = frozenset(self._eos_ids())
+        self._cache_kw = (
+            "cache"
+            if "cache" in inspect.signature(self.model.forward).parameters
+            else "past_key_values"
+        )
+        self.attention_note = attention.install(self.model)
+        if self.attention_note:
+            log.warning(self.attention_note)
+        n_layers, n_heads, head_dim = self.kv_geometry()
+        self.rope: RopeSpec | None = probe_rope(self.model, self.fresh_kv, self.vocab_size)
+        self.n_ctx = self._check_ctx(n_ctx)
+        self.window = Window.for_context(self.n_ctx)
+        self.work = WorkingCache(n_layers, n_heads, head_dim, self.dtype, self.device, self.n_ctx)
+        self.cache = PathCache(self)
+        # The single-token decode step without the generic model stack (``engine.kernels.step``;
+        # a CUDA graph on GPUs), for the models it knows; None: ``forward`` does it.
+        self.step = make_decode_step(self.model, self.work) if DECODE_STEP else None
+        self.kv_budget = budget.parse_size(kv_budget) or budget.default_budget(self.device)
+        self.lru = budget.LruClock()
+        self.evictions = 0
+        self.keep_records = True  # typed tokens get log-probabilities from their prefill
+        # Past n_ctx, re-rotate a window the buffer holds at a smaller shift instead of
+        # recomputing it (approximate, flagged; ``PathCache._slide``). False: recompute.
+        self.rerotate_window = True
+        self._breakers: dict[tuple[str, ...], DryBreakers] = {}
+        # What drafted decoding learned about whether drafting pays, per regime
+        # (``decode.draft_ledger.Ledger``), kept across generations.
+        self.draft_ledgers: dict[tuple, Any] = {}
+        self._pieces: list[str] | None = None  # every token's text, for DRY's breakers
+        why_not = () if self.rope else (("rerope", _no_rope_reason(config)),)
+        self.capabilities = Capabilities(
+            rerope=self.rope is not None,
+            full_logits=True,
+            node_kv=True,
+            batched_siblings=True,
+            drafting=True,
+            prompt_logprobs=True,
+            why_not=why_not,
+        )
+
+    def _check_ctx(self, n_ctx: int | None) -> int:
+        if n_ctx is None:
+            return self.max_positions
+        if n_ctx < MIN_CTX:
+            raise ContextError(f"n_ctx {n_ctx} is too small: use at least {MIN_CTX} tokens")
+        if self.rope is None and n_ctx > self.max_positions:
+            raise ContextError(
+                f"n_ctx {n_ctx} is larger than this model's {self.max_positions} positions"
+            )
+        return n_ctx
+
+    def _eos_ids(self) -> set[int]:
+        ids: set[int] = set()
+        for source in (
+            getattr(self.model, "generation_config", None),
+            self.model.config,
+            self.tokenizer,
+        ):
+            value = getattr(source, "eos_token_id", None) if source is not None else None
+            if isinstance(value, int):
+                ids.add(value)
+            elif isinstance(value, (list, tuple)):
+                ids.update(int(v) for v in value)
+        return ids
+
+    def attach(self, tree, emit) -> None:
+        super().attach(tree, emit)
+        if self.capabilities.node_kv:
+            self.work.owners = lambda: tree.nodes.values()
+
+    def without_node_kv(self) -> None:
+        """Run beside another local runner that keeps the nodes' KV (``engine.loom.registry``):
+        never read, write or evict ``node.kv``; keep only this runner's working cache,
+        reused by common prefix, and compute the rest. Splices are then exact, and typed
+        text's log-probabilities are left to the KV owner. Call before ``attach``."""
+        why = "another local model keeps this tree's node KV; this one uses its working cache"
+        reasons = dict(self.capabilities.why_not)
+        reasons.update(node_kv=why, rerope="without node KV there is nothing to move")
+        self.capabilities = replace(
+            self.capabilities, node_kv=False, rerope=False, why_not=tuple(reasons.items())
+        )
+        self.cache.store_kv = False
+        self.keep_records = False
+        self.work.owners = None
+
+    # -- identity and text -------------------------------------------------------------
+    def identity(self) -> dict[str, Any]:
+        return self.loaded.identity()
+
+    def encode(self, text: str, at_start: bool = False) -> list[int]:
+        if not isinstance(text, str):
+            raise InputError("text must be a string")
+        return list(self.tokenizer(text, add_special_tokens=at_start)["input_ids"])
+
+    # -- the model ---------------------------------------------------------------------
+    @contextlib.contextmanager
+    def context(self) -> Iterator[None]:
+        """No autograd: KV buffers are created and updated in place under inference
+        mode, so every operation must run inside it."""
+        with torch.inference_mode():
+            # Softmax tails underflow into subnormal floats, which x86 CPUs multiply up
+            # to 100x slower; flush them to zero during engine work only (the mode is
+            # per thread and would otherwise leak into the caller's code).
+            flush = self.device.type == "cpu" and torch.set_flush_denormal(True)
+            try:
+                yield
+            finally:
+                if flush:
+                    torch.set_flush_denormal(False)
+
+    def kv_geometry(self) -> tuple[int, int, int]:
+        """(layers, KV heads, head dim), read off one real forward pass."""
+        kv = self.fresh_kv([0], 0)
+        return kv.shape[0], kv.shape[2], kv.shape[4]
+
+    @torch.inference_mode()
+    def fresh_kv(self, tokens: list[int], offset: int) -> torch.Tensor:
+        """KV of ``tokens`` at positions ``offset..`` with nothing before: (L, 2, H, T, D)."""
+        from transformers import DynamicCache
+
+        cache = DynamicCache()
+        ids = torch.tensor([tokens], device=self.device)
+        positions = torch.arange(offset, offset + len(tokens), device=self.device)[None]
+        self.model(input_ids=ids, position_ids=positions, use_cache=True, **{self._cache_kw: cache})
+        layers = [(layer.keys[0], layer.values[0]) for layer in cache.layers]
+        return torch.stack([torch.stack(kv) for kv in layers])  # (L, 2, H, T, D)
+
+    @torch.inference_mode()
+    def forward(
+        self,
+        ids: torch.Tensor,
+        keep: int = 1,
+        positions: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Run ``ids`` (B, q) after the working cache's columns, writing their KV in
+        place at columns ``length..length+q``. Returns logits of the last ``keep``
+        positions: (B, keep, V). The caller commits the columns it keeps.
+
+        ``positions`` (B, q) overrides the default ``length + arange(q)``, and
+        ``attention_mask`` (B, 1, q, length+q), boolean, True = may attend, replaces
+        the causal mask: drafted decoding verifies a tree of guesses this way.
+        """
+        batch, q = ids.shape
+        self.work.prepare(q, batch)
+        if positions is None:
+            positions = torch.arange(self.work.length, self.work.length + q, device=self.device)
+            positions = positions[None].expand(batch, q)
+        kwargs = dict(input_ids=ids, position_ids=positions, use_cache=True, logits_to_keep=keep)
+        kwargs[self._cache_kw] = self.work
+        if attention_mask is not None:
+            kwargs["attention_mask"] = attention_mask
+        try:
+            return self.model(**kwargs).logits  # (B, keep, V)
+        except torch.OutOfMemoryError:
+            # Free every branch's KV but the ones being worked on, then try once more.
+            self._free_for_oom()
+            try:
+                return self.model(**kwargs).logits
+            except torch.OutOfMemoryError:
+                raise LoomError(
+                    f"out of memory on {self.device.type} even after freeing cached branches: "
+                    "generate fewer siblings, or lower --n-ctx or --kv-budget"
+                ) from None
+
+    def decode_step(self, fed: torch.Tensor) -> torch.Tensor:
+        """``forward(fed[:, None])`` for one token per row at the working cache's end:
+        (B, 1, V) logits, the new column pending. Runs ``engine.kernels.step`` (a CUDA graph on
+        a GPU) when the model has one, else the generic forward."""
+        if self.step is None:
+            return self.forward(fed[:, None])
+        try:
+            return self.step(fed)
+        except torch.OutOfMemoryError:
+            self._free_for_oom()
+            return self.forward(fed[:, None])
+
+    def _free_for_oom(self) -> None:
+        if not self.capabilities.node_kv:
+            if self.device.type == "cuda":
+                torch.cuda.empty_cache()
+            return
+        active = {seg.node.id for seg in self.work.segments}
+        for node in list(self.tree.nodes.values()):
+            if node.kv is not None and node.id not in active:
+                self.evict(node)
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+
+    def dry_breakers(self, params: SamplingParams) -> DryBreakers | None:
+        """DRY's sequence breakers as this tokenizer's ids (None when DRY is off).
+        Resolving scans the vocabulary once per breaker list; it is kept."""
+        if not params.dry_active:
+            return None
+        key = params.dry_sequence_breakers
+        if key not in self._breakers:
+            if self._pieces is None:
+                self._pieces = [self.codec.decode([i]) for i in range(self.vocab_size)]
+            self._breakers[key] = resolve_dry_breakers(
+                key, self._pieces, lambda text: self.encode(text)
+            )
+        return self._breakers[key]
+
+    # -- what the Loom asks --------------------------------------------------------------
+    def prepare(self, node: Node) -> torch.Tensor:
+        return self.cache.ensure(node)
+
+    def decode(self, request: GenerateRequest, writer: NodeWriter) -> GenerateResult:
+        from loomterm.engine.decode.drafted import drafted_decode, drafting_config
+        from loomterm.engine.decode.plain import plain_decode
+
+        clock = time.perf_counter()
+        logits = self.cache.ensure(request.node)  # (V,)
+        prefill = time.perf_counter() - clock
+        config = drafting_config(self, request) if not request.banned else None
+        if request.banned:  # going back cannot happen inside a batch or a drafted block
+            from loomterm.engine.decode.banned import banned_decode
+
+            result = banned_decode(self, request, writer, logits)
+        elif config is not None:
+            result = drafted_decode(self, request, writer, logits, config)
+        else:
+            result = plain_decode(self, request, writer, logits)
+        result.prefill_seconds = prefill
+        result.decode_seconds = time.perf_counter() - clock - prefill
+        return result
+
+    def moved_kv(self, source: Node, lo: int, hi: int, delta: int) -> torch.Tensor:
+        assert self.rope is not None, "moved_kv needs the rerope capability"
+        return rerotate_kv(source.kv[:, :, :, lo:hi], delta, self.rope)  # (L, 2, H, T, D)
+
+    def can_move(self, nodes: list[tuple[Node, int, int]]) -> bool:
+        """Whether every piece's KV is stored, so a fast splice can move it."""
+        return all(n.kv is not None and n.kv.shape[3] >= hi for n, _lo, hi in nodes)
+
+    def split(self, head: Node, tail: Node, offset: int) -> None:
+        self.work.rename_split(head, tail, offset)
+
+    def refresh(self, node: Node) -> None:
+        path = node.path()
+        first = next((i for i, n in enumerate(path) if n.approx), None)
+        if not self.capabilities.node_kv:
+            first = None  # the node KV and its flags are the KV owner's
+        windowed = node.end > self.n_ctx
+        if first is None and not windowed:
+            return
+        if first is not None:
+            self.work.forget(path[first])
+            for item in path[first:]:
+                item.kv = None
+                item.approx = False
+                self.emit("update", item)
+        if windowed:  # the window's re-rotated columns are rebuilt from the kept prefix
+            self.work.truncate(min(self.work.length, self.window.n_keep))
+        self.cache.invalidate()
+        self.cache.ensure(node)
+
+    def forget(self, node: Node) -> None:
+        self.work.forget(node)
+        self.cache.invalidate()
+
+    def evict(self, node: Node) -> bool:
+        if node.kv is None or not self.capabilities.node_kv:
+            return False
+        node.kv = None
+        self.evictions += 1
+        if node.approx and not any(n.approx for n in node.path()[:-1]):
+            node.approx = False  # its recompute will be exact...
+            self.work.forget(node)  # ...so the working cache's copy must go too
+            self.emit("update", node)
+        return True
+
+    # -- memory --------------------------------------------------------------------------
+    def memory(self) -> KVMemory:
+        """Node KV and the working buffer, each storage counted once. Safe from any
+        thread: it reads a snapshot of the node table (``list`` of a dict is atomic)."""
+        nodes = list(self.tree.nodes.values()) if self.capabilities.node_kv else []
+        return replace(kv_memory(nodes, self.work), context=self.cache.context.nbytes())
+
+    def touch(self, nodes: list[Node]) -> None:
+        """Mark ``nodes`` as just used (least recently used KV is evicted first)."""
+        self.lru.touch(nodes)
+
+    def enforce_budget(self, protect: list[Node]) -> int:
+        """Evict least recently used KV until node KV and the working buffer together
+        fit ``kv_budget``; ``protect`` (the active path) is kept. Returns bytes resident."""
+        if not self.capabilities.node_kv:
+            return self.work.nbytes() + self.cache.context.nbytes()
+        buffer = self.work.buf.untyped_storage()
+        # The buffer and the injected memory's kept KV count but are not evicted.
+        pinned = {buffer.data_ptr(): self.work.nbytes(), **self.cache.context.kept_storage()}
+        return budget.enforce(
+            list(self.tree.nodes.values()),
+            self.kv_budget,
+            self.lru,
+            protect,
+            self.evict,
+            pinned=pinned,
+        )
+
+
+def _no_rope_reason(config: Any) -> str:
+    scaling = getattr(config, "rope_scaling", None) or {}
+    kind = scaling.get("rope_type") or scaling.get("type") if isinstance(scaling, dict) else None
+    if kind:
+        return f"{kind} RoPE scaling is not shift-invariant: splices recompute exactly"
+    return "this model has no rotary positions (or failed the shift check): splices are exact"

@@ -1,0 +1,329 @@
+"""The Loom's models (mixed into :class:`~loomterm.engine.loom.facade.Loom`): attach more
+runners to one tree, choose the active one, generate with several at once, and tag
+every generated node with the key of the model that wrote it (``engine.loom.registry``
+keeps who they are and the tokenizer rule)."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from loomterm.engine.generation import NodeWriter
+from loomterm.engine.kv.resident import KVMemory
+from loomterm.errors import InputError
+from loomterm.tree import Node, Origin, Tree
+
+if TYPE_CHECKING:
+    from loomterm.engine.loom.events import EventBus
+    from loomterm.engine.loom.registry import Models
+    from loomterm.engine.runner import Runner
+
+
+class LoomModels:
+    """Several models behind one Loom. See the module docstring."""
+
+    _models: Models
+    _events: EventBus
+    _lock: threading.RLock
+    exclusive: Callable[[], contextlib.AbstractContextManager]
+    runner: Runner
+    tree: Tree
+
+    def _generate_each(
+        self,
+        node: Node,
+        models: Sequence[tuple[str, int]] | dict[str, int],
+        max_new_tokens: int | None,
+        *,
+        seed: int | None,
+        cancel: threading.Event | None,
+        **options: Any,
+    ) -> list[Node]:
+        """``generate(models=...)``: one batch per (model, count), in order."""
+        plan = list(models.items()) if isinstance(models, dict) else list(models)
+        if not plan or any(count < 0 for _name, count in plan):
+            raise InputError("models: give (model, count) pairs with counts >= 0")
+        kids: list[Node] = []
+        for i, (name, count) in enumerate(plan):
+            if count == 0 or (cancel is not None and cancel.is_set()):
+                continue
+            kids += self.generate(  # type: ignore[attr-defined]  # the Loom's
+                node,
+                max_new_tokens,
+                count,
+                seed=None if seed is None else seed + i,
+                cancel=cancel,
+                model=name,
+                **options,
+            )
+        return kids
+
+    @property
+    def models(self) -> dict[str, Runner]:
+        """The attached models' runners by key, in the order they joined."""
+        return self._models.runners()
+
+    @property
+    def model_table(self) -> dict[str, dict[str, Any]]:
+        """Key to record (``registry.model_record``) of every model that wrote or may
+        write into this tree, attached or only recorded; the session file keeps it."""
+        return self._models.table()
+
+    @property
+    def active_model(self) -> str:
+        """The key of the model that operations use (``use`` changes it)."""
+        return self._models.active
+
+    @property
+    def kv_owner(self) -> str | None:
+        """The key of the local model whose KV is kept on the nodes, or None."""
+        return self._models.kv_owner
+
+    def kv_bytes(self) -> KVMemory:
+        """Resident KV: ``.nodes`` (stored on nodes), ``.working`` (the working buffer)
+        and ``.total``, over every attached model. Safe from any thread without waiting
+        for an operation."""
+        runners = self._models.runners()
+        if len(runners) == 1:
+            return self.runner.memory()
+        parts = [runner.memory() for runner in runners.values()]
+        return sum(parts, KVMemory())
+
+    def evict(self, node: Node) -> None:
+        """Drop ``node``'s KV, keeping its tokens; it is recomputed exactly when used."""
+        with self.exclusive():
+            owner = self._kv_runner()
+            if owner is not None:
+                owner.evict(node)
+
+    def _each_runner(self) -> list[Runner]:
+        """Every attached runner: tree changes that rename or drop what a working cache
+        holds (split, merge, move) go to all of them."""
+        return list(self._models.runners().values())
+
+    def _kv_runner(self) -> Runner | None:
+        owner = self._models.kv_owner
+        return self._models.runner(owner) if owner is not None else None
+
+    def attach(self, name: str | None, runner: Runner) -> str:
+        """Add ``runner`` as a model of this loom (not made active); returns its key
+        (``name``, or one made from the model's name). Refused, in one line, unless its
+        tokenizer is the tree's (``registry.vocab_mismatch``). A local runner beside one
+        that already keeps node KV runs without node KV (``without_node_kv``)."""
+        with self._lock:
+            key = (name or "").strip() or self._models.fresh_key(runner.name)
+            if self._models.key_of(runner) is not None:
+                raise InputError(f"that model is already attached as {self._models.key_of(runner)}")
+            self._models.check(key, runner)
+            if runner.capabilities.node_kv:
+                if self._models.kv_owner is not None:
+                    runner.without_node_kv()  # type: ignore[attr-defined]
+                else:
+                    from loomterm.engine.kv.cache import split_kv
+
+                    self.tree.split_kv = split_kv
+            slot = self._models.add(key, runner, named=bool((name or "").strip()))
+            if runner.capabilities.node_kv:
+                self._models.kv_owner = slot.key
+            runner.attach(self.tree, self._events.emit)
+            # Every model sees the same memory, author's note and world info.
+            runner.context_provider = self._provide_context  # type: ignore[attr-defined]
+            self._events.emit("models", None)
+            return slot.key
+
+    def open_model(
+        self,
+        source: str,
+        name: str | None = None,
+        device: str = "auto",
+        *,
+        dtype: str = "auto",
+        quant: str | None = "none",
+        progress: Callable[..., None] | None = None,
+        record: dict[str, Any] | None = None,
+        **server: Any,
+    ) -> str:
+        """Load (a local model folder, ``.gguf`` file or name, in ``dtype``/``quant``,
+        reporting to ``progress``) or connect to (a server URL) ``source`` and ``attach``
+        it; returns its key. ``server`` takes ``remote.connect``'s options. With
+        ``record`` (a table entry being reopened) the model must still be the one the
+        record names (its fingerprint). A model that cannot join is let go again, with
+        the one-line error."""
+        from loomterm.engine.loom.registry import model_record, same_record
+
+        runner = self._open_runner(source, device, dtype, quant, progress, server)
+        try:
+            if record is not None and not same_record(record, model_record(runner)):
+                raise InputError(
+                    f"{source} now holds another model than the one that wrote this tree "
+                    "(its fingerprint differs)"
+                )
+            return self.attach(name, runner)
+        except BaseException:
+            runner.close()
+            raise
+
+    def _open_runner(
+        self,
+        source: str,
+        device: str,
+        dtype: str,
+        quant: str | None,
+        progress: Callable[..., None] | None,
+        server: dict[str, Any],
+    ) -> Runner:
+        from loomterm.engine.remote import connect, is_server_url
+
+        if not isinstance(source, str) or not source.strip():
+            raise InputError("name a model: a server URL, a local model folder or a name")
+        source = source.strip()
+        if is_server_url(source):
+            return connect(source, **server)
+        from loomterm.engine.local.runner import LocalRunner
+        from loomterm.engine.models.load import load_model
+
+        if device == "auto":
+            device = str(getattr(self.runner, "device", "auto"))
+        loaded = load_model(source, device=device, dtype=dtype, quant=quant, progress=progress)
+        return LocalRunner(loaded)
+
+    @property
+    def model_state(self) -> dict[str, Any]:
+        """``{"active": key, "attached": [keys]}``: which models were attached (or
+        wanted but not reopened) and which was active; the session file keeps it beside
+        the table so a reopened session can come back as it was (``reopen_models``)."""
+        return self._models.state()
+
+    @property
+    def model_notes(self) -> dict[str, str]:
+        """Key to why, for each recorded model that ``reopen_models`` could not reopen."""
+        return {k: s.missing for k, s in self._models.recorded().items() if s.missing}
+
+    def reopen_models(
+        self,
+        keys: Sequence[str] | None = None,
+        progress: Callable[..., None] | None = None,
+        on_note: Callable[[str], None] | None = None,
+        loaded: Sequence[Any] = (),
+    ) -> list[str]:
+        """Attach again, under their recorded keys, the recorded models ``keys`` names
+        (None: the wanted ones, those the session had attached) that can be reopened (``registry.reopen_plan``): a
+        local one loaded in its recorded dtype and quant on the active model's device,
+        reporting to ``progress`` (stages named ``KEY: stage``), a server connected to
+        and checked against its recorded fingerprint. A model among ``loaded``
+        (``LoadedModel``s already in memory) with the record's source and fingerprint
+        is used as it is. One that cannot come back stays recorded, its nodes
+        untouched, and gets a one-line note (``on_note`` hears each as it happens,
+        besides ``model_notes``); returns the notes, in order."""
+        from loomterm.engine.loom.registry import reopen_plan
+        from loomterm.errors import LoomError
+
+        wanted = self._models.recorded()
+        if keys is None:
+            keys = [k for k, slot in wanted.items() if slot.wanted]
+        order = [k for k in keys if k in wanted]
+        notes: list[str] = []
+        for key in order:
+            slot = wanted[key]
+            name = slot.record.get("name") or key
+            who = key if name == key else f"{key} ({name})"
+            try:
+                plan = reopen_plan(slot.record)
+                if plan.local:
+                    match = _loaded_for(slot.record, loaded)
+                    if match is not None:  # already in memory (the editor's last session)
+                        from loomterm.engine.local.runner import LocalRunner
+
+                        self.attach(key, LocalRunner(match))
+                        continue
+                    options = dict(plan.options, progress=_prefixed(progress, key))
+                else:
+                    options = plan.options
+                self.open_model(plan.source, key, record=slot.record, **options)
+            except (LoomError, OSError, ValueError, RuntimeError) as exc:
+                reason = " ".join(str(exc).split()) or type(exc).__name__
+                slot.missing = reason
+                note = f"model {who} was not re-attached: {reason}; its branches stay, recorded"
+                notes.append(note)
+                if on_note is not None:
+                    on_note(note)
+        return notes
+
+    def use(self, name: str) -> Runner:
+        """Make the attached model ``name`` the active one; returns its runner."""
+        with self._lock:
+            runner = self._models.runner(name)
+            self._models.active = name
+            self._models.wanted_active = None
+            self.runner = runner
+            self._events.emit("models", None)
+            return runner
+
+    def detach(self, name: str) -> None:
+        """Close and drop the attached model ``name`` (not the active one, nor the one
+        keeping node KV); the nodes it wrote keep its key, and the table its record."""
+        with self._lock:
+            runner = self._models.runner(name)
+            if name in (self._models.active, self._models.kv_owner):
+                raise InputError(
+                    f"{name} is the active model or keeps the node KV: use another first"
+                )
+            self._models.drop(name)
+            runner.close()
+            self._events.emit("models", None)
+
+    def adopt_models(
+        self, table: dict[str, dict[str, Any]], state: dict[str, Any] | None = None
+    ) -> None:
+        """Take in the model table a session file recorded (``Session.open`` does) and
+        its ``model_state``: the models it names as attached are wanted back
+        (``reopen_models``); a file without a state wants every one."""
+        attached, active = (state or {}).get("attached"), (state or {}).get("active")
+        with self._lock:
+            self._models.adopt(
+                table or {},
+                [str(k) for k in attached] if isinstance(attached, list) else None,
+                active if isinstance(active, str) else None,
+            )
+
+
+def _loaded_for(record: dict[str, Any], loaded: Sequence[Any]) -> Any:
+    """The model among ``loaded`` that ``record`` names (source, fingerprint and
+    precision), or None."""
+    from loomterm.engine.loom.registry import record_precision, same_record
+
+    want = record_precision(record)
+    for model in loaded:
+        identity = model.identity()
+        if same_record(record, identity) and record_precision(identity) == want:
+            return model
+    return None
+
+
+def _prefixed(
+    progress: Callable[..., None] | None, key: str
+) -> Callable[[str, int, int | None], None] | None:
+    """``progress`` with each stage named after the model it loads (``KEY: load``)."""
+    if progress is None:
+        return None
+    return lambda stage, done, total: progress(f"{key}: {stage}", done, total)
+
+
+class ModelWriter(NodeWriter):
+    """A NodeWriter whose children carry the key of the model writing them."""
+
+    def __init__(
+        self, tree: Tree, emit: Callable[[str, Node | None], None], meta: dict[str, Any]
+    ) -> None:
+        super().__init__(tree, emit)
+        self.meta = meta
+
+    def new_child(self, parent: Node, sampling: dict[str, Any], seed: int | None) -> Node:
+        child = self.tree.add(
+            parent, [], Origin.MODEL, sampling=sampling, seed=seed, meta=dict(self.meta)
+        )
+        self.children.append(child)
+        self.emit("add", child)
+        return child

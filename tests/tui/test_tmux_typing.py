@@ -1,0 +1,88 @@
+"""Typing and pasting are lossless, through a real terminal at full speed.
+
+Bursts of text, enters, backspaces and pastes (bracketed and not; LF, CRLF and CR line
+breaks) go to the installed ``loomterm`` in tmux with no pause between them; the session
+file's path text must then be what a plain text editor would hold. A second test types
+with pauses mid-word and mid-line and checks that the tree holds no fragment siblings.
+"""
+
+from __future__ import annotations
+
+import time
+
+from tests.tui.test_tmux import idle
+
+START = ["--device", "cpu"]
+
+
+class PlainEditor:
+    """What a plain text editor holds after the same input, caret at the end."""
+
+    def __init__(self) -> None:
+        self.text = ""
+
+    def keys(self, *keys: str) -> None:
+        for key in keys:
+            if key == "Enter":
+                self.text += "\n"
+            elif key == "BSpace":
+                self.text = self.text[:-1]
+            else:
+                self.text += key
+
+    def paste(self, data: bytes, raw: bool) -> None:
+        text = data.decode()
+        if not raw:  # tmux's paste-buffer sends every LF as CR (its default separator)
+            text = text.replace("\n", "\r")
+        self.text += text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def paste(term, data: bytes, bracketed: bool, raw: bool) -> None:
+    """``paste-buffer``: bracketed with ``-p``; ``-r`` sends the bytes as they are."""
+    buffer = term.cwd / f"{term.socket}.paste"
+    buffer.write_bytes(data)
+    term.tmux("load-buffer", "-b", "p", str(buffer))
+    flags = (["-p"] if bracketed else []) + (["-r"] if raw else [])
+    term.tmux("paste-buffer", *flags, "-d", "-b", "p", "-t", "t")
+
+
+def saved_text(name: str) -> str:
+    from loomterm.session import load_session, session_path
+
+    return load_session(session_path(name)).path_text()
+
+
+def quit_when_synced(term) -> None:
+    time.sleep(1.0)  # past the sync delay: "edited" shows until the engine has the text
+    term.wait_for(idle, what="the typing to sync")
+    term.keys("C-q")
+    assert term.exit_status() == "0"
+
+
+def test_bursts_of_keys_and_pastes_reach_the_file_in_order(tmux_run, tiny_llama_dir):
+    term = tmux_run(["--model", str(tiny_llama_dir), *START, "-s", "bursts"])
+    term.wait_for(lambda s: "^g" in s and "0 tok" in s, what="the editor to start")
+    editor = PlainEditor()
+
+    def keys(*items: str) -> None:
+        term.keys(*items)  # one send-keys: the terminal gets them in one write
+        editor.keys(*items)
+
+    def pasted(data: bytes, bracketed: bool, raw: bool) -> None:
+        paste(term, data, bracketed, raw)
+        editor.paste(data, raw)
+
+    keys(" one", "Enter", "two", "Enter", "three")
+    pasted(b"Line one.\nLine two.\nLine three.", bracketed=False, raw=False)
+    keys("Enter", "abc", "BSpace", "BSpace", "x,y", "Enter", "Enter", "z.")
+    pasted(b"\r\nAlpha.\r\nBeta.\r\nGamma.", bracketed=True, raw=True)
+    pasted(b"\r\nCR one.\rCR two.\r", bracketed=False, raw=True)
+    keys("q,", "BSpace", "Enter", "end of", "Enter")
+    pasted(b"Windows.\r\nline.\r\n", bracketed=False, raw=True)
+    pasted(b"Unix.\nline.\n\nafter a blank line.", bracketed=True, raw=False)
+    pasted(b"\nold Mac.\rline.", bracketed=True, raw=True)
+    keys("Enter", "BSpace", "BSpace", "!", "Enter", "last; words")
+    term.wait_for(lambda s: "last; words" in s and idle(s), what="the burst", timeout=90)
+    quit_when_synced(term)
+    assert saved_text("bursts") == editor.text
+    assert "Alpha.\nBeta.\nGamma." in editor.text and "Windows.\nline.\n" in editor.text
