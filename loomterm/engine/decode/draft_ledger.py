@@ -138,10 +138,12 @@ class Ledger:
         return True
 
     def probed(self, hit: bool) -> None:
-        """A step with drafts offered: a hit while drafting pays keeps probes close;
-        anything else (a miss, a hit that does not pay for its pass) doubles the gap."""
+        """A probe had drafts to verify: a hit while drafting pays keeps probes close;
+        anything else (a miss, a hit that does not pay for its pass) doubles the gap
+        before the next one."""
         good = hit and self.pays
         self.probe_gap = self.probe_every if good else min(2 * self.probe_gap, MAX_PROBE_GAP)
+        self.until_probe = self.probe_gap
 
     def calibrated(self, cost: Cost) -> Cost:
         """``cost`` with its extra over a plain step scaled to what was measured for a

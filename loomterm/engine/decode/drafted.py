@@ -233,6 +233,7 @@ def drafted_decode(
         tree = DraftTree(pending, 1 if stop_now else capacity)
         timing_plain = ledger.wants_plain  # this step is plain, to time one
         paying = ledger.pays and not timing_plain
+        probe = False
         if not stop_now:
             room = max_new_tokens - len(kid.tokens)
             # A probe drafts one token from each source, whether or not it pays: a
@@ -304,7 +305,7 @@ def drafted_decode(
             look.update(pending, outputs, len(accepted))
         else:  # lookahead's window always runs (opt-in): its passes are not judged
             ledger.record(len(block.ids) - 1, len(walk), time.perf_counter() - clock)
-            if trials:
+            if probe and trials:
                 ledger.probed(any(ok for _, ok in trials))
             if stats.steps % RECALIBRATE_EVERY == 0:
                 acceptance.use_cost(ledger.calibrated(config.cost))
