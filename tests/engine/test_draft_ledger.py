@@ -88,7 +88,7 @@ def test_a_plain_step_is_timed_now_and_then_while_every_step_drafts():
     assert not ledger.wants_plain
 
 
-def test_probes_back_off_while_they_do_not_pay_across_generations():
+def test_probes_back_off_while_they_do_not_pay_and_each_generation_probes_first():
     ledger = learnt(1, 1.5 * PLAIN)  # drafting does not pay
     gaps = []
     for _ in range(6):
@@ -96,9 +96,12 @@ def test_probes_back_off_while_they_do_not_pay_across_generations():
         ledger.probed(hit=True)  # accepted, but the pass still does not pay
         gaps.append(ledger.probe_gap)
         for _ in range(ledger.probe_gap - 1):
-            ledger.begin()  # generations come and go: the schedule runs on
             assert not ledger.probe_due()
     assert gaps == [16, 32, 64, MAX_PROBE_GAP, MAX_PROBE_GAP, MAX_PROBE_GAP]
+    ledger.begin()  # a new generation (a new sibling to draft from): probe it at once
+    assert ledger.probe_due()
+    ledger.probed(hit=False)
+    assert ledger.probe_gap == MAX_PROBE_GAP and not ledger.probe_due()
     for _ in range(4):
         ledger.record(3, 3, 1.5 * PLAIN)  # the text starts to repeat: passes pay again
     ledger.probed(hit=True)

@@ -14,8 +14,9 @@ So ``auto`` measures it. Each step's wall time is recorded with the tokens it em
 
 Drafting pays while a drafted pass yields at least what its time would give in plain
 steps: ``tokens / seconds >= 1 / plain``. After a window of passes that do not, only
-probes draft (``drafted``: a small draft every few steps, further apart after each
-probe that does not pay); a probe that pays turns drafting on again.
+probes draft (``drafted``: a drafted pass at the start of each generation and every
+few steps, further apart after each probe that does not pay); a probe that pays turns
+drafting on again.
 
 The same measurements calibrate the static model: ``calibrated(cost)`` scales its
 extra cost so that a pass of the mean drafted size costs what was measured, so the
@@ -89,10 +90,14 @@ class Ledger:
     def begin(self) -> None:
         """A new generation: keep what was learned against drafting, but cap the credit
         for it at a little over break-even (a replay's run of hits says little about a
-        regeneration from elsewhere), so a losing drafted step or two turn it off."""
+        regeneration from elsewhere), so a losing drafted step or two turn it off; and
+        probe at once."""
         plain = self.plain
         if plain is not None and self.seconds > 0:
             self.tokens = min(self.tokens, 1.1 * self.seconds / plain)
+        # Each generation has new sources (the sibling written last): its first step
+        # probes them.
+        self.until_probe = min(self.until_probe, 1)
 
     @property
     def plain(self) -> float | None:

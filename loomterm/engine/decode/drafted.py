@@ -236,14 +236,16 @@ def drafted_decode(
         probe = False
         if not stop_now:
             room = max_new_tokens - len(kid.tokens)
-            # A probe drafts one token from each source, whether or not it pays: a
-            # source (or drafting) judged not to pay is noticed when it starts to.
+            # A probe drafts from each source, whether or not it pays: a source (or
+            # drafting) judged not to pay is noticed when it starts to.
             probe = ledger.probe_due() and not timing_plain  # 8, 16, 32, 64 steps apart
 
             def depth_for(
                 source: int, room: int = room, probe: bool = probe, paying: bool = paying
             ) -> int:
-                planned = acceptance.depth(source) if paying else 0
+                # A probe is a pass as drafting would make it (at least one token per
+                # source), so what it costs and yields says whether drafting pays.
+                planned = acceptance.depth(source) if paying or probe else 0
                 return min(planned or int(probe), room)
 
             tail = document[-config.max_ngram :]
