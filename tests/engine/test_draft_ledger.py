@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from loomterm.engine.decode.draft_ledger import MAX_PROBE_GAP, PLAIN_EVERY, Ledger
+from loomterm.engine.decode.draft_ledger import MAX_PROBE_GAP, PLAIN_EVERY, PROBE_BURST, Ledger
 from loomterm.engine.decode.draft_tree import Cost
 
 PLAIN = 0.010  # seconds of a plain step
@@ -48,10 +48,11 @@ def test_it_drafts_to_learn_until_warm_and_until_a_plain_step_is_timed():
 
 def test_a_window_of_losing_passes_turns_it_off_and_old_passes_fade():
     ledger = learnt(2, 1.5 * PLAIN)
+    for _ in range(2):
+        ledger.record(3, 1, 1.5 * PLAIN)
+        assert ledger.pays  # a miss or two after a run of passes that paid
     ledger.record(3, 1, 1.5 * PLAIN)
-    assert ledger.pays  # one miss after a run of passes that paid
-    ledger.record(3, 1, 1.5 * PLAIN)
-    assert not ledger.pays  # a second outweighs them
+    assert not ledger.pays  # a third outweighs them
     for _ in range(3):
         ledger.record(3, 3, 1.5 * PLAIN)
     assert ledger.pays
@@ -88,26 +89,56 @@ def test_a_plain_step_is_timed_now_and_then_while_every_step_drafts():
     assert not ledger.wants_plain
 
 
-def test_probes_back_off_while_they_do_not_pay_and_each_generation_probes_first():
+def probe_burst(ledger: Ledger, tokens: int, seconds: float) -> int:
+    """Run the steps of one probe: each drafted pass yields ``tokens`` in ``seconds``.
+    Returns how many passes the burst had."""
+    passes = 0
+    while ledger.probe_due():
+        ledger.record(3, tokens, seconds)
+        ledger.probed()
+        passes += 1
+        if ledger.burst == 0:
+            break
+    return passes
+
+
+def test_probes_are_bursts_further_apart_while_they_do_not_pay():
     ledger = learnt(1, 1.5 * PLAIN)  # drafting does not pay
     gaps = []
     for _ in range(6):
-        assert ledger.probe_due()  # the first step after the gap is a probe
-        ledger.probed(hit=True)  # accepted, but the pass still does not pay
+        assert probe_burst(ledger, 1, 1.5 * PLAIN) == PROBE_BURST
         gaps.append(ledger.probe_gap)
         for _ in range(ledger.probe_gap - 1):
             assert not ledger.probe_due()
     assert gaps == [16, 32, 64, MAX_PROBE_GAP, MAX_PROBE_GAP, MAX_PROBE_GAP]
-    ledger.begin()  # a new generation (a new sibling to draft from): probe it at once
+    # A new generation (a new sibling to draft from) is probed at once.
+    ledger.begin()
+    assert probe_burst(ledger, 1, 1.5 * PLAIN) == PROBE_BURST
+    # The text starts to repeat: one burst that pays turns drafting on, probes close.
+    for _ in range(ledger.probe_gap - 1):
+        ledger.probe_due()
+    assert probe_burst(ledger, 3, 1.5 * PLAIN) == PROBE_BURST
+    assert ledger.pays and ledger.probe_gap == ledger.probe_every == 8
+    # While drafting pays a probe is a single pass.
+    for _ in range(7):
+        assert not ledger.probe_due()
+    assert probe_burst(ledger, 3, 1.5 * PLAIN) == 1
+
+
+def test_one_missed_pass_in_a_burst_does_not_decide():
+    """About half of the passes that pay on average accept nothing: a burst of a miss
+    and three passes of two tokens, at 1.4 plain steps each, pays."""
+    ledger = learnt(1, 1.4 * PLAIN)
+    assert not ledger.pays
     assert ledger.probe_due()
-    ledger.probed(hit=False)
-    assert ledger.probe_gap == MAX_PROBE_GAP and not ledger.probe_due()
-    for _ in range(4):
-        ledger.record(3, 3, 1.5 * PLAIN)  # the text starts to repeat: passes pay again
-    ledger.probed(hit=True)
-    assert ledger.probe_gap == ledger.probe_every == 8
-    ledger.probed(hit=False)
-    assert ledger.probe_gap == 16
+    for tokens in (1, 2, 2, 2):
+        ledger.record(3, tokens, 1.4 * PLAIN)
+        ledger.probed()
+        if tokens == 1:
+            assert not ledger.pays and ledger.probe_due()  # the burst goes on
+        elif ledger.burst:
+            assert ledger.probe_due()
+    assert ledger.pays
 
 
 def test_the_static_cost_is_calibrated_to_the_measured_pass():

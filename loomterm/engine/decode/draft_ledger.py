@@ -14,9 +14,10 @@ So ``auto`` measures it. Each step's wall time is recorded with the tokens it em
 
 Drafting pays while a drafted pass yields at least what its time would give in plain
 steps: ``tokens / seconds >= 1 / plain``. After a window of passes that do not, only
-probes draft (``drafted``: a drafted pass at the start of each generation and every
-few steps, further apart after each probe that does not pay); a probe that pays turns
-drafting on again.
+probes draft (``drafted``): a burst of a few drafted passes at the start of each
+generation and every few steps, further apart after each burst that does not pay. A
+burst, not one pass: about half the passes that pay on average accept nothing, so one
+pass says little. A burst that pays turns drafting on again.
 
 The same measurements calibrate the static model: ``calibrated(cost)`` scales its
 extra cost so that a pass of the mean drafted size costs what was measured, so the
@@ -38,9 +39,11 @@ PLAIN_WINDOW = 15
 # While every step drafts, one in this many is a plain step, so that ``plain`` follows
 # the machine's load and the path's length.
 PLAIN_EVERY = 64
-# While drafting does not pay, probes go out ``probe_every`` steps apart, the gap
-# doubling (up to this) after each probe that does not pay either.
+# While drafting does not pay, probes of PROBE_BURST drafted passes go out
+# ``probe_every`` steps apart, the gap doubling (up to this) after each that does not
+# pay either.
 MAX_PROBE_GAP = 64
+PROBE_BURST = 4
 # The calibration's scale of the static model's extra cost stays within these.
 SCALE_RANGE = (0.25, 8.0)
 
@@ -55,7 +58,7 @@ class Ledger:
     """
 
     def __init__(
-        self, decay: float = 0.7, warmup: int = 4, always: bool = False, probe_every: int = 8
+        self, decay: float = 0.75, warmup: int = 4, always: bool = False, probe_every: int = 8
     ) -> None:
         self.decay, self.warmup, self.always = decay, warmup, always
         self.probe_every = probe_every
@@ -70,6 +73,7 @@ class Ledger:
         # still comes round.
         self.probe_gap = probe_every
         self.until_probe = 0
+        self.burst = 0  # probe passes left in the current burst
 
     # -- what was measured -------------------------------------------------------------
     def record(self, drafts: int, tokens: int, seconds: float) -> None:
@@ -136,17 +140,23 @@ class Ledger:
 
     def probe_due(self) -> bool:
         """Whether this step probes (one step of the schedule passes)."""
+        if self.burst > 0:
+            self.burst -= 1
+            return True
         self.until_probe -= 1
         if self.until_probe > 0:
             return False
         self.until_probe = self.probe_gap
+        # While drafting pays, a probe is one pass (it tries the sources judged not to).
+        self.burst = 0 if self.pays else PROBE_BURST - 1
         return True
 
-    def probed(self, hit: bool) -> None:
-        """A probe had drafts to verify: a hit while drafting pays keeps probes close;
-        anything else (a miss, a hit that does not pay for its pass) doubles the gap
-        before the next one."""
-        good = hit and self.pays
+    def probed(self) -> None:
+        """A probe pass was measured (``record``): at the end of its burst, drafting
+        that pays keeps probes close; drafting that does not doubles the gap."""
+        if self.burst > 0:
+            return
+        good = self.pays
         self.probe_gap = self.probe_every if good else min(2 * self.probe_gap, MAX_PROBE_GAP)
         self.until_probe = self.probe_gap
 

@@ -307,8 +307,8 @@ def drafted_decode(
             look.update(pending, outputs, len(accepted))
         else:  # lookahead's window always runs (opt-in): its passes are not judged
             ledger.record(len(block.ids) - 1, len(walk), time.perf_counter() - clock)
-            if probe and trials:
-                ledger.probed(any(ok for _, ok in trials))
+            if probe:
+                ledger.probed()
             if stats.steps % RECALIBRATE_EVERY == 0:
                 acceptance.use_cost(ledger.calibrated(config.cost))
         if walk[-1][2] is not None:  # the last emitted token was a draft: already fed
