@@ -12,8 +12,9 @@ import re
 import sys
 import warnings
 
+from loomterm.cli_types import argument_type
 from loomterm.errors import LoomError
-from loomterm.settings import EngineOptions, SettingError, Spec
+from loomterm.settings import EngineOptions
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -81,19 +82,6 @@ def engine_options() -> argparse.ArgumentParser:
     return parent
 
 
-def argument_type(spec: Spec):
-    """An argparse ``type`` that reads a value the way ``spec`` does, with its message."""
-
-    def read(text: str):
-        try:
-            return spec.parse(text)
-        except SettingError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    read.__name__ = spec.name
-    return read
-
-
 # A key given as NAME=MODEL: what ``engine.loom.registry.slug`` keeps, with no ':' or '/', so
 # that a URL or a path holding '=' is never read as a name.
 _ATTACH_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,39}")
@@ -120,6 +108,19 @@ def given_engine_options(args: argparse.Namespace) -> list[str]:
     return ["--" + name.replace("_", "-") for name in EngineOptions.SPECS if hasattr(args, name)]
 
 
+def check_models(args: argparse.Namespace) -> None:
+    """Refuse a ``--model`` or ``--attach`` value that names no model here (a missing
+    path, a file that is not a .gguf) with one line, before anything heavy loads."""
+    from loomterm.engine.models.source import classify
+    from loomterm.engine.remote import is_server_url
+
+    models = [getattr(args, "model", None)]
+    models += [source for _name, source in getattr(args, "attach", [])]
+    for model in models:
+        if model is not None and not is_server_url(model):
+            classify(model)  # hub ids pass: their answer needs the network
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``loomterm`` console script."""
     parser = build_parser()
@@ -134,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     # Warnings (a session that stopped saving, a stale KV snapshot) are one line each.
     warnings.formatwarning = lambda message, *rest, **kw: f"loomterm: warning: {message}\n"
     try:
+        if getattr(args, "loads_model", True):
+            check_models(args)  # a path typo answers now, before torch is imported
         if getattr(args, "handler", None) is not None:
             return int(args.handler(args) or 0)
         from loomterm import cli_run

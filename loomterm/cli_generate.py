@@ -29,7 +29,7 @@ def overridable() -> list[str]:
 
 def register(sub: argparse._SubParsersAction, engine: argparse.ArgumentParser) -> None:
     """Add the ``generate`` subcommand (``engine``: the engine options' parent parser)."""
-    from loomterm.cli import argument_type
+    from loomterm.cli_types import argument_type
     from loomterm.settings import Settings
 
     parser = sub.add_parser(

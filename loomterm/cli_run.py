@@ -27,6 +27,7 @@ from loomterm.settings import EngineOptions
 
 if TYPE_CHECKING:
     from loomterm.engine import Loom
+    from loomterm.session_open import SessionOpening
 
 # Tokens of a ``--prompt`` completion (a quick check, shorter than a session's default).
 PROMPT_TOKENS = 48
@@ -43,7 +44,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_editor(args: argparse.Namespace) -> int:
-    """Open (or create) the session and run the editor until the user quits."""
+    """Open (or create) the session and run the editor until the user quits.
+
+    On a terminal the editor opens at once on the session file and loads the model in
+    the background (:func:`plan_opening`); otherwise, or where the model decides what
+    is opened (``--retokenize``, the most recent session under another ``--model``),
+    the model is loaded first, with its progress on stderr."""
+    opening = plan_opening(args)
+    if opening is not None:
+        return run_opening(*opening)
     loom, name = open_session(args)
     from loomterm.session import close_session
 
@@ -59,6 +68,64 @@ def run_editor(args: argparse.Namespace) -> int:
             _close_last(app.loom)
     if app is not None:
         _say_where_it_ended(loom, app.loom)
+    return 0
+
+
+def plan_opening(args: argparse.Namespace) -> tuple[SessionOpening, str] | None:
+    """The session to open with the model loading in the background, and its name;
+    None when the editor must wait for the model (see :func:`run_editor`)."""
+    from loomterm.session import list_sessions, read_file, session_path
+    from loomterm.session_open import SessionOpening
+    from loomterm.store import SESSION_SUFFIX
+    from loomterm.tui.defaults import start_new_session
+
+    if getattr(args, "retokenize", False) or not (sys.stdin.isatty() and sys.stdout.isatty()):
+        return None
+    options = EngineOptions.from_args(args)
+    read_only = getattr(args, "read_only", False)
+    if args.session:
+        path = session_path(args.session)
+    else:
+        recent = next((s for s in list_sessions() if s.error is None), None)
+        if recent is not None and options.model is not None:
+            return None  # another model may mean a new session: that needs the model
+        path = recent.path if recent is not None else session_path(new_session_name())
+    opened = read_file(path, read_only) if path.exists() else None
+    wanted = getattr(args, "attach", [])
+
+    def attach(loom: Loom, progress) -> None:
+        attach_more(loom, wanted, options, progress, quiet=True)
+
+    opening = SessionOpening(
+        path,
+        options,
+        opened,
+        read_only=read_only,
+        prepare=start_new_session,  # llama.cpp's samplers, or the model's generation_config
+        attach=attach,
+    )
+    return opening, _name(path, SESSION_SUFFIX)
+
+
+def run_opening(opening: SessionOpening, name: str) -> int:
+    """Run the editor on ``opening``'s preview while its model loads."""
+    from loomterm.session import close_session
+    from loomterm.tui.app import LoomApp
+
+    app = LoomApp(opening.preview(), session_name=name, opening=opening)
+    try:
+        app.run()
+    finally:
+        opening.close()  # the model never came: the file's lock is given back
+        if opening.loom is not None:
+            close_session(opening.loom)
+            _close_last(app.loom)  # type: ignore[arg-type]  # the real Loom by now
+    if app.load_error is not None:
+        raise app.load_error
+    if opening.loom is not None:
+        kind = "new session" if opening.new else "session"
+        print(f"loomterm: {kind} {opening.path}", file=sys.stderr)
+        _say_where_it_ended(opening.loom, app.loom)  # type: ignore[arg-type]
     return 0
 
 
@@ -164,17 +231,24 @@ def _create(path: Path, args: argparse.Namespace, options: EngineOptions, progre
 
 
 def attach_more(
-    loom: Loom, wanted: list[tuple[str | None, str]], options: EngineOptions, progress
+    loom: Loom,
+    wanted: list[tuple[str | None, str]],
+    options: EngineOptions,
+    progress,
+    quiet: bool = False,
 ) -> list[str]:
     """``--attach``: load or connect to each ``(name, model)`` and attach it (in the
     command line's dtype and quant, on the main model's device); one the session has
-    attached already is said and skipped. Returns the keys attached."""
+    attached already is said and skipped (``quiet``: not said, as under the editor).
+    Returns the keys attached."""
     from loomterm.engine.loom.registry import slug
     from loomterm.progress import end_progress_line
 
     keys = []
     for name, source in wanted:
         already = attached_as(loom, source)
+        if already is not None and quiet:
+            continue
         if already is not None:
             print(f"loomterm: {source} is attached already, as {already}", file=sys.stderr)
             continue
@@ -188,8 +262,10 @@ def attach_more(
                 source, name, dtype=options.dtype, quant=options.quant, progress=stages
             )
         finally:
-            end_progress_line()
-        print(f"loomterm: attached {key} ({source})", file=sys.stderr)
+            if not quiet:
+                end_progress_line()
+        if not quiet:
+            print(f"loomterm: attached {key} ({source})", file=sys.stderr)
         keys.append(key)
     return keys
 

@@ -16,8 +16,8 @@ import sys
 
 def register(sub: argparse._SubParsersAction, engine: argparse.ArgumentParser) -> None:
     """Add the ``weave`` subcommand (``engine``: the engine options' parent parser)."""
-    from loomterm.cli import argument_type
     from loomterm.cli_generate import overridable
+    from loomterm.cli_types import argument_type
     from loomterm.settings import Settings
 
     parser = sub.add_parser(

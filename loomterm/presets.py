@@ -71,6 +71,43 @@ class Preset:
         return self.apply(settings).sampling() == settings.sampling()
 
 
+START_PRESET = "llama.cpp"
+"""The preset a new session's samplers start from (then the model's own values)."""
+# generation_config fields that are loomterm samplers of the same meaning.
+MODEL_KEYS = ("temperature", "top_k", "top_p", "min_p", "typical_p", "repetition_penalty")
+
+
+def config_sampling(config: Any) -> dict[str, Any]:
+    """The sampling values a model's ``generation_config`` sets (and loomterm can
+    take); empty for None or a config that sets none."""
+    if config is None:
+        return {}
+    values: dict[str, Any] = {}
+    for key in MODEL_KEYS:
+        value = getattr(config, key, None)
+        if value is None:
+            continue
+        try:
+            values[key] = Settings.spec(key).check(value)
+        except SettingError:
+            continue  # a value loomterm would refuse: not a default worth starting from
+    return values
+
+
+def starting_samplers(settings: Settings, config: Any = None) -> Settings:
+    """``settings`` with the samplers a new session starts from: the llama.cpp preset
+    (the user's file of that name, if any), then whatever the model's
+    ``generation_config`` sets."""
+    preset = load_presets()[0].get(START_PRESET) or Preset(START_PRESET, SHIPPED[START_PRESET])
+    started = preset.apply(settings)
+    from_model = config_sampling(config)
+    if from_model:
+        started = started.replace(**from_model)
+        if not preset.matches(started):
+            started = started.replace(preset="")  # no longer the preset as it ships
+    return started
+
+
 def presets_dir() -> Path:
     return config_dir() / "presets"
 

@@ -131,6 +131,13 @@ class SessionRecorder:
             # completed across the new boundary): written again, then its place.
             store.rewrite_node(node, self._pieces.node_pieces(node))
             store.update_node(node)  # the new siblings renumbered
+        elif event == "rewrite" and node is not None:
+            # The writer's own node retyped in place: its row and every token written
+            # again, in one transaction (a crash leaves the old text or the new, whole).
+            self._pending.pop(node.id, None)
+            store.rewrite_node(node, self._pieces.node_pieces(node))
+            self._stored[node.id] = len(node.tokens)
+            self._add_vocab([node])
         elif event == "update" and node is not None:
             self._flush_node(node)
             store.update_node(node)

@@ -21,6 +21,7 @@ import time
 import warnings
 import weakref
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -244,6 +245,7 @@ class Session:
         reattach: bool = False,
         loaded_models: Sequence[LoadedModel] = (),
         on_note: Callable[[str], None] | None = None,
+        opened: OpenedFile | None = None,
     ) -> Session:
         """Open a saved session on a live Loom.
 
@@ -268,6 +270,9 @@ class Session:
                 that cannot come back is a one-line note (``on_note``, default a
                 warning) and stays recorded. ``loaded_models``: local models already
                 in memory that may serve instead of loading them again.
+            opened: The file already read (and locked) by :func:`read_file`, whose
+                tree the editor showed while this loads the model: the Loom adopts that
+                very tree.
 
         Raises:
             SessionError: missing, damaged, newer-schema or locked file.
@@ -279,15 +284,10 @@ class Session:
         from loomterm.engine.remote import is_server_url
         from loomterm.settings import Settings
 
-        path = resolve_session(path)
-        store: SessionStore | None = None
-        if read_only:
-            data = store_mod.load(path)
-        else:
-            store = SessionStore.open(path)  # validates first, then locks
+        if opened is None:
+            opened = read_file(path, read_only)
+        path, store, data = opened.path, opened.store, opened.data
         try:
-            if store is not None:
-                data = store.read()
             source = model or data.model.get("source")
             remote = loaded is None and bool(source) and is_server_url(source)
             if loaded is not None:
@@ -356,6 +356,35 @@ class Session:
             store.set_models(loom.model_table, loom.model_state if reattach else None)
         _settle_approx(loom, recorder)
         return session
+
+
+@dataclass
+class OpenedFile:
+    """A session file read without its model: its path, its store (locked; None when
+    read-only) and what it holds."""
+
+    path: Path
+    store: SessionStore | None
+    data: SessionData
+
+    def close(self) -> None:
+        """Give the file back (its lock) when no Session came to own it."""
+        if self.store is not None:
+            self.store.close()
+
+
+def read_file(path: str | os.PathLike, read_only: bool = False) -> OpenedFile:
+    """Read (and, unless ``read_only``, lock) a saved session: light, no model. The
+    first half of :meth:`Session.open`, which takes it as ``opened``."""
+    path = resolve_session(path)
+    if read_only:
+        return OpenedFile(path, None, store_mod.load(path))
+    store = SessionStore.open(path)  # validates first, then locks
+    try:
+        return OpenedFile(path, store, store.read())
+    except BaseException:
+        store.close()
+        raise
 
 
 def _connect_server(
@@ -515,7 +544,7 @@ def import_session(
                 tree=tree,
                 pieces={node.id: pieces.node_pieces(node) for node in tree.root.walk()},
                 cursor=source.cursor,
-                settings=source.settings,
+                settings=imported_settings(source.settings, loaded),
                 model=model_record(loaded),
                 created=source.created_at,
                 modified=time.time(),
@@ -523,6 +552,19 @@ def import_session(
             )
     store_mod.write_session(target, data).close()
     return store_mod.load(target)
+
+
+def imported_settings(stored: dict[str, Any], loaded: Any) -> dict[str, Any]:
+    """The settings of a tree imported from another loom: its own where it has any
+    sampler, else the samplers a new session starts with (llama.cpp's, then the
+    model's generation_config), not loomterm's neutral defaults."""
+    from loomterm.presets import starting_samplers
+    from loomterm.settings import Settings
+
+    if any(Settings.SPECS[name].sampling for name in stored if name in Settings.SPECS):
+        return stored
+    config = getattr(getattr(loaded, "model", None), "generation_config", None)
+    return starting_samplers(Settings.from_stored(stored)[0], config).as_dict()
 
 
 def source_model(source: Any) -> str | None:

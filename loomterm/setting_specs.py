@@ -37,10 +37,10 @@ class SettingError(InputError):
 
 # -- the spec of one field ------------------------------------------------------------
 
-_KINDS = (bool, int, float, str, tuple, dict)
+KINDS = (bool, int, float, str, tuple, dict)
 NEVER = "never"  # a logit bias that makes a token impossible
-_TRUE = {"true", "yes", "on", "1"}
-_FALSE = {"false", "no", "off", "0"}
+TRUE_WORDS = {"true", "yes", "on", "1"}
+FALSE_WORDS = {"false", "no", "off", "0"}
 
 
 @dataclass(frozen=True, eq=False)  # one per field: compared and hashed by identity
@@ -93,14 +93,20 @@ class Spec:
         high = self.at_most if self.at_most is not None else self.below
         if low is not None and high is not None:
             if self.kind is int and self.at_least is not None and self.at_most is not None:
-                return f" from {_num(low)} to {_num(high)}"
+                return f" from {number_text(low)} to {number_text(high)}"
             left = "[" if self.at_least is not None else "("
             right = "]" if self.at_most is not None else ")"
-            return f" in {left}{_num(low)}, {_num(high)}{right}"
+            return f" in {left}{number_text(low)}, {number_text(high)}{right}"
         if low is not None:
-            return f" >= {_num(low)}" if self.at_least is not None else f" > {_num(low)}"
+            return (
+                f" >= {number_text(low)}" if self.at_least is not None else f" > {number_text(low)}"
+            )
         if high is not None:
-            return f" <= {_num(high)}" if self.at_most is not None else f" < {_num(high)}"
+            return (
+                f" <= {number_text(high)}"
+                if self.at_most is not None
+                else f" < {number_text(high)}"
+            )
         return ""
 
     def error(self, value: Any) -> SettingError:
@@ -174,9 +180,9 @@ class Spec:
             return None
         kind = self.kind
         if kind is bool:
-            if raw.lower() in _TRUE:
+            if raw.lower() in TRUE_WORDS:
                 return True
-            if raw.lower() in _FALSE:
+            if raw.lower() in FALSE_WORDS:
                 return False
             raise self.error(text)
         if kind is int:
@@ -190,11 +196,11 @@ class Spec:
             except ValueError:
                 raise self.error(text) from None
         elif kind is tuple:
-            value = _parse_list(raw)
+            value = parse_list(raw)
             if value is None:
                 raise self.error(text)
         elif kind is dict:
-            value = _parse_bias(raw)
+            value = parse_bias(raw)
             if value is None:
                 raise self.error(text)
         else:
@@ -219,11 +225,11 @@ class Spec:
         return str(value)
 
 
-def _num(value: float) -> str:
+def number_text(value: float) -> str:
     return f"{value:g}"
 
 
-def _parse_list(raw: str) -> list[str] | None:
+def parse_list(raw: str) -> list[str] | None:
     """A JSON list of strings, or comma-separated words."""
     if raw.startswith("["):
         try:
@@ -234,7 +240,7 @@ def _parse_list(raw: str) -> list[str] | None:
     return [part.strip() for part in raw.split(",") if part.strip()]
 
 
-def _parse_bias(raw: str) -> dict[str, Any] | None:
+def parse_bias(raw: str) -> dict[str, Any] | None:
     """A JSON object, or ``key:bias`` pairs split by commas (``"the":-2, 50256:never``)."""
     if not raw:
         return {}
@@ -262,7 +268,7 @@ def _parse_bias(raw: str) -> dict[str, Any] | None:
 
 # -- declaring fields -------------------------------------------------------------------
 
-_META = "loomterm.spec"
+META_KEY = "loomterm.spec"
 
 
 def setting(
@@ -290,7 +296,7 @@ def setting(
     return field(
         **default_kw,
         metadata={
-            _META: dict(
+            META_KEY: dict(
                 label=label,
                 help=help,
                 at_least=at_least,
@@ -326,17 +332,19 @@ def option(
         raise ValueError(f"part must be 'model', 'loom' or 'server', not {part!r}")
     return field(
         default=default,
-        metadata={_META: dict(label="", help=help, at_least=at_least, choices=choices, part=part)},
+        metadata={
+            META_KEY: dict(label="", help=help, at_least=at_least, choices=choices, part=part)
+        },
     )
 
 
-def _specs(cls: type) -> dict[str, Spec]:
+def collect_specs(cls: type) -> dict[str, Spec]:
     """The specs of a dataclass declared with :func:`setting` / :func:`option`."""
     hints = typing.get_type_hints(cls)
     specs: dict[str, Spec] = {}
     for f in dataclasses.fields(cls):
-        kind, optional = _kind(hints[f.name], f.name)
-        meta = dict(f.metadata[_META])
+        kind, optional = field_kind(hints[f.name], f.name)
+        meta = dict(f.metadata[META_KEY])
         specs[f.name] = Spec(
             name=f.name,
             kind=kind,
@@ -350,7 +358,7 @@ def _specs(cls: type) -> dict[str, Spec]:
     return specs
 
 
-def _kind(hint: Any, name: str) -> tuple[type, bool]:
+def field_kind(hint: Any, name: str) -> tuple[type, bool]:
     """(kind, optional) of an annotation such as ``float``, ``int | None``,
     ``tuple[str, ...]``."""
     optional = False
@@ -361,21 +369,21 @@ def _kind(hint: Any, name: str) -> tuple[type, bool]:
             raise TypeError(f"setting {name}: one type (or it | None), not {hint}")
         hint = args[0]
     kind = typing.get_origin(hint) or hint
-    if kind not in _KINDS:
+    if kind not in KINDS:
         raise TypeError(f"setting {name}: {hint} is not one of bool, int, float, str, tuple, dict")
     return kind, optional
 
 
-def _hint(name: str, specs: Mapping[str, Spec]) -> str:
+def name_hint(name: str, specs: Mapping[str, Spec]) -> str:
     close = difflib.get_close_matches(name, list(specs), n=1)
     return f"did you mean {close[0]}?" if close else "known: " + ", ".join(specs)
 
 
-def _unknown(name: str, specs: Mapping[str, Spec], what: str = "setting") -> SettingError:
-    return SettingError(name, "is unknown", f"unknown {what} {name!r} ({_hint(name, specs)})")
+def unknown_name(name: str, specs: Mapping[str, Spec], what: str = "setting") -> SettingError:
+    return SettingError(name, "is unknown", f"unknown {what} {name!r} ({name_hint(name, specs)})")
 
 
-def _validate(obj: Any, specs: Mapping[str, Spec]) -> None:
+def validate_fields(obj: Any, specs: Mapping[str, Spec]) -> None:
     for name, spec in specs.items():
         value = spec.check(getattr(obj, name))
         object.__setattr__(obj, name, value)  # frozen: the normalized value
@@ -384,8 +392,8 @@ def _validate(obj: Any, specs: Mapping[str, Spec]) -> None:
 _T = TypeVar("_T")
 
 
-def _replace(obj: _T, specs: Mapping[str, Spec], changes: Mapping[str, Any], what: str) -> _T:
+def replace_fields(obj: _T, specs: Mapping[str, Spec], changes: Mapping[str, Any], what: str) -> _T:
     for name in changes:
         if name not in specs:
-            raise _unknown(name, specs, what)
+            raise unknown_name(name, specs, what)
     return dataclasses.replace(obj, **changes)  # type: ignore[type-var]

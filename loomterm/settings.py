@@ -32,25 +32,25 @@ from loomterm.injection import check_world_info
 # How a field is declared and checked lives in ``setting_specs``; its names are
 # re-exported here, where code and tests have always imported them from.
 from loomterm.setting_specs import (  # noqa: F401 - re-exported
-    _FALSE,
-    _KINDS,
-    _META,
-    _TRUE,
+    FALSE_WORDS,
+    KINDS,
+    META_KEY,
     NEVER,
+    TRUE_WORDS,
     SettingError,
     Spec,
-    _hint,
-    _kind,
-    _num,
-    _parse_bias,
-    _parse_list,
-    _replace,
-    _specs,
-    _unknown,
-    _validate,
+    collect_specs,
+    field_kind,
+    name_hint,
+    number_text,
     option,
+    parse_bias,
+    parse_list,
+    replace_fields,
     sampler,
     setting,
+    unknown_name,
+    validate_fields,
 )
 
 __all__ = [
@@ -119,13 +119,13 @@ class Settings:
     SPECS: ClassVar[dict[str, Spec]]
 
     def __post_init__(self) -> None:
-        _validate(self, self.SPECS)
+        validate_fields(self, self.SPECS)
 
     # -- changing ----------------------------------------------------------------------
     def replace(self, **changes: Any) -> Settings:
         """These settings with ``changes``, validated: an unknown name or a bad value
         raises :class:`SettingError` (one line, naming the setting and what it takes)."""
-        return _replace(self, self.SPECS, changes, "setting")
+        return replace_fields(self, self.SPECS, changes, "setting")
 
     @classmethod
     def from_stored(cls, stored: Mapping[str, Any] | None) -> tuple[Settings, list[str]]:
@@ -148,7 +148,7 @@ class Settings:
         for name, raw in stored.items():
             spec = cls.SPECS.get(name)
             if spec is None:
-                hint = _hint(str(name), cls.SPECS)
+                hint = name_hint(str(name), cls.SPECS)
                 warnings.append(f"dropped the unknown stored setting {name!r} ({hint})")
                 continue
             try:
@@ -180,10 +180,10 @@ class Settings:
         try:
             return cls.SPECS[name]
         except KeyError:
-            raise _unknown(name, cls.SPECS) from None
+            raise unknown_name(name, cls.SPECS) from None
 
 
-Settings.SPECS = _specs(Settings)
+Settings.SPECS = collect_specs(Settings)
 DEFAULTS = Settings()
 
 
@@ -213,7 +213,7 @@ class EngineOptions:
     SPECS: ClassVar[dict[str, Spec]]
 
     def __post_init__(self) -> None:
-        _validate(self, self.SPECS)
+        validate_fields(self, self.SPECS)
 
     @classmethod
     def from_args(cls, args: Any) -> EngineOptions:
@@ -221,7 +221,7 @@ class EngineOptions:
         return cls(**{name: getattr(args, name) for name in cls.SPECS if hasattr(args, name)})
 
     def replace(self, **changes: Any) -> EngineOptions:
-        return _replace(self, self.SPECS, changes, "engine option")
+        return replace_fields(self, self.SPECS, changes, "engine option")
 
     def model_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of ``load_model`` (and ``import_session``): model, device,
@@ -247,4 +247,4 @@ class EngineOptions:
         return {name: getattr(self, name) for name, spec in self.SPECS.items() if spec.part == part}
 
 
-EngineOptions.SPECS = _specs(EngineOptions)
+EngineOptions.SPECS = collect_specs(EngineOptions)

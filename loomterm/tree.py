@@ -28,6 +28,10 @@ class Origin(str, Enum):
     IMPORT = "import"  # brought in from another loom's file
 
 
+# Origins of text the writer put in (typed, pasted, inserted by an edit): a childless
+# node of theirs is retyped in place (``Loom.retype``) rather than branched.
+WRITER = frozenset({Origin.USER, Origin.EDIT})
+
 # One alternative token: (token_id, log-probability under the model).
 Alternative = tuple[int, float]
 

@@ -40,6 +40,7 @@ TINY_PLAN = BenchPlan(
     context_rounds=2,
     context_new=6,
     context_branches=2,
+    startup_reps=1,
 )
 
 

@@ -459,6 +459,21 @@ def test_socketteer_import_on_the_command_line(tiny_llama_dir, tmp_path, capsys)
     assert capsys.readouterr().out.endswith("\nThe end.\n")
 
 
+def test_a_socketteer_import_starts_with_the_editors_samplers(tiny_llama_dir, tmp_path, capsys):
+    """Another loom's tree carries no loomterm samplers: the session starts with those a
+    new session gets (llama.cpp's), not the neutral temperature 1, top-p 1."""
+    from loomterm.presets import SHIPPED
+    from loomterm.session import load_session
+
+    source = tmp_path / "tale.json"
+    source.write_text(json.dumps(SOCKETTEER), encoding="utf-8")
+    assert main(["import", str(source), "--model", str(tiny_llama_dir), "--device", "cpu"]) == 0
+    settings = load_session("tale").settings
+    assert {k: settings[k] for k in SHIPPED["llama.cpp"]} == SHIPPED["llama.cpp"]
+    assert settings["preset"] == "llama.cpp"
+    assert (settings["temperature"], settings["top_p"]) == (0.8, 0.95)
+
+
 def test_a_text_only_loomterm_tree_is_retokenized(sample, tiny_llama_dir, tmp_path):
     _, data = sample
     obj = json.loads(render(data, "json"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -304,6 +305,46 @@ def test_gguf_is_converted_once_and_matches_the_folder(
     assert "dequantize" not in again.stages() and "read" not in again.stages()
     assert marker.stat().st_mtime_ns == before
     assert second.fingerprint == loaded.fingerprint
+
+
+def test_one_gguf_file_is_converted_once_whatever_path_it_comes_by(
+    tiny_llama_gguf, private_cache, tmp_path
+):
+    first = load_model(tiny_llama_gguf)
+    elsewhere = tmp_path / "copies" / "renamed-model.gguf"
+    elsewhere.parent.mkdir()
+    shutil.copyfile(tiny_llama_gguf, elsewhere)
+    recorder = Recorder()
+    second = load_model(elsewhere, progress=recorder)
+    assert "dequantize" not in recorder.stages() and "read" not in recorder.stages()
+    converted = [m.parent for m in (private_cache / "models").glob(f"*/{gguf_convert.MARKER}")]
+    assert len(converted) == 1
+    assert second.fingerprint["weights"] == first.fingerprint["weights"]
+    assert second.source == str(elsewhere.resolve())  # what the session records
+
+
+def test_the_default_models_gguf_attached_by_path_reuses_its_conversion(
+    private_cache, tmp_path, monkeypatch
+):
+    from loomterm.engine.models.default import default_gguf_path, default_model_dir
+
+    shared = Path.home() / ".cache" / "loomterm-tests"
+    monkeypatch.setenv("LOOMTERM_CACHE_DIR", str(shared))
+    folder, gguf = default_model_dir(), default_gguf_path()
+    # The shared cache's default model, linked (not copied) into this test's own cache;
+    # the GGUF file copied to a path of the user's.
+    monkeypatch.setenv("LOOMTERM_CACHE_DIR", str(private_cache))
+    mine = private_cache / "models" / folder.name
+    mine.mkdir(parents=True)
+    for item in folder.iterdir():
+        (mine / item.name).symlink_to(item)
+    copy = tmp_path / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    shutil.copyfile(gguf, copy)
+    recorder = Recorder()
+    loaded = load_model(copy, progress=recorder)
+    assert "dequantize" not in recorder.stages()
+    assert sorted(p.name for p in (private_cache / "models").iterdir()) == [folder.name]
+    assert loaded.fingerprint["weights"] == load_model().fingerprint["weights"]
 
 
 def test_interrupted_conversion_leaves_nothing_to_load(tiny_llama_gguf, private_cache, monkeypatch):

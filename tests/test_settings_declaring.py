@@ -31,7 +31,7 @@ def knobs() -> type:
 
 
 def test_a_field_keeps_its_default_label_help_and_every_rule():
-    specs = S._specs(knobs())
+    specs = S.collect_specs(knobs())
     assert list(specs) == ["max_new_tokens", "ratio", "mode", "words", "table", "maybe"]
     got = {
         name: (
@@ -151,7 +151,7 @@ def test_a_table_default_is_a_fresh_copy_per_instance():
 def test_options_say_who_takes_them():
     field = S.option(2, "how many", part="loom", at_least=1, choices=(1, 2))
     assert field.default == 2
-    assert field.metadata[S._META] == dict(
+    assert field.metadata[S.META_KEY] == dict(
         label="", help="how many", at_least=1, choices=(1, 2), part="loom"
     )
     for part in ("model", "loom", "server"):
@@ -167,7 +167,7 @@ def test_options_say_who_takes_them():
 def test_the_module_s_specs_are_what_its_declarations_say():
     """Rebuilding the specs of Settings and EngineOptions gives the ones in use."""
     for cls in (Settings, EngineOptions):
-        again = S._specs(cls)
+        again = S.collect_specs(cls)
         assert list(again) == list(cls.SPECS)
         for name, spec in again.items():
             old = cls.SPECS[name]
@@ -182,7 +182,7 @@ def test_a_wrong_default_is_found_when_the_class_is_defined():
         class Bad:
             n: int = S.setting(0, "N", "n", at_least=1)
 
-        S._specs(Bad)
+        S.collect_specs(Bad)
 
 
 @pytest.mark.parametrize(
@@ -197,24 +197,24 @@ def test_a_wrong_default_is_found_when_the_class_is_defined():
     ],
 )
 def test_kinds_from_annotations(hint, kind):
-    assert S._kind(hint, "x") == kind
+    assert S.field_kind(hint, "x") == kind
 
 
 def test_annotations_that_are_no_kind_are_refused():
     with pytest.raises(TypeError, match=r"^setting x: one type \(or it \| None\), not "):
-        S._kind(int | str, "x")
+        S.field_kind(int | str, "x")
     with pytest.raises(TypeError, match=r"^setting y: .* is not one of bool, int, float, str"):
-        S._kind(list[str], "y")
+        S.field_kind(list[str], "y")
     with pytest.raises(TypeError, match="setting z: one type"):
-        S._kind(int | str | None, "z")
+        S.field_kind(int | str | None, "z")
 
 
 def test_unknown_names_say_what_is_known():
     specs = {"alpha": None, "beta": None}
-    err = S._unknown("alpah", specs)
+    err = S.unknown_name("alpah", specs)
     assert str(err) == "unknown setting 'alpah' (did you mean alpha?)"
     assert err.setting == "alpah" and err.problem == "is unknown"
-    err = S._unknown("zzz", specs, "engine option")
+    err = S.unknown_name("zzz", specs, "engine option")
     assert str(err) == "unknown engine option 'zzz' (known: alpha, beta)"
     with pytest.raises(SettingError, match=r"^unknown engine option 'n_cxt' \(did you mean n_ctx\?\)$"):  # fmt: skip
         EngineOptions().replace(n_cxt=3)
@@ -297,25 +297,25 @@ def test_values_as_a_dialog_shows_them():
 
 
 def test_lists_from_json_or_commas():
-    assert S._parse_list('["a,b", "c"]') == ["a,b", "c"]
-    assert S._parse_list("a, b,,c ,") == ["a", "b", "c"]
-    assert S._parse_list("a b") == ["a b"]
-    assert S._parse_list("[1") is None
+    assert S.parse_list('["a,b", "c"]') == ["a,b", "c"]
+    assert S.parse_list("a, b,,c ,") == ["a", "b", "c"]
+    assert S.parse_list("a b") == ["a b"]
+    assert S.parse_list("[1") is None
 
 
 def test_bias_tables_from_json_or_pairs():
-    assert S._parse_bias("") == {}
-    assert S._parse_bias('{"the": -2}') == {"the": -2}
-    assert S._parse_bias('{"the": ') is None
-    assert S._parse_bias('"a:b": 2, 50256:never') == {"a:b": 2.0, "50256": "never"}
-    assert S._parse_bias('\'x\': 1, "": 3, "ab: 4, XaX: 5') == {
+    assert S.parse_bias("") == {}
+    assert S.parse_bias('{"the": -2}') == {"the": -2}
+    assert S.parse_bias('{"the": ') is None
+    assert S.parse_bias('"a:b": 2, 50256:never') == {"a:b": 2.0, "50256": "never"}
+    assert S.parse_bias('\'x\': 1, "": 3, "ab: 4, XaX: 5') == {
         "x": 1.0,
         "": 3.0,
         '"ab': 4.0,
         "XaX": 5.0,
     }
     for bad in (":5", "abc", "a:b:", "a: lots"):
-        assert S._parse_bias(bad) is None, bad
+        assert S.parse_bias(bad) is None, bad
 
 
 def test_a_bias_table_takes_ids_or_text_to_a_float_or_never():
@@ -335,4 +335,4 @@ def test_a_bad_annotation_names_its_field():
         listed: list = S.setting(None, "Listed", "a list")
 
     with pytest.raises(TypeError, match=r"^setting listed: "):
-        S._specs(Odd)
+        S.collect_specs(Odd)

@@ -31,7 +31,7 @@ def plain_decode(loaded, prompt: list[int], new_tokens: int, reps: int, log) -> 
     ids = torch.tensor([prompt], device=device)  # (1, T)
     for loom in looms.values():
         loom.generate(loom.append_tokens(loom.root, prompt), 4, temperature=0)  # warm-up
-    _hf_generate(model, ids, 4)
+    hf_generate(model, ids, 4)
     rates: dict[str, list[float]] = {"off": [], "auto": [], "hf": []}
     identical = {"off": True, "auto": True}
     for _ in range(reps):
@@ -46,7 +46,7 @@ def plain_decode(loaded, prompt: list[int], new_tokens: int, reps: int, log) -> 
             rates[mode].append(len(kid.tokens) / seconds)
             tokens[mode] = list(kid.tokens)
         count = len(tokens["off"])
-        seconds, out = timed(device, lambda count=count: _hf_generate(model, ids, count))
+        seconds, out = timed(device, lambda count=count: hf_generate(model, ids, count))
         theirs = out[0, len(prompt) :].tolist()
         rates["hf"].append(len(theirs) / seconds)
         for mode in identical:
@@ -79,7 +79,7 @@ def plain_decode(loaded, prompt: list[int], new_tokens: int, reps: int, log) -> 
 
 
 @torch.inference_mode()
-def _hf_generate(model, ids: torch.Tensor, new_tokens: int) -> torch.Tensor:
+def hf_generate(model, ids: torch.Tensor, new_tokens: int) -> torch.Tensor:
     """transformers' own greedy ``generate`` with its own attention and weight layout:
     (1, T + new)."""
     with stock_attention(model), stock_layout(model):

@@ -24,7 +24,7 @@ import torch
 
 from loomterm.bench import peer
 from loomterm.bench.common import make_loom
-from loomterm.bench.decoding import _hf_generate
+from loomterm.bench.decoding import hf_generate
 from loomterm.bench.report import Row, ratio
 from loomterm.bench.timing import percentile, timed
 
@@ -72,7 +72,7 @@ def precision_table(
         loom.generate(loom.append_tokens(loom.root, prompt), 2, temperature=0)
     reference = models["float32"]
     ids = torch.tensor([prompt], device=reference.device)
-    _hf_generate(reference.model, ids, 2)
+    hf_generate(reference.model, ids, 2)
     decode: dict[str, list[float]] = {label: [] for label in looms}
     prefill: dict[str, list[float]] = {label: [] for label in looms}
     only: dict[str, list[float]] = {label: [] for label in looms}  # decode without prefill
@@ -93,7 +93,7 @@ def precision_table(
             )
             prefill[label].append(len(doc) / seconds)
         seconds, out = timed(
-            reference.device, lambda: _hf_generate(reference.model, ids, new_tokens)
+            reference.device, lambda: hf_generate(reference.model, ids, new_tokens)
         )
         hf.append((out.shape[1] - len(prompt)) / seconds)
     want = _logprobs(reference, doc)

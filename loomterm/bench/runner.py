@@ -20,6 +20,7 @@ from loomterm.bench import (
     prefill,
     remote,
     search,
+    startup,
     weave,
 )
 from loomterm.bench.common import loom_options
@@ -62,12 +63,14 @@ class BenchPlan:
     context_rounds: int = 6
     context_new: int = 32
     context_branches: int = 4
+    startup_reps: int = 3  # launches of the editor timed (after one to warm up)
     sections: tuple[str, ...] = (
         "latency", "decode", "precision", "siblings", "memory", "prefill", "long", "rerope",
         "drafted",
         "weave",
         "search",
         "context",
+        "startup",
     )  # fmt: skip
 
     @classmethod
@@ -104,6 +107,7 @@ class BenchPlan:
             context_rounds=3,
             context_new=16,
             context_branches=3,
+            startup_reps=2,
         )
 
     def scaled(self, **changes) -> BenchPlan:
@@ -124,6 +128,7 @@ NOTES = {
     weave.WEAVE: weave.WEAVE_NOTE,
     search.SEARCH: search.SEARCH_NOTE,
     context.CONTEXT: context.CONTEXT_NOTE,
+    startup.STARTUP: startup.STARTUP_NOTE,
 }
 SERVER_NOTES = remote.NOTES  # the sections of a bench against a server
 
@@ -226,6 +231,8 @@ def _run(loaded, plan: BenchPlan, quick: bool, log: Callable[[str], None]) -> Be
         rows += context.context_rows(
             loaded, corpus, plan.context_rounds, plan.context_new, plan.context_branches, log
         )
+    if "startup" in want:
+        rows += startup.startup_rows(loaded, corpus, plan.startup_reps, log)
     meta = {
         "model": loaded.name,
         "device": str(loaded.device),

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 from loomterm.tree import Node, Origin, Tree
 
 if TYPE_CHECKING:
-    from loomterm.engine.decode.drafted import DraftStats
     from loomterm.engine.sample.chain import SamplingParams
 
 OnToken = Callable[[Node, int, str], None]
@@ -96,6 +95,27 @@ class GenerateResult:
     @property
     def tokens_per_second(self) -> float:
         return self.tokens / self.decode_seconds if self.decode_seconds > 0 else 0.0
+
+
+@dataclass
+class DraftStats:
+    """What one drafted generation did."""
+
+    steps: int = 0  # forward passes
+    emitted: int = 0  # tokens generated
+    drafted: int = 0  # draft tokens sent to the model
+    accepted: int = 0  # of them, accepted
+    lookahead: bool = False
+    per_step: list[int] = field(default_factory=list)  # tokens emitted per forward
+    by_source: dict[int, int] = field(default_factory=dict)  # accepted drafts per source
+
+    @property
+    def tokens_per_step(self) -> float:
+        return self.emitted / self.steps if self.steps else 0.0
+
+    @property
+    def accepted_per_step(self) -> float:
+        return self.accepted / self.steps if self.steps else 0.0
 
 
 class NodeWriter:

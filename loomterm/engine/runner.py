@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from loomterm.engine.kv.resident import KVMemory
+from loomterm.engine.kv.resident import KVBytes
 
 if TYPE_CHECKING:
     import torch
@@ -94,6 +94,7 @@ class Runner(ABC):
     progress: Progress | None = None
     interrupt: threading.Event | None = None
     context_provider: ContextProvider | None = None
+    tree: Tree | None = None  # set by ``attach``
 
     def context_for(self, node: Node, reserve: int = 0) -> Assembled | None:
         """The injected sequence for ``node`` (``engine.context``), None when plain."""
@@ -145,13 +146,19 @@ class Runner(ABC):
     def forget(self, node: Node) -> None:  # noqa: B027 - optional for runners
         """``node``'s KV changed or is gone: stop using any cached copy of it."""
 
+    def rewrite(self, node: Node, keep: int) -> None:
+        """``node``'s tokens from ``keep`` on are being replaced in place (the writer's
+        own text, retyped; ``Loom.retype``): stop using what was cached of them. By
+        default, everything cached of ``node``."""
+        self.forget(node)
+
     def evict(self, node: Node) -> bool:
         """Drop ``node``'s cached KV (it is recomputed when needed). True if dropped."""
         return False
 
-    def memory(self) -> KVMemory:
+    def kv_bytes(self) -> KVBytes:
         """KV bytes this runner holds in this process."""
-        return KVMemory()
+        return KVBytes()
 
     def close(self) -> None:  # noqa: B027 - optional for runners
         """Release what the runner holds (connections, buffers)."""

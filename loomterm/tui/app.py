@@ -34,8 +34,8 @@ from textual.app import App, ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal
 from textual.reactive import var
+from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Footer
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from loomterm.errors import LoomError, PrefillCancelled
@@ -68,28 +68,44 @@ from loomterm.tui.messages import (
     JobFailed,
     JobFinished,
     JobStarted,
+    Loading,
     LoomChanged,
+    ModelReady,
     Synced,
 )
+from loomterm.tui.model_loading import LOAD_JOB, StartupLoader
 from loomterm.tui.prefs import Prefs, load_prefs
 from loomterm.tui.sanitize import safe_line
 from loomterm.tui.widgets.branch_tree import BranchTree
 from loomterm.tui.widgets.context import ContextView
 from loomterm.tui.widgets.document_view import DocumentView
+from loomterm.tui.widgets.footer import KeyFooter
+from loomterm.tui.widgets.shade_legend import ShadeLegend
 from loomterm.tui.widgets.status_bar import StatusBar, StatusInfo
 
 if TYPE_CHECKING:
     from textual.driver import Driver
 
     from loomterm.engine import Loom
+    from loomterm.session_open import SessionOpening
     from loomterm.tui.widgets.export_dialog import ExportRequest
 
 TITLE_PUSH = "\x1b[22;2t"  # xterm: save the window title (terminals without it ignore it)
 TITLE_POP = "\x1b[23;2t"  # and give it back
-CHANGES = frozenset({"add", "split", "update", "settings"})  # events that change the session
+CHANGES = frozenset(
+    {"add", "split", "update", "rewrite", "settings"}
+)  # events that change the session
 SYNC_DELAY = 0.4  # seconds of no typing before the text goes to the engine
 TREE_DELAY = 0.15  # structural changes are batched this long before the pane rebuilds
 Job = Callable[[], None]
+
+
+class EditorScreen(Screen):
+    """The editor's main screen. The document takes the keyboard from the first frame:
+    keys typed while the editor starts (the terminal hands them over at once, before
+    ``on_mount`` could move the focus) are text, not branch-pane keys."""
+
+    AUTO_FOCUS = "#document"
 
 
 class LoomApp(
@@ -113,7 +129,8 @@ class LoomApp(
     App[None],
 ):
     """A terminal loom over ``loom``. ``session_name`` names the session in titles and
-    exports; ``show_speed`` False keeps tok/s out of the status bar (for snapshots)."""
+    exports; ``show_speed`` False keeps tok/s out of the status bar (for snapshots).
+    With ``opening``, ``loom`` is its preview and the model loads in the background."""
 
     TITLE = "loomterm"
     generating: var[bool] = var(False)
@@ -128,7 +145,9 @@ class LoomApp(
     }
     #tree.-hidden { display: none; }
     #document { width: 1fr; }
-    Footer FooterKey.-command-palette { border-left: vkey $loom-guide; }
+    /* At the right edge: with the compact footer's margin after it, a cell of the keys
+       scrolled under it showed through (a stray "S" after "^p palette"). */
+    Footer FooterKey.-command-palette { border-left: vkey $loom-guide; margin-right: 0; }
     """
 
     def __init__(
@@ -139,9 +158,14 @@ class LoomApp(
         show_speed: bool = True,
         sync_delay: float = SYNC_DELAY,
         export_dir: Path | None = None,
+        opening: SessionOpening | None = None,
     ) -> None:
         super().__init__()
         self.loom = loom
+        # Opening with the model still to load: ``loom`` is the session file's preview
+        # until the loader's job brings the real Loom (``tui.model_loading``).
+        self.loader = StartupLoader(self, opening) if opening is not None else None
+        self.load_error: BaseException | None = None
         self.session_name = session_name
         self.show_speed = show_speed
         self.sync_delay = sync_delay
@@ -163,6 +187,9 @@ class LoomApp(
         self._after_generation: Callable[[], None] | None = None
         self._sync_due = False
         self._sync_timer: Timer | None = None
+        # The nodes this run of typing writes into (``ops.TypingRun``): a new run
+        # begins when the caret leaves them, a generation starts or on "branch here".
+        self.typing_run = ops.TypingRun()
         self._failed_sync: str | None = None
         self._tree_timer: Timer | None = None
         self._status_timer: Timer | None = None
@@ -176,6 +203,10 @@ class LoomApp(
         self.read_only = sessions.is_read_only(loom)
         self.unsaved = False  # a read-only session was changed (in memory only)
         self._make_widgets()
+
+    def get_default_screen(self) -> Screen:
+        """The main screen, whose first focus is the document (see :class:`EditorScreen`)."""
+        return EditorScreen(id="_default")
 
     def get_driver_class(self) -> type[Driver]:
         """Textual's driver, reading bracketed pastes whole (``loomterm.tui.paste``)."""
@@ -193,8 +224,9 @@ class LoomApp(
             yield self.view
             yield self.context_view
         yield self.model_legend()
+        yield self.shade_legend
         yield self.status
-        yield Footer(compact=True)
+        yield KeyFooter(compact=True)
 
     def _make_widgets(self) -> None:
         """The main screen's widgets, made once and kept: the app's ``query_one`` looks
@@ -209,6 +241,8 @@ class LoomApp(
         self.view.surprisal = self.prefs.surprisal
         self.view.approx_marks = self.prefs.approx
         self.status = StatusBar(id="status")
+        self.shade_legend = ShadeLegend(id="shade-legend")
+        self.shade_legend.show_view(self.view.surprisal, self.view.probabilities)
         self.context_view = ContextView(id="context-view", classes="-hidden")
 
     def on_mount(self) -> None:
@@ -217,9 +251,13 @@ class LoomApp(
         self.loom.subscribe(self._on_loom_event)
         self._attach_engine(self.loom)
         self._engine_loop()
+        if self.loader is not None:
+            self.loader.start()  # the engine's first job: what waits for it waits in order
         cursor = self.loom.cursor
         self.doc.show(cursor)
         self.place_saved_caret(cursor)  # where the user left it (else the end)
+        if self.loader is not None:
+            self.loader.caret_at_start = self.doc.caret
         self.history.push(Place(cursor, self.doc.caret))
         self._remember(cursor)
         self.view.focus()
@@ -250,6 +288,73 @@ class LoomApp(
         self._jobs.put(None)
         if self._driver is not None and not self.is_headless:
             self._driver.write(TITLE_POP)
+
+    # -- the model, loading in the background -----------------------------------------
+    @property
+    def model_ready(self) -> bool:
+        """False while the model loads in the background (``loomterm.tui.model_loading``)."""
+        return self.loader is None
+
+    async def run_action(self, action, default_namespace=None, namespaces=None) -> bool:
+        """Actions of the app's own that need the model wait for it, in order."""
+        loader = self.loader
+        if (
+            loader is not None
+            and isinstance(action, str)
+            and default_namespace in (None, self)
+            and "." not in action.partition("(")[0]
+            and loader.needs_model(action)
+        ):
+            loader.hold(lambda: self.run_action(action), action.partition("(")[0])
+            self._refresh_status_soon()
+            return True
+        return await super().run_action(action, default_namespace, namespaces)
+
+    def when_model_ready(self, run: Callable[[], object], what: str) -> None:
+        """Run ``run`` now, or (the model still loading) once it is ready."""
+        if self.loader is None:
+            run()
+        else:
+            self.loader.hold(run, what)
+
+    def loading_progress(self, stage: str, done: int, total: int | None) -> None:
+        """Model-loading progress, from the worker: to the status bar."""
+        self.post_message(Loading(stage, done, total))
+
+    def on_model_ready(self, message: ModelReady) -> None:
+        """The real Loom takes the preview's place; held work runs, in order."""
+        loader, preview, loom = self.loader, self.loom, message.loom
+        if loader is None:
+            return
+        self.loader = None
+        self.loom = loom  # type: ignore[assignment]
+        self.read_only = sessions.is_read_only(loom)  # type: ignore[arg-type]
+        loom.subscribe(self._on_loom_event)  # type: ignore[attr-defined]
+        self._attach_engine(loom)  # type: ignore[arg-type]
+        doc = self.doc
+        if doc.dirty or doc.node is None or loom.tree is not preview.tree:  # type: ignore[attr-defined]
+            # Typing is under way: it stays; the real tokenizer decodes from now on.
+            codec = loom.codec  # type: ignore[attr-defined]
+            doc.token_bytes = codec.token_bytes
+            doc.special_ids = set(codec.special_ids) | set(codec.added_ids)
+        else:
+            node, caret = doc.node, doc.caret
+            self.doc = self._new_document(loom)  # type: ignore[arg-type]
+            self.view.doc = self.doc
+            self.doc.show(node)
+            if caret == loader.caret_at_start:
+                self.place_saved_caret(node)  # the session records where it was left
+            else:
+                self.doc.move_to(min(caret, self.doc.length))
+            self.view.document_changed(scroll=False)
+        self._text_cache.clear()
+        self.models_changed()
+        self.show_model_notes()
+        self._rebuild_tree_soon()
+        self.refresh_bindings()
+        for run in loader.take_waiting():
+            self.call_later(run)
+        self._refresh_status_soon()
 
     # -- the title -------------------------------------------------------------------
     def show_title(self) -> None:
@@ -342,6 +447,12 @@ class LoomApp(
 
     def on_job_failed(self, message: JobFailed) -> None:
         error = message.error
+        if message.label == LOAD_JOB:
+            # The session cannot open on this model: the command line says why, in one
+            # line, as if it had failed before the editor (nothing was written).
+            self.load_error = error
+            self.exit(return_code=1)
+            return
         if isinstance(error, PrefillCancelled):
             self.notify(
                 "Stopped reading the text: your edit is kept, and the model reads the rest "
@@ -388,9 +499,12 @@ class LoomApp(
             self.post_message(LoomChanged(event, node))
 
     def on_loom_changed(self, message: LoomChanged) -> None:
+        if message.event == "rewrite" and message.node is not None:
+            self.doc.forget(message.node)  # its tokens changed in place: decode it again
+            self.forget_node_text()
         if message.event in CHANGES:
             self._note_change()
-        if message.event in ("add", "split", "update"):
+        if message.event in ("add", "split", "update", "rewrite"):
             self._rebuild_tree_soon()
         if message.event == "update" and message.node is not None:
             self.view.redraw()
@@ -403,6 +517,9 @@ class LoomApp(
             self._cancel.set()  # typing over a generation stops it; the typing wins
         self._failed_sync = None
         self._note_change()
+        doc = self.doc
+        if doc.word_ended():  # a step for undo, as text editors coalesce typing
+            self.history.push(Place(doc.node or self.loom.root, doc.caret, doc.text))
         if self._sync_timer is not None:
             self._sync_timer.stop()
         self._sync_timer = self.set_timer(self.sync_delay, self.sync_now)
@@ -426,10 +543,11 @@ class LoomApp(
         keep = doc.shown_tokens
         text = doc.text
         loom = self.loom
+        run = self.typing_run
 
         def job() -> None:
             try:
-                node = ops.sync_text(loom, base, text, keep)
+                node = ops.sync_text(loom, base, text, keep, run)
             except PrefillCancelled as stopped:  # escape: the edit is in the tree whole
                 if stopped.node is not None:
                     self.post_message(Synced(stopped.node, text))
@@ -488,7 +606,9 @@ class LoomApp(
         self._caret_soon()  # the session hears the caret once it rests
         loom = self.loom
         state = ""
-        if self._prefill is not None:
+        if self.loader is not None:
+            state = self.loader.state(self.loading_state())
+        elif self._prefill is not None:
             state = self.prefill_state()
         elif self._loading is not None:
             state = self.loading_state()

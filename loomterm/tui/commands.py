@@ -35,9 +35,11 @@ class LoomCommands(Provider):
             yield action.title, partial(app.run_action, action.action), help_text
         for name, preset in app.presets().items():
             values = ", ".join(f"{k} {v}" for k, v in preset.values.items())
-            yield f"Preset: {name}", partial(app.apply_preset, name), values
+            preset_run = partial(app.when_model_ready, partial(app.apply_preset, name), "Preset")
+            yield f"Preset: {name}", preset_run, values
         for key in app.attached_models():
-            yield f"Model: {key}", partial(app.use_model, key), "Make this model the active one"
+            use = partial(app.when_model_ready, partial(app.use_model, key), "Model")
+            yield f"Model: {key}", use, "Make this model the active one"
         for name in app.theme_names():
             yield f"Theme: {name}", partial(app.set_theme, name), "Switch to this theme"
         for node, preview in app.bookmarks():

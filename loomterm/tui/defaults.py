@@ -15,15 +15,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from loomterm.presets import SHIPPED, Preset
-from loomterm.settings import SettingError, Settings
+from loomterm.presets import (
+    SHIPPED,
+    START_PRESET,
+    config_sampling,
+    starting_samplers,
+)
+from loomterm.settings import Settings
 
 if TYPE_CHECKING:
     from loomterm.engine import Loom
-
-START_PRESET = "llama.cpp"
-# generation_config fields that are loomterm samplers of the same meaning.
-MODEL_KEYS = ("temperature", "top_k", "top_p", "min_p", "typical_p", "repetition_penalty")
 
 FROM_MODEL = "the model's generation_config"
 FROM_PRESET = "{} default"  # "llama.cpp default", "creative default"
@@ -31,38 +32,22 @@ NEUTRAL = "off (loomterm's neutral)"
 CHANGED = "set for this session"
 
 
+def generation_config(loom: Loom) -> Any:
+    """The local model's ``generation_config`` (None on a server)."""
+    loaded = getattr(loom.runner, "loaded", None)
+    return getattr(getattr(loaded, "model", None), "generation_config", None)
+
+
 def model_sampling(loom: Loom) -> dict[str, Any]:
     """The sampling values the model's ``generation_config`` sets (and loomterm can
     take); empty when it sets none or the runner has no local model."""
-    loaded = getattr(loom.runner, "loaded", None)
-    config = getattr(getattr(loaded, "model", None), "generation_config", None)
-    if config is None:
-        return {}
-    values: dict[str, Any] = {}
-    for key in MODEL_KEYS:
-        value = getattr(config, key, None)
-        if value is None:
-            continue
-        try:
-            values[key] = Settings.spec(key).check(value)
-        except SettingError:
-            continue  # a value loomterm would refuse: not a default worth starting from
-    return values
+    return config_sampling(generation_config(loom))
 
 
 def starting_settings(loom: Loom) -> Settings:
     """``loom``'s settings with the samplers a new session starts from: the llama.cpp
     preset, then whatever the model's generation_config sets."""
-    from loomterm.presets import load_presets
-
-    preset = load_presets()[0].get(START_PRESET) or Preset(START_PRESET, SHIPPED[START_PRESET])
-    settings = preset.apply(loom.settings)
-    from_model = model_sampling(loom)
-    if from_model:
-        settings = settings.replace(**from_model)
-        if not preset.matches(settings):
-            settings = settings.replace(preset="")  # no longer the preset as it ships
-    return settings
+    return starting_samplers(loom.settings, generation_config(loom))
 
 
 def start_new_session(loom: Loom) -> None:

@@ -17,6 +17,7 @@ token index on the path (``Node.start + offset``).
 from __future__ import annotations
 
 import codecs
+import os
 import re
 from bisect import bisect_right
 from collections.abc import Callable
@@ -174,6 +175,15 @@ class DocumentModel:
         self._decoded[node.id] = (*key, pieces, ends, text, tail)
         return list(pieces), list(ends), text, tail
 
+    def forget(self, node: Node) -> None:
+        """``node``'s tokens were replaced in place: its decoded text, and the blocks
+        built from it, are stale (the next :meth:`show` decodes it again)."""
+        self._decoded.pop(node.id, None)
+        for index, item in enumerate(self.path[: self._pristine]):
+            if item is node:
+                self._pristine = index
+                break
+
     def extend(self, node: Node, start: int, pieces: list[str]) -> bool:
         """Streamed tokens ``start..`` of ``node`` arrived with their ``pieces``. Appends
         them if ``node`` ends (or will end) the shown path and nothing was edited.
@@ -266,6 +276,23 @@ class DocumentModel:
         if self.caret > start:
             self.caret = max(start, self.caret - (end - start))
         self._changed(start)
+
+    def become(self, text: str) -> None:
+        """Edit the text into ``text`` by the smallest change: one cut and one insert
+        between the common start and end (what an undo of typing puts back)."""
+        old = self.text
+        head = len(os.path.commonprefix([old, text]))
+        room = min(len(old), len(text)) - head
+        tail = len(os.path.commonprefix([old[::-1][:room], text[::-1][:room]]))
+        self.delete(head, len(old) - tail)
+        self.caret = head
+        self.insert(text[head : len(text) - tail])
+
+    def word_ended(self) -> bool:
+        """True when the character just before the caret is a space or line break that
+        ends a word (the place an undo step of typing ends)."""
+        caret, text = self.caret, self.text
+        return caret >= 2 and text[caret - 1].isspace() and not text[caret - 2].isspace()
 
     def backspace(self) -> None:
         if self.caret > 0:

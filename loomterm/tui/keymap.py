@@ -215,6 +215,16 @@ ACTIONS: tuple[Action, ...] = (
     ),
     Action("redo", "ctrl+y", "redo", "Redo", "Go forward again after an undo.", False, "Navigate"),
     Action(
+        "branch_here",
+        "alt+i",
+        "branch_here",
+        "Branch here",
+        "The next keystroke starts a new branch, even in your own text (which typing"
+        " otherwise changes in place); the old text stays as a sibling.",
+        False,
+        "Navigate",
+    ),
+    Action(
         "bookmark",
         "alt+s",
         "bookmark",

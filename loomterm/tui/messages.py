@@ -171,3 +171,12 @@ class Prefill(Message):
         super().__init__()
         self.done = done
         self.total = total
+
+
+class ModelReady(Message):
+    """The model finished loading in the background: ``loom`` is the real Loom over the
+    tree the editor has been showing (``loomterm.session_open``)."""
+
+    def __init__(self, loom: object) -> None:
+        super().__init__()
+        self.loom = loom

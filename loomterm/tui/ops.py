@@ -7,6 +7,7 @@ app wraps them in jobs and posts the results back as messages.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from loomterm.errors import EmptyEditError
@@ -18,9 +19,24 @@ if TYPE_CHECKING:
     from loomterm.store import SessionData
 
 
-def sync_text(loom: Loom, node: Node, text: str, keep: int | None = None) -> Node:
-    """The node whose path reads ``text``, made from ``node``'s path by the smallest
-    splice (``Loom.edit``), in the session's splice mode.
+@dataclass
+class TypingRun:
+    """The nodes the current run of typing made (ids), so the run keeps writing into
+    them (``Loom.retype``) instead of branching at every pause. The editor starts a new
+    run when the caret leaves them, a generation starts or the writer asks for a
+    branch (``branch`` then makes the next edit branch even in their own text)."""
+
+    ids: set[int] = field(default_factory=set)
+    branch: bool = False
+
+
+def sync_text(
+    loom: Loom, node: Node, text: str, keep: int | None = None, run: TypingRun | None = None
+) -> Node:
+    """The node whose path reads ``text``, made from ``node``'s path: in place where
+    the change lies inside the node being written (``Loom.retype``: the writer's own
+    childless node, or the ``run``'s), else by the smallest splice (``Loom.edit``, a
+    new branch), in the session's splice mode. Nodes a splice makes join ``run``.
 
     ``keep`` first cuts ``node``'s path to that many tokens (what was on screen when
     the user started typing over a generation that went on for a few more tokens).
@@ -31,13 +47,27 @@ def sync_text(loom: Loom, node: Node, text: str, keep: int | None = None) -> Nod
         return node
     if not text:
         return loom.root
-    if node.end == 0:
-        return loom.append(loom.root, text)
     exact = loom.settings.splice_mode == "exact"
-    try:
-        return loom.edit(node, text, exact=exact)
-    except EmptyEditError:
-        return node
+    run = run if run is not None else TypingRun()
+    if not run.branch:
+        retyped = loom.retype(node, text, exact=exact, run=run.ids)
+        if retyped is not None:
+            return retyped
+    run.branch = False
+    existing = set(loom.tree.nodes)
+    if node.end == 0:
+        result = loom.append(loom.root, text)
+    else:
+        try:
+            result = loom.edit(node, text, exact=exact)
+        except EmptyEditError:
+            return node
+    # The new branch joins the run; a node split to make room (the old text below it
+    # as well as the new) does not: rewriting it would change the old branch too.
+    run.ids.update(
+        item.id for item in result.path() if item.id not in existing and len(item.children) <= 1
+    )
+    return result
 
 
 def start_point(loom: Loom, node: Node, position: int, partial: str = "") -> Node:

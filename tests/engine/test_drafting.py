@@ -22,7 +22,6 @@ from loomterm.engine.decode.draft_tree import (
     nearby_nodes,
     walk_trials,
 )
-from loomterm.engine.decode.drafted import drafting_config
 from loomterm.engine.generation import GenerateRequest
 from loomterm.engine.sample.chain import SamplingParams, filter_logits
 from loomterm.tree import Origin, Tree
@@ -107,9 +106,8 @@ def test_lookahead_pool_alone_is_lossless_and_accepted(llama_loom):
     request = GenerateRequest(node, 60, 1, SamplingParams(temperature=0))
     with loom.exclusive():
         logits = loom.runner.prepare(node)
-        result = drafted_decode(
-            loom.runner, request, NodeWriter(loom.tree, loom.notify), logits, config
-        )
+        job = loom.runner.decode_job(request, NodeWriter(loom.tree, loom.notify), logits)
+        result = drafted_decode(job, config, loom.runner.drafting, loom.tree.nodes)
     kids, stats = result.children, result.drafting
     assert kids[0].tokens == plain
     assert stats.lookahead and stats.accepted > 0  # pool n-grams were accepted
@@ -183,7 +181,7 @@ def test_auto_keeps_the_text_per_seed_while_its_ledger_turns_drafting_on_and_off
         plain = _generate(loom, node, "off", 25, temperature=0.8, seed=seed)
         auto = _generate(loom, node, "auto", 25, temperature=0.8, seed=seed)
         assert auto.tokens == plain.tokens
-    ledger = loom.runner.draft_ledgers[("sampled", False)]
+    ledger = loom.runner.drafting.ledgers[("sampled", False)]
     assert ledger.drafted >= ledger.warmup and ledger.plains
     assert ledger.cost_ratio is not None and ledger.cost_ratio > 0
 
@@ -244,7 +242,7 @@ def test_drafting_only_for_one_continuation_that_fits(loom):
 
     def config(n, max_new_tokens, mode="auto"):
         request = GenerateRequest(node, max_new_tokens, n, SamplingParams(), drafting=mode)
-        return drafting_config(loom.runner, request)
+        return loom.runner.drafting_for(request)
 
     assert config(1, 20) is not None
     assert config(4, 20) is None
@@ -273,7 +271,7 @@ def test_small_context_falls_back_and_stays_exact(family, tiny_llama_dir, tiny_g
     # Drafting is on and applies where the block fits: 3 tokens do, 4 do not.
     def config(max_new_tokens):
         request = GenerateRequest(node, max_new_tokens, 1, SamplingParams(), drafting="tree")
-        return drafting_config(loom.runner, request)
+        return loom.runner.drafting_for(request)
 
     block = config(3)
     assert block is not None and node.end + 3 + block.tree_budget + 1 == loom.n_ctx

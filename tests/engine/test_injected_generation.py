@@ -143,7 +143,6 @@ def test_sampled_drafting_under_an_injected_context_keeps_the_seed(loom):
 
 
 def test_drafting_under_an_injected_context_needs_the_context_to_fit(tiny_llama_dir):
-    from loomterm.engine.decode.drafted import drafting_config
     from loomterm.engine.generation import GenerateRequest
     from loomterm.engine.sample.chain import SamplingParams
 
@@ -155,7 +154,7 @@ def test_drafting_under_an_injected_context_needs_the_context_to_fit(tiny_llama_
 
     def config(max_new_tokens):
         request = GenerateRequest(node, max_new_tokens, 1, SamplingParams(), drafting="tree")
-        return drafting_config(loom.runner, request)
+        return loom.runner.drafting_for(request)
 
     block = config(1)
     assert block is not None

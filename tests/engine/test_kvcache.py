@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from loomterm.engine.kv.cache import KVMemory, WorkingCache, kv_bytes, kv_memory, split_kv
+from loomterm.engine.kv.cache import KVBytes, WorkingCache, kv_bytes, resident_bytes, split_kv
 from loomterm.tree import Node
 from tests.helpers import REL_TOL, make_loom, relative_error
 
@@ -160,9 +160,9 @@ def test_fork_then_select_row_detaches_siblings_and_shrinks():
     assert all(k.kv.shape[3] == 12 for k in kids)
     scribble(cache)
     assert_unchanged(nodes, before)
-    memory = kv_memory(nodes, cache)
+    memory = resident_bytes(nodes, cache)
     per_column = L * 2 * H * D * 4
-    assert memory == KVMemory(nodes=3 * 12 * per_column, working=64 * per_column)
+    assert memory == KVBytes(nodes=3 * 12 * per_column, working=64 * per_column)
     assert memory.total == memory.nodes + memory.working
     # A second fork overwrites rows 1..: only row-0 views are kept as views.
     cache.fork(2)
@@ -258,7 +258,7 @@ def test_an_alias_of_unknown_layout_is_always_detached():
     assert_unchanged(nodes, before)
 
 
-def test_kv_memory_counts_each_storage_once():
+def test_resident_bytes_count_each_storage_once():
     cache, nodes = make_cache()
     feed(cache, 10)
     node(nodes, cache.columns(0, 5))
@@ -268,11 +268,11 @@ def test_kv_memory_counts_each_storage_once():
     own.kv = tail
     node(nodes, head)
     node(nodes, None)
-    memory = kv_memory(nodes, cache)
+    memory = resident_bytes(nodes, cache)
     assert memory.nodes == own.kv.untyped_storage().nbytes()
     assert memory.working == cache.nbytes()
     assert kv_bytes(nodes) == memory.total
-    assert kv_memory(nodes, None) == KVMemory(kv_bytes(nodes), 0)
+    assert resident_bytes(nodes, None) == KVBytes(kv_bytes(nodes), 0)
 
 
 # -- the loom -----------------------------------------------------------------------
@@ -343,9 +343,9 @@ def test_resident_kv_after_siblings_is_near_the_ideal(llama_loom, n):
     kids = loom.generate(prompt, 48, n=n, temperature=1.0, seed=n)
     per_token = prompt.kv[:, :, :, :1].numel() * prompt.kv.element_size()
     ideal = per_token * (prompt.end + sum(len(kid.tokens) for kid in kids))
-    memory = kv_memory(loom.tree.nodes.values(), loom.runner.work)
+    memory = resident_bytes(loom.tree.nodes.values(), loom.runner.work)
     assert memory.total <= 1.1 * ideal, f"{memory} for an ideal of {ideal} bytes"
     assert loom.runner.work.buf.shape[2] == 1  # the batch rows are gone
     loom.next_logits(kids[-1])  # moving to a sibling holds it once too
-    memory = kv_memory(loom.tree.nodes.values(), loom.runner.work)
+    memory = resident_bytes(loom.tree.nodes.values(), loom.runner.work)
     assert memory.total <= 1.1 * ideal, f"{memory} after moving, for an ideal of {ideal}"

@@ -121,18 +121,18 @@ def test_biases_from_strings_add_up_and_never_is_never():
 )
 def test_a_bad_bias_is_refused_in_one_line(value, message):
     with pytest.raises(InputError) as info:
-        P._normalise_bias(value)
+        P.normalise_bias(value)
     assert str(info.value).startswith(message)
 
 
 def test_bias_pairs_are_sorted_summed_and_read_from_digit_strings():
-    assert P._normalise_bias(None) == ()
-    assert P._normalise_bias([(3, 1), (" 1 ", 2.5), (3, -0.5), (2, -math.inf)]) == (
+    assert P.normalise_bias(None) == ()
+    assert P.normalise_bias([(3, 1), (" 1 ", 2.5), (3, -0.5), (2, -math.inf)]) == (
         (1, 2.5),
         (2, -math.inf),
         (3, 0.5),
     )
-    out = P._normalise_bias({4: "never", 0: 0})
+    out = P.normalise_bias({4: "never", 0: 0})
     assert out == ((0, 0.0), (4, -math.inf)) and all(type(b) is float for _, b in out)
 
 

@@ -152,7 +152,7 @@ def test_kv_bytes_count_every_model_once(pair):
     prompt = pair.append(pair.root, "Once upon a time")
     pair.generate(prompt, 4, model="g")
     memory = pair.kv_bytes()
-    owner = pair.models[pair.kv_owner].memory()
+    owner = pair.models[pair.kv_owner].kv_bytes()
     assert memory.nodes == owner.nodes and memory.working > owner.working
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from textual.widgets import Input, TextArea
 
 from loomterm.tui.widgets.context import ContextScreen, parse_world_info, world_info_text
@@ -151,3 +153,54 @@ async def test_regenerate_with_the_nodes_own_context(make_app, loom):
         assert again.parent is old.parent and again not in (old, current)
         assert loom.context_version(again) == version
         assert again.tokens == old.tokens  # greedy, same context: the same text
+
+
+async def test_the_context_view_follows_a_running_generation(make_app, loom, monkeypatch):
+    """alt+v during a generation: the new text appears in the view as it comes, after
+    the injected parts, not only when the generation ends."""
+    from loomterm.tui.actions.generation import Streamer
+
+    loom.update_settings(memory="The weaver.", max_new_tokens=40)
+    on_token = Streamer.on_token
+
+    def slow_token(streamer, *args):  # a slow model: the stream lasts a few seconds
+        time.sleep(0.08)
+        on_token(streamer, *args)
+
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await paste(pilot, "Once upon a time")
+        await settle(pilot)
+        await pilot.press("alt+v")
+        await settle(pilot)
+        monkeypatch.setattr(Streamer, "on_token", slow_token)
+        await pilot.press("ctrl+g")
+        seen = []
+        for _ in range(200):
+            await pilot.pause(0.05)
+            written = app.doc.text[len("Once upon a time") :]
+            if app.generating and len(written) > 8:
+                seen.append(written)
+                if len(seen) == 3:
+                    break
+        assert len(seen) == 3, "the generation was over too soon to be watched"
+        shown = app.context_view.rendered.plain
+        assert "\u25b6memory\u2502The weaver.\u25c0" in shown
+        assert app.generating
+        # Mid-stream, what is written so far is in the view (a batch may just be in).
+        assert seen[1] in shown
+        await settle(pilot)
+        assert app.context_view.rendered.plain.endswith(loom.text(loom.cursor))
+
+
+async def test_the_world_info_field_says_how_keys_are_written(make_app, loom):
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await pilot.press("f3")
+        await settle(pilot)
+        text = " ".join(screen_text(app).replace("\u2588", " ").split())
+        assert "comma-separated" in text and "fox, the red fox: Foxes are red." in text
+        # What the line says is what the parser reads.
+        assert parse_world_info("fox, the red fox: Foxes are red.", "64")["entries"] == [
+            {"keys": ["fox", " the red fox"], "text": "Foxes are red."}
+        ]

@@ -450,3 +450,27 @@ async def test_the_export_dialog_remembers_folder_format_and_branches(make_app, 
         assert screen.query_one("#format").value == "txt"
         assert screen.query_one("#branch").value == "all"
         assert screen.query_one("#path").value == str(exports / "out" / "story.txt")
+
+
+async def test_a_letter_in_a_number_field_is_refused_aloud(make_app, loom):
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await pilot.press("f2")
+        await settle(pilot)
+        screen = app.screen
+        field = screen.query_one("#setting-temperature")
+        field.focus()
+        await pilot.press("end", "x")
+        await pilot.pause()
+        assert field.value == "0"  # not typed...
+        problems = str(screen.query_one("#problems").render())
+        assert problems == "Temperature takes a number: 'x' was not typed"  # ...and said
+        await pilot.press("5")  # a digit is taken: the refusal goes
+        await pilot.pause()
+        assert str(screen.query_one("#problems").render()) == ""
+        await pilot.press("backspace", "ctrl+s")
+        await settle(pilot)
+        assert not isinstance(app.screen, SettingsScreen)
+        messages = [n.message for n in app._notifications]  # noqa: SLF001
+        assert "No setting changed" in messages
+        assert not any("Settings saved" in m for m in messages)

@@ -51,7 +51,7 @@ async def test_backspace_delete_and_caret_moves(make_app, loom):
         assert loom.text(loom.cursor) == "Hello worl"
 
 
-async def test_editing_in_the_middle_splices_a_new_branch(make_app, loom):
+async def test_editing_in_the_middle_of_own_text_changes_it_in_place(make_app, loom):
     app = make_app()
     async with app.run_test(size=TERMINAL) as pilot:
         await paste(pilot, "The quick brown fox")
@@ -60,8 +60,30 @@ async def test_editing_in_the_middle_splices_a_new_branch(make_app, loom):
         await pilot.press("ctrl+home", *["right"] * 4)
         await type_text(pilot, "very ")
         await settle(pilot)
-        assert loom.text(loom.cursor) == "The very quick brown fox"
-        assert loom.text(first) == "The quick brown fox"  # nothing is destroyed
+        assert loom.cursor is first  # the writer's own childless node: no sibling
+        assert loom.text(first) == "The very quick brown fox"
+        assert len(loom.tree.nodes) == 2
+
+
+async def test_editing_in_the_middle_splices_a_new_branch(make_app, loom):
+    """Text with children below it (here a generation) is not changed: the edit is a
+    new branch, and the rest of the typing goes into that branch."""
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await paste(pilot, "The quick brown fox")
+        await pilot.press("ctrl+g")
+        await settle(pilot)
+        first = loom.cursor
+        before = loom.text(first)
+        await pilot.press("ctrl+home", *["right"] * 4)
+        await type_text(pilot, "very ")
+        await settle(pilot)
+        await type_text(pilot, "very ")
+        await settle(pilot)
+        assert loom.text(loom.cursor) == "The very very " + before[len("The ") :]
+        assert loom.text(first) == before  # nothing is destroyed
+        forks = [n for n in loom.tree.nodes.values() if len(n.children) > 1]
+        assert len(forks) == 1 and len(forks[0].children) == 2  # one new branch
 
 
 async def test_up_down_keep_the_column_across_lines(make_app):

@@ -9,6 +9,7 @@ from textual.containers import Vertical
 from loomterm.tui.actions.view import tree_width
 from loomterm.tui.prefs import load_prefs
 from tests.tui.conftest import settle
+from tests.tui.screen_text import screen_text
 
 
 def test_tree_width_follows_the_terminal():
@@ -94,3 +95,39 @@ async def test_every_dialog_fits_80x24_and_scrolls_below(make_app, story, name):
         assert region.right <= 40 and region.bottom <= 10
         if name not in ("help", "archive"):  # help scrolls its table; the question wraps
             assert box.max_scroll_y > 0 or box.virtual_size.height <= box.size.height
+
+
+async def test_a_40x12_terminal_keeps_the_status_and_footer_whole(make_app, story):
+    app = make_app()
+    async with app.run_test(size=(40, 12)) as pilot:
+        await settle(pilot)
+        *_, status, footer = screen_text(app).splitlines()
+        # The status line drops the least needed parts instead of being cut.
+        assert "\u2026" not in status
+        assert status.strip().startswith("tiny-llama") and status.endswith("tok/s")
+        assert "/" in status.split("\u2502")[1]  # where the caret is: 2/2 d1
+        # Only whole keys beside the palette's key, which ends the line.
+        assert footer.endswith("\u258f^p palette")
+        keys = footer.split("\u258f")[0].split()
+        words = {"^q", "Quit", "^g", "Generate", "^r", "Regen", "^n", "N\u00d7"}
+        assert keys and set(keys) <= words, keys
+        palette = app.query_one(".-command-palette")
+        for key in app.query("KeyFooter > FooterKey"):
+            assert key is palette or key.region.right <= palette.region.x
+
+
+async def test_the_settings_fields_stay_usable_at_40x12(make_app, story):
+    app = make_app()
+    async with app.run_test(size=(40, 12)) as pilot:
+        await settle(pilot)
+        await pilot.press("f2")
+        await settle(pilot)
+        field = app.screen.query_one("#setting-temperature")
+        assert field.region.width >= 20  # under its label, the dialog's width
+        lines = screen_text(app).splitlines()
+        row = next(i for i, line in enumerate(lines) if "Temperature" in line)
+        assert lines[row + 1].strip("\u2588 ").startswith(field.value)
+        await pilot.press("tab")  # the next field scrolls into view, whole
+        await settle(pilot)
+        top_p = app.screen.query_one("#setting-top_p")
+        assert app.screen.focused is top_p and top_p.region.width >= 20

@@ -277,3 +277,31 @@ async def test_branch_pane_labels_follow_the_text_as_it_streams(make_app, loom, 
         for kid in kids:
             label = safe_line(loom.decode(list(kid.tokens)).strip())[:20]
             assert any(label in row for row in rows), (label, rows)
+
+
+async def test_archiving_a_middle_sibling_goes_to_its_neighbour(make_app, loom):
+    stem = loom.append(loom.root, "Once upon a time")
+    kids = [loom.append(stem, f" branch number {i}") for i in range(1, 7)]
+    loom.cursor = kids[1]  # sibling 2 of 6
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        app.doc.move_to(app.doc.length)
+        await pilot.pause()
+        assert "sibling 2 of 6" in status_line(app)
+        await pilot.press("alt+h")
+        await pilot.pause()
+        await pilot.press("y")
+        await settle(pilot)
+        assert kids[1].meta.get("hidden") is True
+        assert loom.cursor is kids[2]  # the next one took its place, not the last
+        assert app.doc.text == "Once upon a time branch number 3"
+        assert "sibling 2 of 5" in status_line(app)
+        # The last sibling archived: the one before it.
+        app.go_to_node(kids[5])
+        await settle(pilot)
+        await pilot.press("alt+h")
+        await pilot.pause()
+        await pilot.press("y")
+        await settle(pilot)
+        assert loom.cursor is kids[4]

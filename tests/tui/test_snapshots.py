@@ -69,6 +69,27 @@ def test_alternatives_popup(snap_compare, snap_app, loom):
     assert snap_compare(snap_app(), terminal_size=TERMINAL, run_before=run_before)
 
 
+def test_main_screen_40x12(snap_compare, snap_app):
+    """A small terminal: the status line drops parts instead of being cut, the footer
+    shows whole keys only."""
+    assert snap_compare(snap_app(), terminal_size=(40, 12), run_before=_branches)
+
+
+def test_settings_screen_40x12(snap_compare, snap_app):
+    """A small terminal: each label above its field, the field the dialog's width."""
+
+    async def run_before(pilot):
+        from textual.widgets import Input
+
+        await pilot.press("f2")
+        await pilot.pause()
+        for field in pilot.app.screen.query(Input):
+            field.cursor_blink = False
+        await pilot.pause()
+
+    assert snap_compare(snap_app(), terminal_size=(40, 12), run_before=run_before)
+
+
 def test_settings_screen(snap_compare, snap_app):
     async def run_before(pilot):
         from textual.widgets import Input

@@ -44,3 +44,33 @@ async def test_f9_colours_typed_text_by_surprisal(make_app, loom):
         await pilot.press("f9")
         await settle(pilot)
         assert not view.surprisal
+
+
+async def test_f9_shows_a_legend_that_says_it_is_on(make_app, loom):
+    from tests.tui.screen_text import screen_text
+
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await paste(pilot, "The loom hummed quietly.")
+        await settle(pilot)
+        assert "surprisal" not in screen_text(app)
+        await pilot.press("f9")
+        await settle(pilot)
+        legend = screen_text(app).splitlines()[-3]  # above the status bar
+        assert legend.strip().startswith("surprisal view on (f9 turns it off):")
+        assert "<2 bits" in legend and "\u226511 bits" in legend and "f9 turns it off" in legend
+        # Each swatch has the colour of its bucket in the document.
+        shades = app.shade_legend
+        for bucket in range(1, 6):
+            swatch = shades.get_component_rich_style(f"shade-legend--{bucket}")
+            token = app.view.get_component_rich_style(f"document--prob-{bucket}")
+            assert swatch.bgcolor == token.bgcolor
+        await pilot.press("f6")  # probabilities too: surprisal still wins, as on screen
+        await settle(pilot)
+        assert shades.text.startswith("surprisal view on")
+        await pilot.press("f9")
+        await settle(pilot)
+        assert shades.text.startswith("probability colours on") and "f6" in shades.text
+        await pilot.press("f6")
+        await settle(pilot)
+        assert not shades.display and "colours on" not in screen_text(app)

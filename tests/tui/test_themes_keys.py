@@ -87,7 +87,8 @@ async def test_approximate_tokens_are_marked_until_refreshed(make_app, loom):
     async with app.run_test(size=TERMINAL) as pilot:
         await paste(pilot, "The quick brown fox jumps")
         await settle(pilot)
-        await pilot.press("ctrl+home", *["right"] * 3)
+        # "Branch here": the edit of the writer's own text is a splice, not a retype.
+        await pilot.press("ctrl+home", *["right"] * 3, "alt+i")
         await paste(pilot, " very")
         await settle(pilot)  # a fast splice: the suffix is re-roped, approximate
         assert not loom.is_exact(loom.cursor)

@@ -119,6 +119,7 @@ def idle(screen: str) -> bool:
         and "generating" not in screen
         and "working" not in screen
         and "edited" not in screen
+        and "model loading" not in screen  # the editor is up; its model not yet
     )
 
 

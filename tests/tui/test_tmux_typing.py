@@ -86,3 +86,38 @@ def test_bursts_of_keys_and_pastes_reach_the_file_in_order(tmux_run, tiny_llama_
     quit_when_synced(term)
     assert saved_text("bursts") == editor.text
     assert "Alpha.\nBeta.\nGamma." in editor.text and "Windows.\nline.\n" in editor.text
+
+
+def test_pauses_mid_word_leave_no_fragment_siblings(tmux_run, tiny_llama_dir):
+    """Typing with pauses longer than the sync delay (each pause hands the text to the
+    engine) ends as one node: no ``lo`` / ``long`` / ``longer road`` siblings, no
+    ``⏎`` / ``⏎⏎``. Then text typed after a generation goes into one new node too."""
+    from loomterm.session import load_session, session_path
+    from loomterm.tree import Origin
+
+    term = tmux_run(["--model", str(tiny_llama_dir), *START, "-s", "paused"])
+    term.wait_for(lambda s: "^g" in s and "0 tok" in s, what="the editor to start")
+    for chunk in [" The lo", "ng", "er road", "Enter", "Enter", "It was", "BSpace", "s"]:
+        term.keys(chunk, literal=chunk not in ("Enter", "BSpace"))
+        time.sleep(1.2)  # past the sync delay (0.4 s): the engine has the text each time
+    term.wait_for(idle, what="the typing to sync")
+    term.keys("C-g")
+    term.wait_for(lambda s: idle(s) and "2 nodes" in s, what="the generation")
+    for chunk in [" And", " then", " more"]:
+        term.keys(chunk, literal=True)
+        time.sleep(1.2)
+    quit_when_synced(term)
+    data = load_session(session_path("paused"))
+    text = data.path_text()
+    assert text.startswith(" The longer road\n\nIt was") and text.endswith(" And then more")
+    typed = data.tree.root.children
+    assert len(typed) == 1 and data.text(typed[0]) == " The longer road\n\nIt was"
+    assert typed[0].origin is Origin.USER  # every pause retyped the one node in place
+    assert data.text(data.cursor_node).endswith(" And then more")  # one node, 3 pauses
+    # The typing after the generation may cut its last token (a character the tiny
+    # model left unfinished): then that token stays beside the new branch, no more.
+    forks = [node for node in data.tree.nodes.values() if len(node.children) > 1]
+    assert len(forks) <= 1
+    for fork in forks:
+        old, new = fork.children
+        assert old.origin is Origin.MODEL and len(old.tokens) == 1, data.text(old)

@@ -47,7 +47,10 @@ async def test_search_lists_hits_and_enter_goes_there(make_app, loom, branched):
         await pilot.pause(0.2)
         text = screen_text(app)
         assert "1 hit in 6 nodes" in text
-        assert "3.2 \u00b7" in text  # the third branch, then its second
+        assert "branch 3.2 \u2502" in text  # the third branch, then its second
+        # ...and the dialog says what such a label means.
+        flat = " ".join(text.replace("\u2588", " ").split())
+        assert "branch 2.1.3 is, at each fork from the top, the 2nd branch" in flat
         await pilot.press("enter")
         await settle(pilot)
         assert not isinstance(app.screen, SearchScreen)

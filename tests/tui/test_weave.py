@@ -28,7 +28,7 @@ def notes(app) -> list:
 
 
 def status_text(app) -> str:
-    return app.status._content.plain  # noqa: SLF001 - what the bar renders
+    return app.status.full_text
 
 
 async def test_weave_grows_the_tree_and_shows_the_best_branch(make_app, loom):

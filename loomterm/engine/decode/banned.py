@@ -15,17 +15,13 @@ seed gives each sibling the same text whatever ``n`` is.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
-from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter
-from loomterm.engine.sample.chain import SamplerState, make_generators, sample_step, token_records
-from loomterm.engine.text import StreamDecoder
-
-if TYPE_CHECKING:
-    from loomterm.engine.local.runner import LocalRunner
-    from loomterm.tree import Node
+from loomterm.engine.decode.job import DecodeJob
+from loomterm.engine.generation import GenerateResult
+from loomterm.engine.sample.chain import make_generators, sample_step, token_records
+from loomterm.engine.sample.history import history_view
+from loomterm.tree import Node
 
 # A row gives up going back after this many take-backs per requested token (a model
 # that keeps finding new ways into a phrase); what it has is kept.
@@ -75,62 +71,53 @@ class PhraseWatch:
         self.forbidden.setdefault(index, set()).add(token)
 
 
-def banned_decode(
-    runner: LocalRunner, request: GenerateRequest, writer: NodeWriter, logits: torch.Tensor
-) -> GenerateResult:
-    """Decode ``request`` (with ``request.banned``) one row at a time; ``logits`` (V,)
-    follow the parent's path, which the working cache's row 0 holds. On return the
-    cache holds the first child's path and remembers the logits after it."""
-    parent = request.node
-    work, cache = runner.work, runner.cache
+def banned_decode(job: DecodeJob) -> GenerateResult:
+    """Decode ``job.request`` (with ``request.banned``) one row at a time;
+    ``job.logits`` (V,) follow the parent's path, which the working cache's row 0
+    holds. On return the cache holds the first child's path and remembers the logits
+    after it."""
+    request, work = job.request, job.work
     base = work.length
     generators = make_generators(request.seed, request.n)
     kids: list[Node] = []
     last_logits = None
-    # KV can be kept on a child only while its columns sit at its path positions.
-    plain = runner.window.shift_for(parent.end) == 0 and cache.assembled is None
+    plain = job.keeps_kv  # KV can be kept on a child only while this holds
     for row in range(request.n):
         if request.cancelled:
             break
         work.truncate(base)  # the shared prefix stays; the previous sibling's KV is kept
         generator = None if generators is None else [generators[row]]
-        kid, last_logits = _one_row(runner, request, writer, logits, generator, kids)
+        kid, last_logits = _one_row(job, generator, kids)
         if kid is not None:
-            cache.store_generated([kid], base, [len(kid.tokens) if plain else 0])
-            runner.touch([*parent.path(), kid])
+            job.store([kid], base, [len(kid.tokens) if plain else 0])
     if not kids:
         work.truncate(base)
         return GenerateResult()
     if len(kids) > 1:  # leave the cache on the first child, as the plain decoder does
-        cache.ensure(kids[0])
+        job.kv.ensure(kids[0])
     else:
-        cache.remember(last_logits)
-    runner.enforce_budget([*parent.path(), kids[0]])
+        job.kv.remember(last_logits)
+    job.model.enforce_budget([*job.parent.path(), kids[0]])
     return GenerateResult(children=kids)
 
 
 def _one_row(
-    runner: LocalRunner,
-    request: GenerateRequest,
-    writer: NodeWriter,
-    first_logits: torch.Tensor,
-    generators,
-    kids: list[Node],
+    job: DecodeJob, generators, kids: list[Node]
 ) -> tuple[Node | None, torch.Tensor | None]:
     """One continuation; returns it (None if cancelled before its first token) and the
     (V,) logits after it. It stops at the context window's end (generating again from
     there shifts the window as usual)."""
+    request, writer, work = job.request, job.writer, job.work
     parent, params = request.node, request.sampling
-    work, device = runner.work, runner.device
     base = work.length
-    state = SamplerState.start(params, 1, device, dry_breakers=runner.dry_breakers(params))
-    prefix = runner.cache.context.history(parent)  # what penalties read (context_kv)
+    state = job.sampler(1)
+    history = job.history(1)  # (1, T + new): what penalties read, cut on a take-back
     watch = PhraseWatch(request.banned, request.banned_ignore_case)
-    stream = StreamDecoder(runner.codec)
+    stream = job.stream()
     kid: Node | None = None
-    logits = first_logits  # (V,) after the parent, then after each kept token
+    logits = job.logits  # (V,) after the parent, then after each kept token
     take_backs = TAKE_BACKS_PER_TOKEN * max(1, request.max_new_tokens)
-    while (kid is None or len(kid.tokens) < request.max_new_tokens) and work.length < runner.n_ctx:
+    while (kid is None or len(kid.tokens) < request.max_new_tokens) and work.length < job.n_ctx:
         if request.cancelled:
             break
         done = len(kid.tokens) if kid is not None else 0
@@ -138,17 +125,15 @@ def _one_row(
         if watch.forbidden.get(done):
             row = row.clone()
             row[0, sorted(watch.forbidden[done])] = float("-inf")
-        history = None
-        if params.uses_history:
-            kept = kid.tokens if kid is not None else []
-            history = torch.tensor([prefix + kept], device=device, dtype=torch.long)
-        chosen, state = sample_step(row, params, generators, history, state)  # (1,)
+        chosen, state = sample_step(row, params, generators, history_view(history), state)
         logprobs, alternatives = token_records(logits[None], chosen)  # the model's own
         token = int(chosen[0])
         if kid is None:
             kid = writer.new_child(parent, request.sampling_record(), request.seed)
             kids.append(kid)
         writer.push(kid, token, logprobs[0], alternatives[0])
+        if history is not None:
+            history.push(token)
         piece = stream.push(token)
         watch.push(piece)
         start = watch.found()
@@ -156,40 +141,40 @@ def _one_row(
             take_backs -= 1
             watch.take_back(start, kid.tokens[start])
             writer.take_back(kid, start)
-            stream = _stream_after(runner, kid.tokens)
+            if history is not None:
+                history.cut(start)
+            stream = _stream_after(job, kid.tokens)
             if request.on_take_back is not None:
                 request.on_take_back(kid, start)
-            logits = _logits_after(runner, kid, base, first_logits)
+            logits = _logits_after(job, kid, base)
             continue
         if request.on_token is not None:
             request.on_token(kid, token, piece)
-        out = runner.forward(chosen[None])  # (1, 1, V): the token is fed at once
+        out = job.forward(chosen[None])  # (1, 1, V): the token is fed at once
         work.commit(1, kid, len(kid.tokens) - 1)
         logits = out[0, -1]
-        if token in runner.eos_ids:
+        if token in job.eos_ids:
             break
     return kid, logits
 
 
-def _stream_after(runner: LocalRunner, tokens: list[int]) -> StreamDecoder:
+def _stream_after(job: DecodeJob, tokens: list[int]):
     """A stream decoder that has seen ``tokens`` (partial characters held back)."""
-    stream = StreamDecoder(runner.codec)
+    stream = job.stream()
     for token in tokens:
         stream.push(token)
     return stream
 
 
-def _logits_after(
-    runner: LocalRunner, kid: Node, base: int, first_logits: torch.Tensor
-) -> torch.Tensor:
+def _logits_after(job: DecodeJob, kid: Node, base: int) -> torch.Tensor:
     """Cut the working cache back to the parent plus ``kid``'s kept tokens and return
     the (V,) logits after them: the last kept token is fed again."""
-    work = runner.work
+    work = job.work
     kept = len(kid.tokens)
     if kept == 0:
         work.truncate(base)
-        return first_logits
+        return job.logits
     work.truncate(base + kept - 1)
-    out = runner.forward(torch.tensor([[kid.tokens[-1]]], device=runner.device))  # (1, 1, V)
+    out = job.forward(torch.tensor([[kid.tokens[-1]]], device=job.device))  # (1, 1, V)
     work.commit(1, kid, kept - 1)
     return out[0, -1]

@@ -50,7 +50,7 @@ SCALE_RANGE = (0.25, 8.0)
 
 class Ledger:
     """Tokens and seconds of recent passes, for one regime (greedy or sampled) of one
-    runner, kept across generations (``LocalRunner.draft_ledgers``).
+    runner, kept across generations (``decode.drafted.KeptDrafting``).
 
     ``warmup``: drafted steps measured before the ledger may say drafting does not pay
     (it drafts to learn). ``always``: the ``tree`` and ``lookahead`` modes, which draft

@@ -81,14 +81,17 @@ class DraftSources:
 
 
 def draft_sources(
-    holder, tree_nodes: dict[int, Node], parent: Node, config: DraftConfig, sampler: tuple
+    kept: DraftSources | None,
+    tree_nodes: dict[int, Node],
+    parent: Node,
+    config: DraftConfig,
+    sampler: tuple,
 ) -> DraftSources:
-    """The sources to draft a continuation of ``parent`` from: ``holder``'s kept ones
-    (``holder.draft_sources``), caught up, when they are still good, else new ones
-    (then kept). ``tree_nodes``: the tree's nodes by id; ``sampler``: the table's
-    (temperature, top-k, top-p, min-p)."""
+    """The sources to draft a continuation of ``parent`` from: ``kept`` (those of the
+    last generation), caught up, when they are still good, else new ones; the caller
+    keeps what this returns. ``tree_nodes``: the tree's nodes by id; ``sampler``: the
+    table's (temperature, top-k, top-p, min-p)."""
     key = (config.max_ngram, config.per_key, config.pool_tokens, config.table_tokens, sampler)
-    kept: DraftSources | None = getattr(holder, "draft_sources", None)
     if (
         kept is not None
         and kept.parent is parent
@@ -97,6 +100,4 @@ def draft_sources(
     ):
         kept.catch_up(nearby_nodes(parent, None, config.pool_tokens))
         return kept
-    fresh = DraftSources.build(parent, config, sampler, key)
-    holder.draft_sources = fresh
-    return fresh
+    return DraftSources.build(parent, config, sampler, key)

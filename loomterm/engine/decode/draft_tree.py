@@ -96,7 +96,7 @@ class DraftConfig:
             so a source that starts to repeat is noticed.
         adaptive: Stop drafting (but for probes, further and further apart) while the
             drafts do not pay for their passes, judged across generations
-            (``decode.drafted.Ledger``): the ``auto`` mode.
+            (``decode.draft_ledger.Ledger``): the ``auto`` mode.
     """
 
     max_ngram: int = 4

@@ -23,16 +23,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import torch
 
 from loomterm.engine.decode.draft_ledger import Ledger
-from loomterm.engine.decode.draft_sources import draft_sources
+from loomterm.engine.decode.draft_sources import DraftSources, draft_sources
 from loomterm.engine.decode.draft_table import TABLE, table_sampler
 from loomterm.engine.decode.draft_tree import (
     POOL,
     Acceptance,
+    Block,
     Cost,
     DraftConfig,
     DraftTree,
@@ -41,12 +41,11 @@ from loomterm.engine.decode.draft_tree import (
     build_block,
     walk_trials,
 )
-from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter
-from loomterm.engine.sample.chain import SamplerState, make_generators, sample_step, token_records
-from loomterm.engine.text import StreamDecoder
-
-if TYPE_CHECKING:
-    from loomterm.engine.local.runner import LocalRunner
+from loomterm.engine.decode.job import DecodeJob, DecodeModel
+from loomterm.engine.generation import DraftStats, GenerateRequest, GenerateResult
+from loomterm.engine.sample.chain import make_generators, sample_step, token_records
+from loomterm.engine.sample.history import history_view
+from loomterm.tree import Node
 
 # The ``drafting`` setting: "auto" drafts from the tree while drafting pays and decodes
 # plainly (with rare probes) while it does not (``draft_ledger``) -- lookahead's Jacobi window
@@ -59,36 +58,26 @@ RECALIBRATE_EVERY = 4
 
 
 @dataclass
-class DraftStats:
-    """What one drafted generation did."""
+class KeptDrafting:
+    """What drafted decoding keeps between generations, on the runner: the draft
+    sources of the last parent drafted from, and whether drafting pays, per regime
+    (greedy or sampled, lookahead or not)."""
 
-    steps: int = 0  # forward passes
-    emitted: int = 0  # tokens generated
-    drafted: int = 0  # draft tokens sent to the model
-    accepted: int = 0  # of them, accepted
-    lookahead: bool = False
-    per_step: list[int] = field(default_factory=list)  # tokens emitted per forward
-    by_source: dict[int, int] = field(default_factory=dict)  # accepted drafts per source
-
-    @property
-    def tokens_per_step(self) -> float:
-        return self.emitted / self.steps if self.steps else 0.0
-
-    @property
-    def accepted_per_step(self) -> float:
-        return self.accepted / self.steps if self.steps else 0.0
+    sources: DraftSources | None = None
+    ledgers: dict[tuple[str, bool], Ledger] = field(default_factory=dict)
 
 
-def drafting_config(runner: LocalRunner, request: GenerateRequest) -> DraftConfig | None:
+def drafting_config(request: GenerateRequest, model: DecodeModel) -> DraftConfig | None:
     """The draft settings for this generation, or None to decode plainly.
 
     Drafting covers one continuation (``n == 1``) that fits in the context window
     without a shift: the block of drafts must fit too. Under memory, an author's note
     or world info it drafts the same way: the drafts come from the document and the
-    tree, the block runs after the assembled context's columns (``cache.assembled``),
+    tree, the block runs after the assembled context's columns (``kv.assembled``),
     and nothing is stored on the child (its columns are not at its path positions).
     A generation that would fill the window decodes plainly, which refills it
-    (``ContextKV.refill``).
+    (``ContextKV.refill``). Read with the cache as it is now (the request's node
+    prepared).
     """
     mode = request.drafting
     if mode not in MODES:
@@ -96,252 +85,295 @@ def drafting_config(runner: LocalRunner, request: GenerateRequest) -> DraftConfi
     if mode == "off" or request.n != 1 or request.max_new_tokens < 1:
         return None
     lookahead = mode == "lookahead"
-    quantized = getattr(runner.loaded, "quant", "none") != "none"
     config = DraftConfig(
         lookahead=lookahead,
-        cost=Cost.for_device(runner.device.type, quantized=quantized),
+        cost=Cost.for_device(model.device.type, quantized=model.quantized),
         adaptive=mode == "auto",
     )
     block = config.tree_budget + 1
     if lookahead:
         block += config.guesses * (config.ngram - 1) + config.window * (config.ngram - 1)
-    parent, assembled = request.node, runner.cache.assembled
+    parent, assembled = request.node, model.kv.assembled
     held = parent.end if assembled is None else len(assembled.tokens)  # the columns
-    fits = held + request.max_new_tokens + block <= runner.n_ctx
-    if not fits or runner.work.length != held:
+    fits = held + request.max_new_tokens + block <= model.n_ctx
+    if not fits or model.work.length != held:
         return None
     return config
 
 
 @torch.inference_mode()
 def drafted_decode(
-    runner: LocalRunner,
-    request: GenerateRequest,
-    writer: NodeWriter,
-    logits: torch.Tensor,
-    config: DraftConfig,
+    job: DecodeJob, config: DraftConfig, kept: KeptDrafting, tree_nodes: dict[int, Node]
 ) -> GenerateResult:
     """Generate up to ``request.max_new_tokens`` into one new child of the request's
     node, made when its first token arrives (a generation cancelled at once makes none).
 
-    ``logits``: (V,) after the parent's path, which the working cache's row 0 holds.
-    On return the child holds its tokens with their records and KV, the working cache
-    holds its path and remembers the logits after it.
+    ``job.logits``: (V,) after the parent's path, which the working cache's row 0
+    holds. On return the child holds its tokens with their records and KV, the working
+    cache holds its path and remembers the logits after it. ``kept``: what earlier
+    generations left (updated here); ``tree_nodes``: the tree's nodes by id.
     """
-    parent, params, seed = request.node, request.sampling, request.seed
-    max_new_tokens, on_token, cancel = request.max_new_tokens, request.on_token, request.cancel
-    logits = logits[None]  # (1, V)
-    if request.n != 1:
+    if job.request.n != 1:
         raise ValueError("drafted decoding makes one continuation")
-    work = runner.work
-    base = work.length
-    device = runner.device
-    generators = make_generators(seed, 1)
-    stream = StreamDecoder(runner.codec)
-    eos = runner.eos_ids
-    stats = DraftStats(lookahead=config.lookahead)
-    result = GenerateResult(drafting=stats)
+    return DraftedDecoder(job, config, kept, tree_nodes).run()
 
-    document = parent.path_tokens()  # grows with kid's tokens
-    penalize = params.uses_history
-    # The penalties read what the model saw: the assembled context under injection
-    # (``ContextKV.history``), ``lead`` tokens longer than the document. It is a
-    # (1, T + new) buffer written in place as tokens are chosen and read through a view
-    # of its first ``lead + len(document)`` columns, so a step does not copy the path
-    # (as in ``decode.plain.plain_decode``).
-    history_buf = None
-    seen = runner.cache.context.history(parent) if penalize else document
-    lead = len(seen) - len(document)
-    if penalize:
-        history_buf = torch.empty((1, len(seen) + max_new_tokens), dtype=torch.long, device=device)
-        history_buf[0, : len(seen)] = torch.tensor(seen, dtype=torch.long)
-    # One state, threaded through every emitted token in order: mirostat's mu and the
-    # XTC coins then follow plain decoding's draws exactly (sampling.SamplerState).
-    state = SamplerState.start(params, 1, device, dry_breakers=runner.dry_breakers(params))
-    # The tree index and the model's recorded expectations (``decode.draft_table``, tempered as
-    # this request samples), kept from the last generation from this parent if still good.
-    sampler = table_sampler(params)
-    tree_nodes = runner.tree.nodes if getattr(runner, "tree", None) is not None else {}
-    sources = draft_sources(runner, tree_nodes, parent, config, sampler)
-    index, table = sources.index, sources.table
-    look = None
-    if config.lookahead:
-        look = Lookahead(config.window, config.ngram, config.guesses, document[-256:])
-    capacity = 1 + config.tree_budget
-    if look is not None:
-        capacity += config.guesses * (config.ngram - 1)
 
-    def choose(row: torch.Tensor) -> int:
+class DraftedDecoder:
+    """One drafted generation, step by step: propose drafts after the pending token,
+    verify them in one forward pass, accept what the model's own choices follow.
+
+    State: ``document`` (the parent's tokens and every token chosen), ``history`` (the
+    penalties' view of what the model saw), ``state`` (the sampler's, threaded through
+    every emitted token in order: mirostat's mu and the XTC coins then follow plain
+    decoding's draws exactly), ``fed`` (the child's tokens whose KV is committed).
+    """
+
+    def __init__(
+        self, job: DecodeJob, config: DraftConfig, kept: KeptDrafting, tree_nodes: dict
+    ) -> None:
+        request = job.request
+        self.job, self.config, self.kept = job, config, kept
+        self.params = request.sampling
+        self.base = job.work.length
+        self.generators = make_generators(request.seed, 1)
+        self.stream = job.stream()
+        self.stats = DraftStats(lookahead=config.lookahead)
+        self.document = request.node.path_tokens()  # grows with the child's tokens
+        self.prompt_tokens = len(self.document)
+        # (1, T + new), under injection the assembled context (``ContextKV.history``),
+        # written in place as tokens are chosen, cut back with the document.
+        self.history = job.history(1)
+        self.state = job.sampler(1)
+        # The tree index and the model's recorded expectations (``decode.draft_table``,
+        # tempered as this request samples), kept from the last generation from this
+        # parent if still good.
+        sampler = table_sampler(self.params)
+        sources = draft_sources(kept.sources, tree_nodes, request.node, config, sampler)
+        kept.sources = sources
+        self.sources, self.index, self.table = sources, sources.index, sources.table
+        self.look = None
+        if config.lookahead:
+            self.look = Lookahead(config.window, config.ngram, config.guesses, self.document[-256:])
+        self.capacity = 1 + config.tree_budget
+        if self.look is not None:
+            self.capacity += config.guesses * (config.ngram - 1)
+        self.acceptance = Acceptance(config.cost, config.max_depth)
+        self.ledger = Ledger()  # set by ``run`` after the first token (``start_ledger``)
+        self.probe = False  # whether this step probes (``draft_ledger``)
+        self.kid: Node | None = None
+        self.fed = 0
+
+    def start_ledger(self) -> None:
+        """What drafting earned in earlier generations of this regime carries over, so
+        a run of sampled regenerations pays to learn that drafts are rarely accepted
+        once; "tree" and "lookahead" draft whatever the acceptance model says pays."""
+        if self.config.adaptive:
+            regime = "greedy" if self.params.greedy else "sampled"
+            key = (regime, self.config.lookahead)
+            ledger = Ledger(probe_every=self.config.probe_every)
+            self.ledger = self.kept.ledgers.setdefault(key, ledger)
+            self.ledger.begin()
+        else:
+            self.ledger = Ledger(always=True, probe_every=self.config.probe_every)
+        # The depth each source gets follows the passes' measured cost.
+        self.acceptance.use_cost(self.ledger.calibrated(self.config.cost))
+
+    # -- choosing and emitting ------------------------------------------------------------
+    def choose(self, row: torch.Tensor) -> int:
         """The model's token from one row of verified logits: (V,) -> id."""
-        nonlocal state
-        history = history_buf[:, : lead + len(document)] if history_buf is not None else None
-        token, state = sample_step(row[None], params, generators, history, state)
+        history = history_view(self.history)
+        token, self.state = sample_step(
+            row[None], self.params, self.generators, history, self.state
+        )
         return int(token[0])
 
-    def extend(token: int) -> None:
-        document.append(token)
-        if history_buf is not None:
-            history_buf[0, lead + len(document) - 1] = token
+    def extend(self, token: int) -> None:
+        """A chosen token joins the document (the penalties and the lookups read it)."""
+        self.document.append(token)
+        if self.history is not None:
+            self.history.push(token)
 
-    def emit(rows: torch.Tensor, tokens: list[int]) -> int:
+    def emit(self, rows: torch.Tensor, tokens: list[int]) -> int:
         """Record and stream ``tokens`` (chosen from ``rows`` (k, V)); stop early when
         cancelled. Returns how many were emitted."""
+        kid, job = self.kid, self.job
         chosen = torch.tensor(tokens, device=rows.device)
         logprobs, alternatives = token_records(rows, chosen)
-        at = len(document) - len(tokens)  # where ``tokens`` start in the document
+        at = len(self.document) - len(tokens)  # where ``tokens`` start in the document
         for i, token in enumerate(tokens):
-            writer.push(kid, token, logprobs[i], alternatives[i])
-            index.add(kid, len(kid.tokens) - 1)
-            if table is not None:
-                table.add_position(document[max(0, at + i - 2) : at + i], token, alternatives[i])
-            if on_token is not None:
-                on_token(kid, token, stream.push(token))
-            if cancel is not None and cancel.is_set():
+            job.writer.push(kid, token, logprobs[i], alternatives[i])
+            self.index.add(kid, len(kid.tokens) - 1)
+            if self.table is not None:
+                self.table.add_position(
+                    self.document[max(0, at + i - 2) : at + i], token, alternatives[i]
+                )
+            if job.request.on_token is not None:
+                job.request.on_token(kid, token, self.stream.push(token))
+            if job.request.cancelled:
                 return i + 1
         return len(tokens)
 
-    def finished() -> bool:
-        return len(kid.tokens) >= max_new_tokens or (kid.tokens and kid.tokens[-1] in eos)
+    def finished(self) -> bool:
+        kid = self.kid
+        full = len(kid.tokens) >= self.job.request.max_new_tokens
+        return full or bool(kid.tokens and kid.tokens[-1] in self.job.eos_ids)
 
-    # The first token comes from the parent's logits; from then on one token is always
-    # chosen but not yet fed (``pending``), and each step feeds it with its drafts.
-    if cancel is not None and cancel.is_set():
-        return result  # nothing generated: the cache still holds the parent
-    first = choose(logits[0])
-    extend(first)
-    kid = writer.new_child(parent, params.as_dict(), seed)
-    result.children.append(kid)
-    emit(logits[:1], [first])
-    fed = 0  # kid tokens whose KV is committed
-    last_row = logits[0]
-    # What drafting earned in earlier generations of this regime carries over, so a
-    # run of sampled regenerations pays to learn that drafts are rarely accepted once.
-    regime = "greedy" if params.greedy else "sampled"
-    if config.adaptive:
-        ledger = runner.draft_ledgers.setdefault(
-            (regime, config.lookahead), Ledger(probe_every=config.probe_every)
-        )
-        ledger.begin()
-    else:  # "tree" and "lookahead" draft whatever the acceptance model says pays
-        ledger = Ledger(always=True, probe_every=config.probe_every)
-    # The depth each source gets follows the passes' measured cost (``draft_ledger``).
-    acceptance = Acceptance(ledger.calibrated(config.cost), config.max_depth)
-    while True:
-        clock = time.perf_counter()  # the step's whole cost: drafts, forward, choices
-        pending = kid.tokens[-1]
-        stop_now = finished() or (cancel is not None and cancel.is_set())
-        tree = DraftTree(pending, 1 if stop_now else capacity)
+    # -- one step ---------------------------------------------------------------------------
+    def propose(self, pending: int) -> DraftTree:
+        """The tree of drafts after ``pending``, as deep as each source has earned."""
+        config, table, index, ledger = self.config, self.table, self.index, self.ledger
+        tree = DraftTree(pending, self.capacity)
+        room = self.job.request.max_new_tokens - len(self.kid.tokens)
         timing_plain = ledger.wants_plain  # this step is plain, to time one
         paying = ledger.pays and not timing_plain
-        probe = False
-        if not stop_now:
-            room = max_new_tokens - len(kid.tokens)
-            # A probe drafts from each source, whether or not it pays: a source (or
-            # drafting) judged not to pay is noticed when it starts to.
-            probe = ledger.probe_due() and not timing_plain  # 8, 16, 32, 64 steps apart
+        # A probe drafts from each source, whether or not it pays: a source (or
+        # drafting) judged not to pay is noticed when it starts to.
+        probe = self.probe = ledger.probe_due() and not timing_plain  # 8 to 64 steps apart
 
-            def depth_for(
-                source: int, room: int = room, probe: bool = probe, paying: bool = paying
-            ) -> int:
-                # A probe is a pass as drafting would make it (at least one token per
-                # source), so what it costs and yields says whether drafting pays.
-                planned = acceptance.depth(source) if paying or probe else 0
-                return min(planned or int(probe), room)
+        def depth_for(source: int) -> int:
+            # A probe is a pass as drafting would make it (at least one token per
+            # source), so what it costs and yields says whether drafting pays.
+            planned = self.acceptance.depth(source) if paying or probe else 0
+            return min(planned or int(probe), room)
 
-            tail = document[-config.max_ngram :]
-            if table is not None and not params.greedy:
-                # A sampled draw rarely follows a draft for long: a small block, where a
-                # forward costs least over a plain step (``Cost``), the table first.
-                offered = (TABLE, *range(config.min_ngram, config.max_ngram + 1))
-                cap = min(config.table_budget, max(depth_for(k) for k in offered))
-                table.propose(tree, tail, min(depth_for(TABLE), cap))
-                index.propose(tree, tail, config.min_ngram, depth_for, limit=1 + cap)
-            else:
-                limit = 1 + config.tree_budget
-                index.propose(tree, tail, config.min_ngram, depth_for, limit=limit)
-                if table is not None:
-                    budget = min(depth_for(TABLE), config.table_budget, limit - len(tree))
-                    table.propose(tree, tail, budget)
-            if look is not None and depth_for(POOL):
-                for gram in look.candidates(pending):
-                    tree.add_sequence(gram, depth_for(POOL), POOL)
-        block = build_block(tree, None if stop_now else look)
-        out = _verify_forward(runner, block)  # (keep, V)
-        stats.steps += 1
-        stats.drafted += len(tree) - 1
-        tree_rows = out[: block.tree_size]  # (n, V): logits after each tree node
-        if stop_now:
-            work.commit(1, kid, fed)
-            fed += 1
-            last_row = tree_rows[0]
-            stats.per_step.append(0)
-            break
+        tail = self.document[-config.max_ngram :]
+        if table is not None and not self.params.greedy:
+            # A sampled draw rarely follows a draft for long: a small block, where a
+            # forward costs least over a plain step (``Cost``), the table first.
+            offered = (TABLE, *range(config.min_ngram, config.max_ngram + 1))
+            cap = min(config.table_budget, max(depth_for(k) for k in offered))
+            table.propose(tree, tail, min(depth_for(TABLE), cap))
+            index.propose(tree, tail, config.min_ngram, depth_for, limit=1 + cap)
+        else:
+            limit = 1 + config.tree_budget
+            index.propose(tree, tail, config.min_ngram, depth_for, limit=limit)
+            if table is not None:
+                budget = min(depth_for(TABLE), config.table_budget, limit - len(tree))
+                table.propose(tree, tail, budget)
+        if self.look is not None and depth_for(POOL):
+            for gram in self.look.candidates(pending):
+                tree.add_sequence(gram, depth_for(POOL), POOL)
+        return tree
 
-        def stop(token: int, count: int) -> bool:
-            return token in eos or len(kid.tokens) + count >= max_new_tokens
+    def verify(self, block: Block) -> torch.Tensor:
+        """Run one block after the working cache's columns: (keep, V) logits. A block
+        of the pending token alone (nothing drafted) is a plain decode step, and runs as
+        one (``LocalRunner.decode_step``), so a step without drafts costs what plain
+        decoding's does."""
+        job = self.job
+        device, length = job.device, job.work.length
+        if len(block.ids) == 1 and block.mask is None and block.keep == 1:
+            token = torch.tensor(block.ids, device=device)  # (1,)
+            return job.decode_step(token)[0]  # (1, V)
+        ids = torch.tensor([block.ids], device=device)  # (1, q)
+        if block.mask is None:  # a chain: the default causal layout is right
+            return job.forward(ids, keep=block.keep)[0]
+        q = len(block.ids)
+        positions = torch.tensor([block.offsets], device=device) + length  # (1, q)
+        mask = torch.ones(1, 1, q, length + q, dtype=torch.bool, device=device)
+        mask[0, 0, :, length:] = block.mask.to(device)  # (q, q) among the block
+        return job.forward(ids, keep=block.keep, positions=positions, attention_mask=mask)[0]
 
-        def choose_at(i: int, rows: torch.Tensor = tree_rows) -> int:
-            token = choose(rows[i])
-            extend(token)  # the penalty and the lookups read it
-            return token
-
-        walk = accept_walk(tree, choose_at, stop)
+    def learn(self, tree: DraftTree, walk: list, block: Block) -> None:
+        """What this step says about each source and about whether drafting pays."""
         trials = walk_trials(tree, walk)
-        acceptance.update(trials)
+        self.acceptance.update(trials)
         for source, ok in trials:
             if ok:
-                stats.by_source[source] = stats.by_source.get(source, 0) + 1
-        emitted = emit(tree_rows[[row for row, _, _ in walk]], [t for _, t, _ in walk])
-        del document[len(document) - (len(walk) - emitted) :]  # chosen but cancelled
+                self.stats.by_source[source] = self.stats.by_source.get(source, 0) + 1
+
+    def judge(self, block: Block, emitted: int, seconds: float) -> None:
+        """The step's measured cost and yield, for the ledger (``draft_ledger``);
+        lookahead's window always runs (opt-in): its passes are not judged."""
+        if self.look is not None:
+            return
+        self.ledger.record(len(block.ids) - 1, emitted, seconds)
+        if self.probe:
+            self.ledger.probed()
+        if self.stats.steps % RECALIBRATE_EVERY == 0:
+            self.acceptance.use_cost(self.ledger.calibrated(self.config.cost))
+
+    def accept(self, walk: list, block: Block, tree_rows: torch.Tensor) -> list:
+        """Emit the walk's tokens, keep the accepted drafts' columns and commit them;
+        returns the walk as far as it was emitted (a cancel can cut it)."""
+        work, kid = self.job.work, self.kid
+        emitted = self.emit(tree_rows[[row for row, _, _ in walk]], [t for _, t, _ in walk])
+        del self.document[len(self.document) - (len(walk) - emitted) :]  # chosen, cancelled
+        if self.history is not None:
+            self.history.cut(len(self.document) - self.prompt_tokens)
         walk = walk[:emitted]
         accepted = [node for _, _, node in walk if node is not None]
         offsets = [block.tree_start] + [block.tree_start + node for node in accepted]
         work.keep_pending(offsets)
-        work.commit(len(offsets), kid, fed)
-        fed += len(offsets)
-        stats.accepted += len(accepted)
-        stats.emitted = len(kid.tokens)
-        stats.per_step.append(len(walk))
-        if look is not None:
+        work.commit(len(offsets), kid, self.fed)
+        self.fed += len(offsets)
+        self.stats.accepted += len(accepted)
+        self.stats.emitted = len(kid.tokens)
+        self.stats.per_step.append(len(walk))
+        return walk
+
+    def step(self) -> torch.Tensor | None:
+        """One forward pass: the pending token and its drafts. Returns the (V,) logits
+        after the child when the generation is over, else None."""
+        job, kid, stats = self.job, self.kid, self.stats
+        clock = time.perf_counter()  # the step's whole cost: drafts, forward, choices
+        pending = kid.tokens[-1]
+        stop_now = self.finished() or job.request.cancelled
+        tree = DraftTree(pending, 1) if stop_now else self.propose(pending)
+        block = build_block(tree, None if stop_now else self.look)
+        out = self.verify(block)  # (keep, V)
+        stats.steps += 1
+        stats.drafted += len(tree) - 1
+        tree_rows = out[: block.tree_size]  # (n, V): logits after each tree node
+        if stop_now:
+            job.work.commit(1, kid, self.fed)
+            self.fed += 1
+            stats.per_step.append(0)
+            return tree_rows[0]
+        max_new_tokens, eos = job.request.max_new_tokens, job.eos_ids
+
+        def stop(token: int, count: int) -> bool:
+            return token in eos or len(kid.tokens) + count >= max_new_tokens
+
+        def choose_at(i: int) -> int:
+            token = self.choose(tree_rows[i])
+            self.extend(token)
+            return token
+
+        walk = accept_walk(tree, choose_at, stop)
+        self.learn(tree, walk, block)
+        walk = self.accept(walk, block, tree_rows)
+        self.judge(block, len(walk), time.perf_counter() - clock)
+        if self.look is not None:
             outputs = out[block.tree_size :].argmax(-1).tolist()
-            look.update(pending, outputs, len(accepted))
-        else:  # lookahead's window always runs (opt-in): its passes are not judged
-            ledger.record(len(block.ids) - 1, len(walk), time.perf_counter() - clock)
-            if probe:
-                ledger.probed()
-            if stats.steps % RECALIBRATE_EVERY == 0:
-                acceptance.use_cost(ledger.calibrated(config.cost))
+            accepted = sum(1 for _, _, node in walk if node is not None)
+            self.look.update(pending, outputs, accepted)
         if walk[-1][2] is not None:  # the last emitted token was a draft: already fed
-            last_row = tree_rows[walk[-1][2]]
-            break
-    stats.emitted = len(kid.tokens)
-    assert fed == len(kid.tokens), "every emitted token is fed"
-    sources.note(kid)  # indexed as it grew
-    # Under an injected context the columns are not at the child's path positions.
-    stored = fed if runner.cache.assembled is None else 0
-    runner.cache.store_generated([kid], base, [stored])
-    runner.touch([*parent.path(), kid])
-    work.select_row(0, work.segments)
-    runner.enforce_budget([*parent.path(), kid])
-    runner.cache.remember(last_row)  # (V,)
-    return result
+            return tree_rows[walk[-1][2]]
+        return None
 
-
-def _verify_forward(runner: LocalRunner, block) -> torch.Tensor:
-    """Run one block after the working cache's columns: (keep, V) logits. A block of
-    the pending token alone (nothing drafted) is a plain decode step, and runs as one
-    (``LocalRunner.decode_step``), so a step without drafts costs what plain decoding's
-    does."""
-    device = runner.device
-    length = runner.work.length
-    if len(block.ids) == 1 and block.mask is None and block.keep == 1:
-        token = torch.tensor(block.ids, device=device)  # (1,)
-        return runner.decode_step(token)[0]  # (1, V)
-    ids = torch.tensor([block.ids], device=device)  # (1, q)
-    if block.mask is None:  # a chain: the default causal layout is right
-        return runner.forward(ids, keep=block.keep)[0]
-    q = len(block.ids)
-    positions = torch.tensor([block.offsets], device=device) + length  # (1, q)
-    mask = torch.ones(1, 1, q, length + q, dtype=torch.bool, device=device)
-    mask[0, 0, :, length:] = block.mask.to(device)  # (q, q) among the block
-    return runner.forward(ids, keep=block.keep, positions=positions, attention_mask=mask)[0]
+    def run(self) -> GenerateResult:
+        """The first token from the parent's logits; then steps until done. From the
+        first token on, one token is always chosen but not yet fed (``pending``), and
+        each step feeds it with its drafts."""
+        job, stats = self.job, self.stats
+        result = GenerateResult(drafting=stats)
+        if job.request.cancelled:
+            return result  # nothing generated: the cache still holds the parent
+        logits = job.logits[None]  # (1, V)
+        first = self.choose(logits[0])
+        self.extend(first)
+        self.kid = job.writer.new_child(job.parent, self.params.as_dict(), job.request.seed)
+        self.emit(logits[:1], [first])
+        self.start_ledger()
+        last_row = None
+        while last_row is None:
+            last_row = self.step()
+        stats.emitted = len(self.kid.tokens)
+        assert self.fed == len(self.kid.tokens), "every emitted token is fed"
+        self.sources.note(self.kid)  # indexed as it grew
+        # Under an injected context the columns are not at the child's path positions.
+        stored = self.fed if job.kv.assembled is None else 0
+        done = job.finish([self.kid], self.base, [stored], last_row)  # (V,)
+        result.children = done.children
+        return result

@@ -16,64 +16,43 @@ the host for the per-row CPU generators' draw: ``sample.chain.draw``.)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
-from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter
+from loomterm.engine.decode.job import DecodeJob
+from loomterm.engine.generation import GenerateResult
 from loomterm.engine.sample.chain import (
-    SamplerState,
     make_generators,
     sample_step,
     token_record_tensor,
     unpack_token_records,
 )
-from loomterm.engine.text import StreamDecoder
-
-if TYPE_CHECKING:
-    from loomterm.engine.local.runner import LocalRunner
+from loomterm.engine.sample.history import history_view
 
 
-def plain_decode(
-    runner: LocalRunner, request: GenerateRequest, writer: NodeWriter, logits: torch.Tensor
-) -> GenerateResult:
-    """Decode ``request`` on ``runner``; ``logits`` (V,) follow the parent's path, which
-    the working cache's row 0 holds. On return the cache holds the first child's path
-    (or the parent's, when nothing was generated) and remembers the logits after it."""
+def plain_decode(job: DecodeJob) -> GenerateResult:
+    """Decode ``job.request``; ``job.logits`` (V,) follow the parent's path, which the
+    working cache's row 0 holds. On return the cache holds the first child's path (or
+    the parent's, when nothing was generated) and remembers the logits after it."""
+    request, writer, work, kv = job.request, job.writer, job.work, job.kv
     parent, n, params = request.node, request.n, request.sampling
-    work, cache = runner.work, runner.cache
-    device = runner.device
-    logits = logits[None].expand(n, -1)  # (n, V)
+    logits = job.logits[None].expand(n, -1)  # (n, V)
     base = work.length  # columns of the shared prefix
-    # KV can be kept on a child only while its columns sit at its path positions.
-    plain = runner.window.shift_for(parent.end) == 0 and cache.assembled is None
+    plain = job.keeps_kv  # KV can be kept on a child only while this holds
     work.fork(n, columns=work.length + request.max_new_tokens)
     generators = make_generators(request.seed, n)
-    streams = [StreamDecoder(runner.codec) for _ in range(n)]
-    state = SamplerState.start(params, n, device, dry_breakers=runner.dry_breakers(params))
-    # (n, T + new): what the model saw so far (the path, typed text included, or the
-    # assembled context with memory and notes: ``ContextKV.history``), for penalties
-    # and DRY; a buffer written in place, read through a view of its first ``length``.
-    history = history_buf = None
-    seen = cache.context.history(parent) if params.uses_history else []
-    length = len(seen)
-    if params.uses_history:
-        prefix = torch.tensor(seen, device=device, dtype=torch.long)
-        history_buf = torch.empty(
-            (n, length + request.max_new_tokens), dtype=torch.long, device=device
-        )
-        history_buf[:, :length] = prefix
-        history = history_buf[:, :length]
+    streams = [job.stream() for _ in range(n)]
+    state = job.sampler(n)
+    history = job.history(n)  # (n, T + new), written in place
     kids: list = []
     finished = [False] * n
     stored = [0] * n
-    fed = torch.zeros(n, dtype=torch.long, device=device)  # (n,)
+    fed = torch.zeros(n, dtype=torch.long, device=job.device)  # (n,)
     stopped: torch.Tensor | None = None  # (n,) bool on the device, once a row has stopped
     row0_cols = -1  # columns of row 0 once it stopped; -2: rebuilt by a window shift
     for _ in range(request.max_new_tokens):
         if request.cancelled:
             break
-        chosen, state = sample_step(logits, params, generators, history, state)  # (n,)
+        chosen, state = sample_step(logits, params, generators, history_view(history), state)
         records = token_record_tensor(logits, chosen)  # (n, 22), on the device
         picks, logprobs, alternatives = unpack_token_records(records.tolist())  # the transfer
         if not kids:
@@ -85,39 +64,37 @@ def plain_decode(
             if finished[row]:
                 continue
             token = picks[row]
-            writer.push(kid, token, logprobs[row], alternatives[row])
-            if request.on_token is not None:
-                request.on_token(kid, token, streams[row].push(token))
-            if token in runner.eos_ids:
+            job.emit(kid, token, logprobs[row], alternatives[row], streams[row])
+            if token in job.eos_ids:
                 finished[row] = True
                 newly_stopped = True
         # A stopped row keeps being fed its last token (its columns are ignored).
         fed = chosen if stopped is None else torch.where(stopped, fed, chosen)
         if newly_stopped:
-            stopped = torch.tensor(finished, device=device)
-        if work.length >= runner.n_ctx and cache.assembled is not None:
+            stopped = torch.tensor(finished, device=job.device)
+        if work.length >= job.n_ctx and kv.assembled is not None:
             if all(finished):
                 row0_cols = -2  # the last tokens were not fed: the next ensure does it
                 break
             # Full under an injected context: re-assemble for the longer path (memory on
             # top, the note at its depth, the oldest document tokens dropped) and
             # recompute it after the kept prefix, exactly; the pending tokens are in it.
-            logits = cache.context.refill(kids, [not done for done in finished])  # (n, V)
+            logits = kv.refill(kids, [not done for done in finished])  # (n, V)
             if finished[0] or row0_cols >= 0:
                 row0_cols = -2  # row 0 now holds a live row's sequence
         else:
-            if work.length >= runner.n_ctx:
+            if work.length >= job.n_ctx:
                 if plain:  # hand the children their KV before the shift moves the columns
-                    cache.store_generated(kids, base, stored)
+                    kv.store_generated(kids, base, stored)
                     stored = [0] * n
-                cache.shift_window(parent, kids, fed)
+                kv.shift_window(parent, kids, fed)
                 plain = False
                 if row0_cols >= 0:
                     row0_cols = -2
                 for kid in kids:
-                    if runner.rope is not None:
+                    if job.model.rerotates:
                         writer.mark_approx(kid)
-            out = runner.decode_step(fed)  # (n, 1, V)
+            out = job.decode_step(fed)  # (n, 1, V)
             work.commit(1, kids[0] if live[0] else None, len(kids[0].tokens) - 1)
             logits = out[:, -1]  # (n, V)
             if live[0] and finished[0]:
@@ -126,24 +103,12 @@ def plain_decode(
             for row, kid in enumerate(kids):
                 if live[row]:
                     stored[row] = len(kid.tokens)
-        if history_buf is not None:
-            history_buf[:, length] = chosen
-            length += 1
-            history = history_buf[:, :length]
+        if history is not None:
+            history.push(chosen)
         if all(finished):
             break
     if not kids:  # nothing was generated: the cache still holds the parent
-        work.select_row(0, work.segments)
-        work.truncate(base)
-        return GenerateResult()
-    cache.store_generated(kids, base, stored)
-    runner.touch([*parent.path(), *kids])
-    work.select_row(0, work.segments)
-    if row0_cols == -2:
-        work.truncate(0)
-    elif row0_cols >= 0:
-        work.truncate(row0_cols)
-    runner.enforce_budget([*parent.path(), kids[0]])
+        return job.nothing(base)
     valid = row0_cols == -1 and len(kids[0].tokens) > 0
-    cache.remember(logits[0] if valid else None)
-    return GenerateResult(children=list(kids))
+    cut = {-1: None, -2: 0}.get(row0_cols, row0_cols)
+    return job.finish(kids, base, stored, logits[0] if valid else None, cut=cut)

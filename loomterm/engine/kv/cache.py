@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import torch
 from transformers.cache_utils import Cache, CacheLayerMixin
 
-from loomterm.engine.kv.resident import KVMemory
+from loomterm.engine.kv.resident import KVBytes
 from loomterm.engine.kv.rope import RopeSpec, rerotate
 from loomterm.tree import Node
 
@@ -74,7 +74,7 @@ def kv_bytes(nodes) -> int:
     return sum(_storages(nodes).values())
 
 
-def kv_memory(nodes, work: WorkingCache | None) -> KVMemory:
+def resident_bytes(nodes, work: WorkingCache | None) -> KVBytes:
     """What ``nodes`` and ``work`` hold, each storage counted once: node KV that
     aliases the buffer is in ``working``, not in ``nodes``."""
     seen = _storages(nodes)
@@ -84,7 +84,7 @@ def kv_memory(nodes, work: WorkingCache | None) -> KVMemory:
         if buf.numel():
             seen.pop(buf.untyped_storage().data_ptr(), None)
         working = buf.numel() * buf.element_size()
-    return KVMemory(sum(seen.values()), working)
+    return KVBytes(sum(seen.values()), working)
 
 
 # -- the working cache -------------------------------------------------------------
@@ -567,6 +567,16 @@ class WorkingCache(Cache):
             if seg.hi > offset:
                 out.append(Segment(tail, max(seg.lo, offset) - offset, seg.hi - offset))
         self.segments = out
+
+    def forget_from(self, node: Node, offset: int) -> None:
+        """Drop every column from ``node``'s token ``offset`` on (its tokens from there
+        changed); the columns before it stay."""
+        total = 0
+        for seg in self.segments:
+            if seg.node is node:
+                self.truncate(total + max(0, min(offset, seg.hi) - seg.lo))
+                return
+            total += seg.size
 
     def forget(self, node: Node) -> None:
         """Drop every column from the first one that ``node`` fills (its KV changed)."""

@@ -1,4 +1,4 @@
-"""How much KV memory is resident: on the nodes, in the working buffer, beside it (an
+"""How many bytes of KV are resident: on the nodes, in the working buffer, beside it (an
 injected memory's own KV), and in all."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class KVMemory:
+class KVBytes:
     """Resident KV bytes, each storage counted once.
 
     Attributes:
@@ -25,8 +25,8 @@ class KVMemory:
     def total(self) -> int:
         return self.nodes + self.working + self.context
 
-    def __add__(self, other: KVMemory) -> KVMemory:
+    def __add__(self, other: KVBytes) -> KVBytes:
         """Two runners' figures together (``Loom.kv_bytes`` over attached models)."""
-        return KVMemory(
+        return KVBytes(
             self.nodes + other.nodes, self.working + other.working, self.context + other.context
         )

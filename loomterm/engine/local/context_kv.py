@@ -30,8 +30,9 @@ already in the buffer and computes the rest, exactly.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 
@@ -42,7 +43,8 @@ from loomterm.engine.kv.window import segments
 from loomterm.tree import Node
 
 if TYPE_CHECKING:
-    from loomterm.engine.local.path_cache import PathCache
+    from loomterm.engine.kv.cache import WorkingCache
+    from loomterm.engine.local.host import LocalHost
 
 _MAX_STANDINS = 256
 # Columns per forward when a full window is refilled: path_cache's PREFILL_CHUNK (that
@@ -68,6 +70,32 @@ class _Held:
     column: int
 
 
+class CacheView(Protocol):
+    """What :class:`ContextKV` reads of its path cache (``local.path_cache.PathCache``,
+    which sits above this module)."""
+
+    runner: LocalHost
+    work: WorkingCache
+    assembled: Assembled | None
+    store_kv: bool
+
+    def remember(self, logits: torch.Tensor | None) -> None: ...
+
+    def remembered(self, columns: int) -> torch.Tensor | None: ...
+
+    def forget_past(self, keep: int) -> None: ...
+
+    def invalidate(self) -> None: ...
+
+    def run_chunks(
+        self,
+        ids: list[int],
+        owners: list[tuple[Node, int]],
+        need: list[bool],
+        on_chunk: Callable[[int], None] | None = None,
+    ) -> torch.Tensor: ...
+
+
 class ContextKV:
     """The working cache holding an assembled context (see the module docstring).
 
@@ -76,7 +104,7 @@ class ContextKV:
         total_computed: The same, summed over every call.
     """
 
-    def __init__(self, cache: PathCache) -> None:
+    def __init__(self, cache: CacheView) -> None:
         self.cache = cache
         self.runner = cache.runner
         self.work = cache.work
@@ -116,12 +144,11 @@ class ContextKV:
         columns = len(assembled.tokens)
         keep = work.common_prefix_segments(target)
         self.computed = 0
-        if keep == columns and cache._logits_len == columns and cache._logits is not None:
-            return cache._logits
+        if keep == columns and (logits := cache.remembered(columns)) is not None:
+            return logits
         keep = min(keep, columns - 1)
         work.truncate(keep)
-        if cache._logits_len > keep:
-            cache.invalidate()
+        cache.forget_past(keep)
         keep = self._load_memory(assembled, target, keep, columns)
         placed = self._placement(node, assembled, target, keep, columns)
         first, last = (placed[0], placed[0] + placed[1].shape[3]) if placed else (-1, -1)
@@ -161,10 +188,11 @@ class ContextKV:
         self._keep_memory(assembled)
         self.total_computed += self.computed
         cache.remember(logits)
+        logits = cache.remembered(work.length)  # the memo's own copy
         path = node.path()
         self.runner.touch(path)
         self.runner.enforce_budget(path)
-        return cache._logits
+        return logits
 
     def history(self, node: Node) -> list[int]:
         """The tokens the penalties and DRY read before a generation's own, for

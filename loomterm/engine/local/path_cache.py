@@ -24,7 +24,7 @@ from loomterm.tree import Node
 
 if TYPE_CHECKING:
     from loomterm.engine.context import Assembled
-    from loomterm.engine.local.runner import LocalRunner
+    from loomterm.engine.local.host import LocalHost
 
 PREFILL_CHUNK = 512
 RECORD_BLOCK = 64  # rows of logits per records computation
@@ -33,7 +33,7 @@ RECORD_BLOCK = 64  # rows of logits per records computation
 class PathCache:
     """The working cache's contents, in tree terms, and the logits after them."""
 
-    def __init__(self, runner: LocalRunner) -> None:
+    def __init__(self, runner: LocalHost) -> None:
         self.runner = runner
         self.work = runner.work
         self.window = runner.window
@@ -55,6 +55,25 @@ class PathCache:
 
     def invalidate(self) -> None:
         self._logits, self._logits_len = None, -1
+
+    def remembered(self, columns: int) -> torch.Tensor | None:
+        """The remembered (V,) logits when they follow exactly ``columns`` columns."""
+        return self._logits if self._logits_len == columns else None
+
+    def forget_past(self, keep: int) -> None:
+        """Forget the remembered logits if they followed columns past ``keep`` (gone)."""
+        if self._logits_len > keep:
+            self.invalidate()
+
+    # -- what the decoders read ---------------------------------------------------------
+    def seen(self, node: Node) -> list[int]:
+        """What the model saw up to ``node`` (the penalties' history): the path, or the
+        assembled context under injection (``ContextKV.history``)."""
+        return self.context.history(node)
+
+    def refill(self, kids: list[Node], live: list[bool]) -> torch.Tensor:
+        """Re-assemble a full injected context for ``kids`` (``ContextKV.refill``)."""
+        return self.context.refill(kids, live)
 
     # -- bringing a path in ---------------------------------------------------------------
     def ensure(self, node: Node) -> torch.Tensor:

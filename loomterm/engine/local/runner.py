@@ -20,11 +20,17 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from loomterm.engine.decode.banned import banned_decode
+from loomterm.engine.decode.draft_sources import DraftSources
+from loomterm.engine.decode.draft_tree import DraftConfig
+from loomterm.engine.decode.drafted import KeptDrafting, drafted_decode, drafting_config
+from loomterm.engine.decode.job import DecodeJob, DecodeModel
+from loomterm.engine.decode.plain import plain_decode
 from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter
 from loomterm.engine.kernels import attention
 from loomterm.engine.kernels.step import make_decode_step
-from loomterm.engine.kv.cache import WorkingCache, kv_memory
-from loomterm.engine.kv.resident import KVMemory
+from loomterm.engine.kv.cache import WorkingCache, resident_bytes
+from loomterm.engine.kv.resident import KVBytes
 from loomterm.engine.kv.rope import RopeSpec, probe_rope, rerotate_kv
 from loomterm.engine.kv.window import MIN_CTX, Window
 from loomterm.engine.local import budget
@@ -76,7 +82,8 @@ class LocalRunner(Runner):
         usual = (
             (torch.float32,) if loaded.device.type != "cuda" else (torch.bfloat16, torch.float16)
         )
-        plain = getattr(loaded, "quant", "none") == "none" and loaded.dtype in usual
+        self.quantized = getattr(loaded, "quant", "none") != "none"
+        plain = not self.quantized and loaded.dtype in usual
         self.where = str(loaded.device) if plain else f"{loaded.device} · {self.precision}"
         self.codec = TokenText(self.tokenizer)
         config = self.model.config.get_text_config(decoder=True)
@@ -113,9 +120,9 @@ class LocalRunner(Runner):
         # recomputing it (approximate, flagged; ``PathCache._slide``). False: recompute.
         self.rerotate_window = True
         self._breakers: dict[tuple[str, ...], DryBreakers] = {}
-        # What drafted decoding learned about whether drafting pays, per regime
-        # (``decode.draft_ledger.Ledger``), kept across generations.
-        self.draft_ledgers: dict[tuple, Any] = {}
+        # What drafted decoding keeps across generations: the last parent's draft
+        # sources and whether drafting pays, per regime (``decode.draft_ledger.Ledger``).
+        self.drafting = KeptDrafting()
         self._pieces: list[str] | None = None  # every token's text, for DRY's breakers
         why_not = () if self.rope else (("rerope", _no_rope_reason(config)),)
         self.capabilities = Capabilities(
@@ -295,25 +302,63 @@ class LocalRunner(Runner):
     def prepare(self, node: Node) -> torch.Tensor:
         return self.cache.ensure(node)
 
-    def decode(self, request: GenerateRequest, writer: NodeWriter) -> GenerateResult:
-        from loomterm.engine.decode.drafted import drafted_decode, drafting_config
-        from loomterm.engine.decode.plain import plain_decode
+    @property
+    def draft_sources(self) -> DraftSources | None:
+        """The draft sources kept from the last drafted generation (None: none yet)."""
+        return self.drafting.sources
 
+    def decode(self, request: GenerateRequest, writer: NodeWriter) -> GenerateResult:
         clock = time.perf_counter()
         logits = self.cache.ensure(request.node)  # (V,)
         prefill = time.perf_counter() - clock
-        config = drafting_config(self, request) if not request.banned else None
+        job = self.decode_job(request, writer, logits)
         if request.banned:  # going back cannot happen inside a batch or a drafted block
-            from loomterm.engine.decode.banned import banned_decode
-
-            result = banned_decode(self, request, writer, logits)
-        elif config is not None:
-            result = drafted_decode(self, request, writer, logits, config)
+            result = banned_decode(job)
+        elif (config := self.drafting_for(request)) is not None:
+            nodes = self.tree.nodes if self.tree is not None else {}
+            result = drafted_decode(job, config, self.drafting, nodes)
         else:
-            result = plain_decode(self, request, writer, logits)
+            result = plain_decode(job)
         result.prefill_seconds = prefill
         result.decode_seconds = time.perf_counter() - clock - prefill
         return result
+
+    @property
+    def decode_model(self) -> DecodeModel:
+        """What every decoder is given of this runner (``decode.job``), read afresh
+        for each generation."""
+        return DecodeModel(
+            work=self.work,
+            kv=self.cache,
+            forward=self.forward,
+            decode_step=self.decode_step,
+            codec=self.codec,
+            eos_ids=self.eos_ids,
+            device=self.device,
+            n_ctx=self.n_ctx,
+            rerotates=self.rope is not None,
+            quantized=self.quantized,
+            touch=self.touch,
+            enforce_budget=self.enforce_budget,
+        )
+
+    def decode_job(
+        self, request: GenerateRequest, writer: NodeWriter, logits: torch.Tensor
+    ) -> DecodeJob:
+        """What a decoder is given for ``request``: ``logits`` (V,) after its node."""
+        return DecodeJob(
+            request=request,
+            writer=writer,
+            logits=logits,
+            model=self.decode_model,
+            shift=self.window.shift_for(request.node.end),
+            dry_breakers=self.dry_breakers(request.sampling),
+        )
+
+    def drafting_for(self, request: GenerateRequest) -> DraftConfig | None:
+        """The draft settings ``decode`` would use for ``request`` with the cache as it
+        is now (None: it would decode plainly)."""
+        return None if request.banned else drafting_config(request, self.decode_model)
 
     def moved_kv(self, source: Node, lo: int, hi: int, delta: int) -> torch.Tensor:
         assert self.rope is not None, "moved_kv needs the rerope capability"
@@ -349,6 +394,15 @@ class LocalRunner(Runner):
         self.work.forget(node)
         self.cache.invalidate()
 
+    def rewrite(self, node: Node, keep: int) -> None:
+        if self.cache.store_kv and node.kv is not None:
+            # A view of the unchanged tokens' columns, taken before the buffer is cut
+            # there (a view that ends at the cut is not copied).
+            node.kv = node.kv[:, :, :, :keep] if keep else None  # (L, 2, H, keep, D)
+        # The logits memo stays: ``ensure`` drops it if it followed columns cut here,
+        # and an append at the node's end still starts from it.
+        self.work.forget_from(node, keep)
+
     def evict(self, node: Node) -> bool:
         if node.kv is None or not self.capabilities.node_kv:
             return False
@@ -361,11 +415,11 @@ class LocalRunner(Runner):
         return True
 
     # -- memory --------------------------------------------------------------------------
-    def memory(self) -> KVMemory:
+    def kv_bytes(self) -> KVBytes:
         """Node KV and the working buffer, each storage counted once. Safe from any
         thread: it reads a snapshot of the node table (``list`` of a dict is atomic)."""
         nodes = list(self.tree.nodes.values()) if self.capabilities.node_kv else []
-        return replace(kv_memory(nodes, self.work), context=self.cache.context.nbytes())
+        return replace(resident_bytes(nodes, self.work), context=self.cache.context.nbytes())
 
     def touch(self, nodes: list[Node]) -> None:
         """Mark ``nodes`` as just used (least recently used KV is evicted first)."""

@@ -3,7 +3,9 @@
 Listeners are plain callables ``listener(event, node)``. Events: ``add`` (a new node),
 ``tokens`` (a node grew during generation), ``split`` (a node was cut in two; the
 head is passed), ``merge`` (a node took in its parent, which left the tree; the node
-is passed), ``move`` (a node and its subtree have a new parent), ``update`` (flags or meta changed), ``records`` (tokens already there got their
+is passed), ``move`` (a node and its subtree have a new parent), ``rewrite`` (a node's
+tokens were replaced in place: the writer retyped their own text, ``Loom.retype``),
+``update`` (flags or meta changed), ``records`` (tokens already there got their
 log-probabilities and alternatives, from a prefill), ``done`` (a generated node is
 complete), ``cursor``, ``settings`` and ``contexts`` (a context version was recorded,
 ``loom.contexts.versions``). The session layer records the file from them,

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -32,7 +32,7 @@ from loomterm.engine.context import ContextBook
 from loomterm.engine.generation import GenerateRequest, GenerateResult, OnToken
 from loomterm.engine.kv.window import segments
 from loomterm.engine.loom.context import LoomContext
-from loomterm.engine.loom.edits import plan_edit
+from loomterm.engine.loom.edits import plan_edit, plan_retype
 from loomterm.engine.loom.events import EventBus, Listener
 from loomterm.engine.loom.models import LoomModels, ModelWriter
 from loomterm.engine.loom.registry import Models
@@ -42,7 +42,7 @@ from loomterm.engine.sample.chain import SamplingParams, resolve_logit_bias
 from loomterm.engine.text import TokenText
 from loomterm.errors import EditRangeError, EmptyEditError, InputError, PrefillCancelled
 from loomterm.settings import Settings
-from loomterm.tree import Node, Origin, Tree
+from loomterm.tree import WRITER, Node, Origin, Tree
 
 if TYPE_CHECKING:
     from loomterm.engine.models.load import LoadedModel
@@ -422,6 +422,82 @@ class Loom(LoomModels, LoomContext, LoomTidy):
                 self.codec, lambda text: self.encode(text), node.path_tokens(), new_text
             )
             return self.splice_tokens(node, start, end, inserted, exact)
+
+    def retype(
+        self, node: Node, new_text: str, exact: bool = False, run: Collection[int] = ()
+    ) -> Node | None:
+        """The path's text changed to ``new_text`` inside the text of one node the writer
+        is writing: that node's tokens change in place, and no branch is made. Returns
+        ``node``, or None when the change is not of that kind (then ``edit`` branches).
+
+        The node is ``node`` itself when the writer wrote it (origin user or edit) and it
+        has no children, or a node of ``run`` (the ids of nodes the current typing run
+        made) whose nodes below on the path are all the run's: they keep their tokens
+        and move with the change (their KV re-rotated, or recomputed when ``exact``).
+        Only the changed node's tokens from the change on are computed (next-token
+        logits included), as an append of them would; an ``rewrite`` event tells the
+        session file."""
+        with self.exclusive():
+            self._check_node(node)
+            if not isinstance(new_text, str):
+                raise InputError("text must be a string")
+            path = node.path()[1:]
+            ids = set(run)
+
+            def rewritable(index: int) -> bool:
+                target, below = path[index], path[index + 1 :]
+                if not below:
+                    return (not target.children and target.origin in WRITER) or target.id in ids
+                return (
+                    target.id in ids
+                    and len(target.children) == 1
+                    and all(item.id in ids and len(item.children) <= 1 for item in below[:-1])
+                    and below[-1].id in ids
+                    and not below[-1].children
+                )
+
+            plan = plan_retype(
+                self.codec,
+                lambda text, first: self.encode(text, at_start=first),
+                path,
+                new_text,
+                rewritable,
+            )
+            if plan is None:
+                return None
+            self._check_tokens(plan.tokens)
+            target, below = path[plan.index], path[plan.index + 1 :]
+            delta = len(plan.tokens) - len(target.tokens)
+            # The nodes below read other text now: moved (re-roped by ``delta``, flagged
+            # approximate, as a fast splice's suffix is) or computed again.
+            moved = (
+                not exact
+                and self.capabilities.rerope
+                and node.end + delta <= self.n_ctx
+                and self.runner.can_move([(item, 0, len(item.tokens)) for item in below])
+            )
+            for item in below:  # before the target's columns go: their KV may alias them
+                if moved:
+                    if delta:
+                        item.kv = self.runner.moved_kv(item, 0, len(item.tokens), delta)
+                    item.approx = True
+                else:
+                    item.kv = None
+                    item.logprobs = [None] * len(item.tokens)
+                    item.top = [None] * len(item.tokens)
+            for runner in self._each_runner():
+                runner.rewrite(target, plan.keep)
+            keep = plan.keep
+            target.tokens = list(plan.tokens)
+            target.logprobs = target.logprobs[:keep] + [None] * (len(plan.tokens) - keep)
+            target.top = target.top[:keep] + [None] * (len(plan.tokens) - keep)
+            self._events.emit("rewrite", target)
+            for item in below:  # moved: a flag changed; recomputed: records cleared
+                self._events.emit("update" if moved else "rewrite", item)
+            stopped = self._prepare(node)
+            if stopped is not None:
+                raise self._stopped(stopped, node)
+            return node
 
     def refresh(self, node: Node) -> Node:
         """Recompute, exactly, the KV of every approximate node on the path (and of

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from loomterm.engine.generation import NodeWriter
-from loomterm.engine.kv.resident import KVMemory
+from loomterm.engine.kv.resident import KVBytes
 from loomterm.errors import InputError
 from loomterm.tree import Node, Origin, Tree
 
@@ -81,15 +81,15 @@ class LoomModels:
         """The key of the local model whose KV is kept on the nodes, or None."""
         return self._models.kv_owner
 
-    def kv_bytes(self) -> KVMemory:
+    def kv_bytes(self) -> KVBytes:
         """Resident KV: ``.nodes`` (stored on nodes), ``.working`` (the working buffer)
         and ``.total``, over every attached model. Safe from any thread without waiting
         for an operation."""
         runners = self._models.runners()
         if len(runners) == 1:
-            return self.runner.memory()
-        parts = [runner.memory() for runner in runners.values()]
-        return sum(parts, KVMemory())
+            return self.runner.kv_bytes()
+        parts = [runner.kv_bytes() for runner in runners.values()]
+        return sum(parts, KVBytes())
 
     def evict(self, node: Node) -> None:
         """Drop ``node``'s KV, keeping its tokens; it is recomputed exactly when used."""

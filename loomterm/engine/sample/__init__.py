@@ -1,4 +1,4 @@
-"""Sampling as pure functions of logits: the chain and its parameters (``chain``),
-logit bias, penalties and DRY (``sample.penalties``), truncation and temperature
-(``sample.truncation``).
+"""Sampling as pure functions of logits: what is asked (``params``), the chain
+(``chain``), logit bias, penalties and DRY (``penalties``), truncation and temperature
+(``truncation``), and the penalties' token history (``history``).
 """

@@ -13,48 +13,14 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from loomterm.errors import InputError
+from loomterm.engine.sample.params import NEVER, Bias, normalise_bias
 
 if TYPE_CHECKING:
-    from loomterm.engine.sample.chain import SamplingParams
+    from loomterm.engine.sample.params import SamplingParams
 
-# llama.cpp's defaults for the DRY sequence breakers (``common/common.h``).
-DRY_SEQUENCE_BREAKERS = ("\n", ":", '"', "*")
 DRY_MAX_BREAKER_CHARS = 40  # llama.cpp truncates a breaker string to this ...
 DRY_MAX_TAIL_TOKENS = 20  # ... and the tail of a multi-token breaker to this
 _FLOAT_MAX_LOG = 88.7228391  # log(FLT_MAX): DRY's exponent is clamped below it
-NEVER = "never"
-Bias = float | str  # a float, or "never"
-
-
-def _normalise_bias(value) -> tuple[tuple[int, float], ...]:
-    """``logit_bias`` as sorted ``(token, bias)`` pairs; repeated tokens add up (as
-    llama.cpp applies each entry), ``"never"`` (or -inf) is -inf."""
-    if value is None:
-        return ()
-    items = value.items() if isinstance(value, Mapping) else value
-    total: dict[int, float] = {}
-    try:
-        pairs = [tuple(item) for item in items]
-    except TypeError:
-        raise InputError("logit_bias must map token ids to a bias or 'never'") from None
-    for pair in pairs:
-        if len(pair) != 2:
-            raise InputError("logit_bias must map token ids to a bias or 'never'")
-        token, bias = pair
-        if isinstance(token, str) and token.strip().isdigit():
-            token = int(token)
-        if isinstance(token, bool) or not isinstance(token, int) or token < 0:
-            raise InputError(f"logit_bias keys must be token ids >= 0, got {token!r}")
-        if bias == NEVER or (isinstance(bias, float) and bias == float("-inf")):
-            bias = float("-inf")
-        else:
-            ok = not isinstance(bias, bool) and isinstance(bias, (int, float))
-            if not ok or not math.isfinite(bias):
-                raise InputError(f"logit_bias values must be numbers or 'never', got {bias!r}")
-            bias = float(bias)
-        total[token] = total.get(token, 0.0) + bias
-    return tuple(sorted(total.items()))
 
 
 # -- DRY sequence breakers as token ids --------------------------------------------------
@@ -159,7 +125,7 @@ def apply_logit_bias(
 ) -> torch.Tensor:
     """Add each token's bias (float32); -inf makes it impossible. Tokens beyond the
     vocabulary are ignored (as llama.cpp does). logits: (B, V)."""
-    pairs = [(t, b) for t, b in _normalise_bias(bias) if t < logits.shape[-1]]
+    pairs = [(t, b) for t, b in normalise_bias(bias) if t < logits.shape[-1]]
     if not pairs:
         return logits
     ids = torch.tensor([t for t, _ in pairs], device=logits.device)
@@ -179,7 +145,7 @@ def logit_bias_from_strings(
     pairs = items.items() if isinstance(items, Mapping) else items
     out: dict[int, float] = {}
     for text, bias in pairs:
-        value = float("-inf") if bias == NEVER else _normalise_bias({0: bias})[0][1]
+        value = float("-inf") if bias == NEVER else normalise_bias({0: bias})[0][1]
         for token in encode(text):
             out[int(token)] = out.get(int(token), 0.0) + value
     return {t: NEVER if math.isinf(b) and b < 0 else b for t, b in out.items()}

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import torch
 
 if TYPE_CHECKING:
-    from loomterm.engine.sample.chain import SamplingParams
+    from loomterm.engine.sample.params import SamplingParams
 
 
 # -- stages 5-8: truncation ------------------------------------------------------------------

@@ -16,6 +16,17 @@ from loomterm.tui.widgets.branch_tree import is_hidden
 from loomterm.tui.widgets.dialogs import ConfirmScreen
 
 
+def neighbour_of(branch: Node) -> Node | None:
+    """Where to go when ``branch`` is archived: the next visible sibling, which takes
+    its place (sibling 2 of 6 leaves sibling 2 of 5), else the one before it."""
+    assert branch.parent is not None
+    siblings = branch.parent.children
+    index = siblings.index(branch)
+    after = [c for c in siblings[index + 1 :] if not is_hidden(c)]
+    before = [c for c in siblings[:index] if not is_hidden(c)]
+    return after[0] if after else (before[-1] if before else None)
+
+
 class BookmarkActions:
     """Mixed into :class:`~loomterm.tui.app.LoomApp`: bookmarks and archived branches."""
 
@@ -68,8 +79,8 @@ class BookmarkActions:
             self._set_meta(branch, hidden=True)
             parent = branch.parent
             assert parent is not None
-            others = [c for c in parent.children if c is not branch and not is_hidden(c)]
-            self.when_idle(lambda: self._enter(others[-1]) if others else self.show_node(parent))
+            neighbour = neighbour_of(branch)
+            self.when_idle(lambda: self._enter(neighbour) if neighbour else self.show_node(parent))
             self.notify("Branch archived: 'Show hidden branches' brings it back", timeout=4)
 
         self.push_screen(

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from loomterm.errors import LoomError, PrefillCancelled
 from loomterm.tree import Node, Origin
 from loomterm.tui import ops
+from loomterm.tui.actions.context import ContextAssembled
 from loomterm.tui.messages import (
     GenerationDone,
     GenerationStarted,
@@ -164,6 +165,7 @@ class GenerationActions:
         settings = loom.settings  # immutable: the worker sees the settings of this moment
         max_new = settings.max_new_tokens
         sampling = settings.sampling()
+        run, self.typing_run = self.typing_run, ops.TypingRun()  # a generation ends the run
         if text is not None and self._sync_timer is not None:
             self._sync_timer.stop()  # the generation job syncs the text itself
             self._sync_timer = None
@@ -184,7 +186,7 @@ class GenerationActions:
             try:
                 if text is not None:
                     try:
-                        node = synced = ops.sync_text(loom, base, text, keep)
+                        node = synced = ops.sync_text(loom, base, text, keep, run)
                     except PrefillCancelled as stopped:
                         synced = stopped.node
                         raise
@@ -198,6 +200,10 @@ class GenerationActions:
                 if cancel.is_set():
                     return
                 loom.cursor = node  # here, not on the UI thread: the engine is busy next
+                if self.context_shown:  # what the model sees from here, then it follows
+                    with loom.exclusive():
+                        runs = self.context_runs(node)
+                    self.post_message(ContextAssembled(runs))
                 self.post_message(GenerationStarted(node, "", n))
                 started = True
                 streamer = Streamer(self, loom)
@@ -251,6 +257,8 @@ class GenerationActions:
             if follow:
                 self.doc.move_to(self.doc.length)
             self.view.document_changed(scroll=follow)
+            if self.context_shown:
+                self.context_view.follow(message.pieces)
         if not self.branches.has_class("-hidden"):
             self.branches.text_grew()  # the rows of every sibling being written
         self._refresh_status_soon()

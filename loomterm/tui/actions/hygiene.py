@@ -2,7 +2,7 @@
 merge the node at the caret into its parent (alt+j), pick up the branch at the caret
 (alt+c) and move it to hang at the caret somewhere else (alt+y, "yank" it there).
 
-Each runs in the engine worker (``tui.hygiene``), is saved in the session as it
+Each runs in the engine worker (``tui.tidy``), is saved in the session as it
 happens, and goes on the undo history as a change: ctrl+z reverts it (the same nodes
 come back, ids and all), ctrl+y applies it again. The undo and redo here take over
 from navigation's when the place being left or re-entered holds such a change.
@@ -13,7 +13,7 @@ from __future__ import annotations
 from textual.message import Message
 
 from loomterm.tree import Node
-from loomterm.tui import hygiene, ops
+from loomterm.tui import ops, tidy
 from loomterm.tui.actions.navigation import branch_of
 from loomterm.tui.history import Place
 from loomterm.tui.sanitize import safe_line
@@ -28,7 +28,7 @@ class Restructured(Message):
         self,
         node: Node,
         caret: int | None,
-        change: hygiene.Change | None,
+        change: tidy.Change | None,
         focus: Node | None,
         done: str = "",
     ) -> None:
@@ -67,7 +67,7 @@ class HygieneActions:
         loom, caret = self.loom, self.doc.caret
 
         def job() -> None:
-            change = hygiene.split_at(loom, node, position)
+            change = tidy.split_at(loom, node, position)
             self.post_message(Restructured(node, caret, change, None))
 
         self.submit("split", job, lock=True)
@@ -84,7 +84,7 @@ class HygieneActions:
         loom, caret = self.loom, self.doc.caret
 
         def job() -> None:
-            change = hygiene.merge_into_parent(loom, node)
+            change = tidy.merge_into_parent(loom, node)
             self.post_message(Restructured(shown, caret, change, None))
 
         self.submit("merge", job, lock=True)
@@ -116,14 +116,14 @@ class HygieneActions:
         loom = self.loom
 
         def job() -> None:
-            change = hygiene.move_here(loom, branch, node, position)
+            change = tidy.move_here(loom, branch, node, position)
             self.post_message(Restructured(branch, None, change, branch))
 
         self.submit("move", job, lock=True)
 
     # -- showing the result, undo and redo ------------------------------------------------
     def on_restructured(self, message: Restructured) -> None:
-        if message.change is not None and isinstance(message.change, hygiene.Move):
+        if message.change is not None and isinstance(message.change, tidy.Move):
             self._picked_up = None
         self._note_change()
         self._rebuild_tree_soon()

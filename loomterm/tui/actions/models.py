@@ -33,6 +33,13 @@ if TYPE_CHECKING:
 N_COLOURS = 6
 
 
+def source_label(source: str) -> str:
+    """A model value shortened for the status bar: its file or folder name."""
+    from loomterm.session_open import model_label
+
+    return model_label(source)
+
+
 def blind_group(node: Node | None) -> tuple[Node, object] | None:
     """The first node on ``node``'s path still marked blind, and its group id."""
     while node is not None:
@@ -172,8 +179,12 @@ class ModelActions:
         loom = self.loom
         self.notify(f"Attaching {source}\u2026", timeout=3)
 
+        def progress(stage: str, done: int, total: int | None) -> None:
+            self.loading_progress(f"{source_label(source)}: {stage}", done, total)
+
         def job() -> None:
-            key = loom.open_model(source)
+            # Hashing and converting a GGUF file takes a minute: the status bar shows it.
+            key = loom.open_model(source, progress=progress)
             self.call_from_thread(self.notify, f"Attached {key}: alt+l switches to it", timeout=4)
 
         self.submit("attach model", job)

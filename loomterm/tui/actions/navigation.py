@@ -10,7 +10,8 @@ tells the Loom's cursor, the undo history and the branch pane.
 
 from __future__ import annotations
 
-from loomterm.tree import Node
+from loomterm.tree import WRITER, Node
+from loomterm.tui import ops
 from loomterm.tui.history import Place
 from loomterm.tui.messages import Moved
 from loomterm.tui.widgets.branch_tree import BranchTree, is_hidden, visible_children
@@ -60,7 +61,8 @@ class NavigationActions:
         if engine and self.loom.cursor is not node:
             self.loom.cursor = node
         if record:
-            self.history.push(Place(node, self.doc.caret))
+            # With the text: a node the writer retypes in place reads differently later.
+            self.history.push(Place(node, self.doc.caret, self.doc.text))
         self._remember(node)
         tree = self.branches
         if tree.display and not tree.has_class("-hidden"):
@@ -73,6 +75,7 @@ class NavigationActions:
 
     def show_node(self, node: Node, caret: int | None = None, record: bool = True) -> None:
         """Show ``node``'s path with the caret at ``caret`` (default: the end)."""
+        self.typing_run = ops.TypingRun()  # typing here begins a new run
         self.doc.show(node)
         self.doc.move_to(self.doc.length if caret is None else caret)
         self.view.follow = self.doc.caret >= self.doc.length
@@ -118,6 +121,7 @@ class NavigationActions:
 
     def _enter(self, target: Node) -> None:
         """Show ``target``'s branch with the caret at the end of ``target``'s text."""
+        self.typing_run = ops.TypingRun()
         leaf = self._leaf_below(target)
         self.doc.show(leaf)
         end = self.doc.end_of(target)
@@ -165,7 +169,43 @@ class NavigationActions:
         if place is None:
             self.notify("Nothing to undo", timeout=2)
             return
-        self.show_node(place.node, place.caret, record=False)
+        self._go_back_to(place)
+
+    def _go_back_to(self, place: Place) -> None:
+        """Show ``place`` (an undo or redo). Its text may differ from its node's now (the
+        writer retyped the node in place, or the text was not synced then): then the
+        text is put back as an edit, which the engine applies in place where it can
+        (the writer's own childless node), else as a new branch; nothing is lost."""
+        node = self._restore_onto(place)
+        self.show_node(node, place.caret, record=False)
+        if place.text is not None and self.doc.text != place.text:
+            self.doc.become(place.text)
+            self.doc.move_to(place.caret)
+            self.view.follow = self.doc.caret >= self.doc.length
+            self.view.document_changed()
+            self.view.post_message(DocumentView.Edited(self.view))
+
+    def _restore_onto(self, place: Place) -> Node:
+        """Where an undo to ``place`` shows its text: the node shown now, when it is the
+        writer's childless node below ``place.node`` and the text differs only inside
+        it (then the undo retypes it in place instead of branching); else
+        ``place.node``."""
+        current = self.doc.node
+        text = place.text
+        if (
+            text is None
+            or current is None
+            or current is place.node
+            or current.children
+            or current.origin not in WRITER
+            or current.parent is None
+            or not place.node.is_ancestor_of(current)
+        ):
+            return place.node
+        start = self.doc.end_of(current.parent)
+        if start is None or not text.startswith(self.doc.text[:start]):
+            return place.node
+        return current
 
     def action_redo(self) -> None:
         self.when_idle(self._redo, stop=True)
@@ -175,10 +215,21 @@ class NavigationActions:
         if place is None:
             self.notify("Nothing to redo", timeout=2)
             return
-        self.show_node(place.node, place.caret, record=False)
+        self._go_back_to(place)
 
     def on_document_view_caret_moved(self, event: DocumentView.CaretMoved) -> None:
+        run = self.typing_run
+        if run.ids:
+            node = self.doc.node_before_caret()
+            if node is not None and node.id not in run.ids:
+                self.typing_run = ops.TypingRun()  # the caret left the run's text
         self._refresh_status_soon()  # the sibling and depth of the caret's branch
+
+    def action_branch_here(self) -> None:
+        """The next keystroke makes a new branch, even in text of the writer's own that
+        would be retyped in place; the old text stays as it is."""
+        self.typing_run = ops.TypingRun(branch=True)
+        self.notify("The next edit starts a new branch here", timeout=2)
 
     def caret_place(self) -> str:
         """``sibling 2 of 4 · depth 1`` for the branch at the caret ("" at the start)."""

@@ -26,6 +26,12 @@ class SearchActions:
             self._search_loom = self.loom
         return search_tree(self.loom.root, query, self._search_texts)
 
+    def forget_node_text(self) -> None:
+        """A node's tokens changed in place (``Loom.retype``): the texts kept per node
+        id and token count may be stale."""
+        if self._search_texts is not None:
+            self._search_texts.forget()
+
     def action_search(self) -> None:
         last = self._search_last.query if self._search_last is not None else None
 

@@ -81,6 +81,7 @@ class ViewActions:
             view.surprisal = self.prefs.surprisal = not view.surprisal
         elif what == "approx":
             view.approx_marks = self.prefs.approx = not view.approx_marks
+        self.shade_legend.show_view(view.surprisal, view.probabilities)
         save_prefs(self.prefs)
 
     def action_toggle_hidden(self) -> None:
@@ -95,10 +96,14 @@ class ViewActions:
 
     def action_settings(self) -> None:
         def saved(values: dict[str, Any] | None) -> None:
-            if values:
-                self.loom.update_settings(**values)
-                self._refresh_status()
-                self.notify("Settings saved with the session", timeout=2)
+            if values is None:
+                return  # cancelled
+            if not values:
+                self.notify("No setting changed", timeout=2)
+                return
+            self.loom.update_settings(**values)
+            self._refresh_status()
+            self.notify("Settings saved with the session", timeout=2)
 
         self.push_screen(
             SettingsScreen(

@@ -69,7 +69,7 @@ class ContextScreen(ModalScreen["dict[str, Any] | None"]):
         & .context--row { height: 1; }
         & .context--row Label { width: 30; }
         & .context--row Input { width: 12; }
-        & .context--help { color: $text-muted; }
+        & .context--help { color: $text-muted; width: 100%; }
         & #context-problem { color: $error; height: auto; }
     }"""
     )
@@ -94,7 +94,12 @@ class ContextScreen(ModalScreen["dict[str, Any] | None"]):
             with Horizontal(classes="context--row"):
                 yield Label("Depth (lines from the end)")
                 yield Input(str(s.authors_note_depth), id="context-depth", type="integer", compact=True)  # fmt: skip
-            yield Label("World info: one entry per line, keys: text", classes="context--help")
+            yield Label(
+                "World info: one entry per line: its keys, comma-separated, a colon, then "
+                "the text (fox, the red fox: Foxes are red.)",
+                classes="context--help",
+                markup=False,
+            )
             yield TextArea(world_info_text(s.world_info), id="context-world", soft_wrap=True)
             with Horizontal(classes="context--row"):
                 yield Label("Scan depth (tokens)")
@@ -194,12 +199,33 @@ class ContextView(VerticalScroll):
     rendered: Text = Text()
     """What it shows now (its ``.plain`` is the text on screen)."""
 
+    runs: tuple[Run, ...] = ()
+    """The runs shown, the document's last one growing while a generation streams."""
+
     def compose(self) -> ComposeResult:
         yield Static("", id="context-text")
 
     def show(self, runs: list[Run]) -> None:
+        self.runs = tuple(runs)
         self.rendered = render_context(runs)
         self.query_one("#context-text", Static).update(self.rendered)
+
+    def follow(self, pieces: list[str]) -> None:
+        """Tokens a running generation wrote: the model reads them after everything
+        shown (the context was assembled when it started), so they go at the end; the
+        view stays at the bottom if it was there."""
+        if not self.runs or not pieces:
+            return
+        at_end = self.scroll_y >= self.max_scroll_y
+        text = "".join(pieces)
+        *before, last = self.runs
+        if last.kind == "path":
+            runs = [*before, Run("path", last.text + text, last.tokens + len(pieces))]
+        else:
+            runs = [*self.runs, Run("path", text, len(pieces))]
+        self.show(runs)
+        if at_end:
+            self.call_after_refresh(self.scroll_end, animate=False)
 
     def show_problem(self, problem: str) -> None:
         self.rendered = Text(problem, "bold red")

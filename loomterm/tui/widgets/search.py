@@ -89,8 +89,12 @@ class SearchScreen(ModalScreen["SearchPick | None"]):
             yield Label("", id="search-status", markup=False)
             yield OptionList(id="search-hits")
             yield Label(
+                "each hit starts with where it is: branch 2.1.3 is, at each fork from the "
+                "top, the 2nd branch, then the 1st, then the 3rd (main text: above every "
+                "fork)\n"
                 "enter: go to the hit · later, alt+n / alt+shift+n: the next / previous hit",
                 classes="dialog--hint",
+                markup=False,
             )
 
     def on_mount(self) -> None:
@@ -181,10 +185,16 @@ class SearchScreen(ModalScreen["SearchPick | None"]):
         self.dismiss(None)
 
 
+def place_label(hit: Hit) -> str:
+    """``branch 2.1`` (the branch taken at each fork), or ``main text`` above them all."""
+    label = branch_label(hit.node)
+    return "main text" if label == "main" else f"branch {label}"
+
+
 def _hit_line(hit: Hit) -> Text:
-    """``2.1 · …text before HIT text after…`` with the hit highlighted."""
+    """``branch 2.1 │ …text before HIT text after…`` with the hit highlighted."""
     line = Text(no_wrap=True, overflow="ellipsis")
-    line.append(f"{branch_label(hit.node)} \u00b7 ", style="dim")
+    line.append(f"{place_label(hit)} \u2502 ", style="dim")
     line.append(("\u2026" if hit.before else "") + safe_line(hit.before).lstrip())
     line.append(safe_line(hit.match), style="bold reverse")
     line.append(safe_line(hit.after))

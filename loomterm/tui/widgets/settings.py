@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select
 
@@ -68,6 +69,35 @@ def parse_settings(values: Mapping[str, str]) -> tuple[dict[str, Any], list[str]
     return out, problems
 
 
+class SettingInput(Input):
+    """A setting's field: a number field says which characters it refused (Textual's
+    own only rings the bell, and a letter typed into it was lost without a word)."""
+
+    class Refused(Message):
+        """``text`` was typed into ``field`` and refused by its type."""
+
+        def __init__(self, field: SettingInput, text: str) -> None:
+            super().__init__()
+            self.field = field
+            self.text = text
+
+    _attempt = ""
+
+    def replace(self, text: str, start: int, end: int) -> None:
+        self._attempt = text
+        super().replace(text, start, end)
+
+    def restricted(self) -> None:
+        super().restricted()
+        self.post_message(self.Refused(self, self._attempt))
+
+
+def refusal(spec: Spec, text: str) -> str:
+    """``Temperature takes a number: 'x' was not typed``."""
+    what = "a whole number" if spec.kind is int else "a number"
+    return f"{spec.label} takes {what}: {text!r} was not typed"
+
+
 class SettingsScreen(ModalScreen["dict[str, Any] | None"]):
     """Edit the session's settings; dismisses with the changed values."""
 
@@ -83,6 +113,16 @@ class SettingsScreen(ModalScreen["dict[str, Any] | None"]):
         & .settings--row .settings--source { width: 30; padding-left: 1; color: $loom-muted; }
         & .settings--why { color: $loom-muted; margin: -1 0 1 0; width: 1fr; }
         & #problems { color: $error; height: auto; }
+        /* A narrow terminal: each label above its field, the field the dialog's width
+           (side by side, the value fields were squeezed out: "Temperature   cre"). */
+        &.-narrow .settings--row { layout: vertical; height: 2; }
+        &.-narrow .settings--row Label { width: 100%; }
+        &.-narrow .settings--row .settings--source { display: none; }
+        /* A short terminal: the rows get the room (the keys are on the buttons). */
+        &.-short > Vertical { padding: 0 2; }
+        &.-short .dialog--title, &.-short .settings--row { margin-bottom: 0; }
+        &.-short .dialog--buttons { margin-top: 0; }
+        &.-short .dialog--hint { display: none; }
     }"""
     )
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -104,6 +144,7 @@ class SettingsScreen(ModalScreen["dict[str, Any] | None"]):
         self.sources = dict(sources or {})
         # A Settings; an engine that still keeps a dict is read through from_stored.
         self.settings: Settings = Settings.from_stored(settings)[0]
+        self.refused = False  # the problems line says what a number field refused
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -125,7 +166,7 @@ class SettingsScreen(ModalScreen["dict[str, Any] | None"]):
                 yield label
                 value = getattr(self.settings, spec.name)
                 if spec in FIELDS:
-                    widget: Input | Select = Input(
+                    widget: Input | Select = SettingInput(
                         spec.text(value),
                         id=f"setting-{spec.name}",
                         type=_INPUT_TYPES.get(spec.kind, "text"),
@@ -153,6 +194,13 @@ class SettingsScreen(ModalScreen["dict[str, Any] | None"]):
                     classes="settings--why",
                 )
 
+    NARROW = 72  # columns below which each label goes above its field
+    SHORT = 20  # rows below which the dialog drops its spacing and hint
+
+    def on_resize(self) -> None:
+        self.set_class(self.size.width < self.NARROW, "-narrow")
+        self.set_class(self.size.height < self.SHORT, "-short")
+
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "save":
             self.action_save()
@@ -161,6 +209,16 @@ class SettingsScreen(ModalScreen["dict[str, Any] | None"]):
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self.action_save()
+
+    def on_setting_input_refused(self, event: SettingInput.Refused) -> None:
+        spec = Settings.spec(str(event.field.id).removeprefix("setting-"))
+        self.refused = True
+        self.query_one("#problems", Label).update(refusal(spec, event.text))
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if self.refused:  # typing that was taken: the refusal is old news
+            self.refused = False
+            self.query_one("#problems", Label).update("")
 
     def action_save(self) -> None:
         values = {s.name: self.query_one(f"#setting-{s.name}", Input).value for s in FIELDS}
@@ -174,9 +232,11 @@ class SettingsScreen(ModalScreen["dict[str, Any] | None"]):
             except SettingError as exc:
                 problems.append(problem(Settings.spec(exc.setting), exc))
         if problems:
+            self.refused = False
             self.query_one("#problems", Label).update("\n".join(problems))
             return
-        self.dismiss(parsed)
+        # Only what changed: the app says "saved" only when something was.
+        self.dismiss({k: v for k, v in parsed.items() if getattr(self.settings, k) != v})
 
     def action_cancel(self) -> None:
         self.dismiss(None)

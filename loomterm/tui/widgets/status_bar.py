@@ -77,32 +77,82 @@ class StatusBar(Widget):
     """
 
     def show_status(self, info: StatusInfo) -> None:
-        speed = (
-            f"{info.tokens_per_second:.1f} tok/s"
-            if info.tokens_per_second is not None
-            else "\u2014 tok/s"
-        )
-        parts = []
-        if info.read_only:  # always first: nothing typed here is saved
-            label = "READ-ONLY \u00b7 changes not saved" if info.unsaved else "READ-ONLY"
-            parts += [Content.styled(label, "bold $error"), Content(" \u2502 ")]
-        if info.state:  # first, so a narrow terminal never cuts it off
-            parts += [Content.styled(info.state, "bold $warning"), Content(" \u2502 ")]
-        parts += [
-            Content.styled(info.model, "bold"),
-            Content(f" {info.device} \u2502 "),
-            *([Content.styled(info.place, "$accent"), Content(" \u2502 ")] if info.place else []),
-            Content(
-                f"{info.path_tokens} tok \u00b7 {info.nodes} node{'' if info.nodes == 1 else 's'} \u00b7 "
-                f"KV {human_bytes(info.kv_bytes)} \u2502 {speed} \u2502 "
-            ),
-            Content(f"{info.preset} " if info.preset else ""),
-            Content(settings_summary(info.settings)),
-        ]
-        self._content = Content.assemble(*parts)
+        self._info = info
         self.refresh()
 
-    _content: Content = Content("")
+    def on_resize(self) -> None:
+        self.refresh()  # another width may fit another of the layouts
+
+    _info: StatusInfo | None = None
+
+    @property
+    def full_text(self) -> str:
+        """The whole status line, as a terminal wide enough shows it."""
+        return status_layouts(self._info)[0].plain if self._info is not None else ""
 
     def render(self) -> RenderResult:
-        return self._content
+        if self._info is None:
+            return Content("")
+        width = self.content_size.width
+        full, *shorter = status_layouts(self._info)
+        if shorter[0].cell_length <= width:
+            return full  # only the settings, last, are cut (…) where they do not fit
+        # The richest layout that fits; a terminal narrower than the last is cut (…).
+        return next((c for c in shorter if c.cell_length <= width), shorter[-1])
+
+
+def status_layouts(info: StatusInfo) -> list[Content]:
+    """The status line from the fullest to the shortest: settings, then device, nodes
+    and KV are left out, then the place is shortened, then the path's tokens, so a
+    narrow terminal keeps what matters (the state, the model, where the caret is and
+    the speed)."""
+    speed = (
+        f"{info.tokens_per_second:.1f} tok/s"
+        if info.tokens_per_second is not None
+        else "\u2014 tok/s"
+    )
+    bar = Content(" \u2502 ")
+    head: list[Content] = []
+    if info.read_only:  # always first: nothing typed here is saved
+        label = "READ-ONLY \u00b7 changes not saved" if info.unsaved else "READ-ONLY"
+        head += [Content.styled(label, "bold $error"), bar]
+    if info.state:  # first, so a narrow terminal never cuts it off
+        head += [Content.styled(info.state, "bold $warning"), bar]
+    model = Content.styled(info.model, "bold")
+    nodes = f"{info.nodes} node{'' if info.nodes == 1 else 's'}"
+    counts = f"{info.path_tokens} tok \u00b7 {nodes} \u00b7 KV {human_bytes(info.kv_bytes)}"
+
+    def place(text: str) -> list[Content]:
+        return [Content.styled(text, "$accent"), bar] if text else []
+
+    full = [
+        *head,
+        model,
+        Content(f" {info.device}"),
+        bar,
+        *place(info.place),
+        Content(f"{counts} \u2502 {speed} \u2502 "),
+        Content(f"{info.preset} " if info.preset else ""),
+        Content(settings_summary(info.settings)),
+    ]
+    no_settings = [*head, model, Content(f" {info.device}"), bar, *place(info.place)]
+    no_settings.append(Content(f"{counts} \u2502 {speed}"))
+    short = [
+        *head,
+        model,
+        bar,
+        *place(info.place),
+        Content(f"{info.path_tokens} tok \u2502 {speed}"),
+    ]
+    brief = [*head, model, bar, *place(short_place(info.place))]
+    shortest = [*brief, Content(f"{info.path_tokens} tok \u2502 {speed}")]
+    layouts = (full, no_settings, short, shortest, [*brief, Content(speed)])
+    return [Content.assemble(*parts) for parts in layouts]
+
+
+def short_place(place: str) -> str:
+    """``sibling 2 of 4 · depth 1`` as ``2/4 d1`` (other texts as they are)."""
+    words = place.replace("\u00b7", " ").split()
+    if len(words) == 6 and words[0] == "sibling" and words[2] == "of" and words[4] == "depth":
+        return f"{words[1]}/{words[3]} d{words[5]}"
+    return place

@@ -137,7 +137,7 @@ def test_move_refuses_a_cycle_and_the_root(loom):
     assert b.parent is a and a.parent is loom.root
 
 
-def test_hygiene_events(loom):
+def test_tidy_events(loom):
     seen = []
     loom.subscribe(lambda event, node: seen.append((event, node.id if node else None)))
     a = loom.append(loom.root, PROMPT)

@@ -13,12 +13,12 @@ from tests.engine.test_state_machine import SETTINGS, LoomMachine, assert_matche
 
 # The plain state machine's budget, derandomized: the test asserts that every tidying
 # operation ran, which a random draw of 20 short sequences can miss (CI saw no split).
-HYGIENE_SETTINGS = settings(SETTINGS, derandomize=True)
+TIDY_SETTINGS = settings(SETTINGS, derandomize=True)
 
 DONE = {"split": 0, "merge": 0, "unmerge": 0, "move": 0}  # operations that ran, all runs
 
 
-class HygieneMachine(LoomMachine):
+class TidyMachine(LoomMachine):
     @property
     def records(self) -> list:
         """Merge records of this sequence, newest last (for the undo rule)."""
@@ -115,11 +115,11 @@ def test_random_sequences_with_moves_merges_and_splits(
 ):
     folder = tiny_llama_dir if family == "llama" else tiny_gpt2_dir
     machine = type(
-        f"{family.title()}HygieneMachine",
-        (HygieneMachine,),
+        f"{family.title()}TidyMachine",
+        (TidyMachine,),
         {"folder": folder, "n_ctx": n_ctx},
     )
     before = dict(DONE)
-    run_state_machine_as_test(machine, settings=HYGIENE_SETTINGS)
+    run_state_machine_as_test(machine, settings=TIDY_SETTINGS)
     ran = {name: DONE[name] - before[name] for name in DONE}
     assert all(ran.values()), f"an operation never ran: {ran}"

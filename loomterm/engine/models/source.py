@@ -1,0 +1,61 @@
+"""What a ``--model`` value names, decided without loading anything.
+
+Standard library only: the command line checks a model value here before it imports
+torch, so a typo in a path answers at once. ``engine.models.load_model`` uses the same
+reading.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from loomterm.errors import ModelLoadError
+
+DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """A model value read: ``kind`` is "default", "folder", "gguf" or "hub"; ``path``
+    is the resolved folder or file (folder and gguf), ``hub_id`` the id (hub)."""
+
+    kind: str
+    path: Path | None = None
+    hub_id: str | None = None
+
+
+def classify(model: str | os.PathLike | None) -> ModelSource:
+    """Read a model value; raise ``ModelLoadError`` (one line) for a path that is not
+    there or not a model. Server URLs are not model sources (``remote.is_server_url``)."""
+    if model is None:
+        return ModelSource("default")
+    text = os.fspath(model)
+    if not text.strip():
+        return ModelSource("default")
+    path = Path(text).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ModelLoadError(
+                f"{text} has no config.json, so it is not a Hugging Face model folder"
+            )
+        return ModelSource("folder", path=path.resolve())
+    if path.is_file():
+        if path.suffix.lower() != ".gguf":
+            raise ModelLoadError(f"{text} is neither a model folder nor a .gguf file")
+        return ModelSource("gguf", path=path.resolve())
+    if text == DEFAULT_MODEL_NAME:
+        return ModelSource("default")
+    if not isinstance(model, str) or looks_like_path(text):
+        raise ModelLoadError(f"no such model folder or file: {text}")
+    return ModelSource("hub", hub_id=text)
+
+
+def looks_like_path(text: str) -> bool:
+    """Hub ids are ``name`` or ``owner/name``; anything else path-like is a path."""
+    if text.startswith((".", "~", "/")) or text.lower().endswith(".gguf"):
+        return True
+    if any(sep in text for sep in {os.sep, os.altsep} - {None, "/"}):  # Windows separators
+        return True
+    return text.count("/") > 1 or (len(text) > 1 and text[1] == ":")  # a Windows drive

@@ -1,0 +1,253 @@
+"""Opening a session in two halves: the file at once, the model in the background.
+
+The editor paints a session before torch is even imported: :class:`SessionOpening`
+reads (and locks) the session file with the store alone, and :class:`PreviewLoom` shows
+its tree, text (from the stored per-token pieces), settings and models the way a Loom
+would. :meth:`SessionOpening.finish` is the heavy half: it loads the model, builds the
+real Loom over *that same tree* (so every node the editor holds stays valid) and records
+it in the file, reporting progress; the editor runs it on its engine worker.
+
+Standard library and the store only: no torch, no textual.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from loomterm.errors import LoomError
+from loomterm.settings import EngineOptions, Settings
+from loomterm.tree import Tree
+
+if TYPE_CHECKING:
+    from loomterm.engine import Loom
+    from loomterm.progress import ProgressCallback
+    from loomterm.session import OpenedFile
+    from loomterm.tree import Node
+
+LOADING = "model loading\u2026"
+
+
+class ModelLoading(LoomError):
+    """Work that needs the model was asked for before it finished loading."""
+
+
+@dataclass(frozen=True)
+class PreviewMemory:
+    """What ``kv_bytes`` gives before the model is there: no KV."""
+
+    nodes: int = 0
+    working: int = 0
+    total: int = 0
+
+
+class PreviewRunner:
+    """Stands for the runner in the status bar while the model loads."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.where = "loading"
+
+    def __getattr__(self, name: str) -> Any:
+        raise ModelLoading(f"{LOADING} ({name} needs it)")
+
+
+class PreviewLoom:
+    """A saved tree shown as a Loom shows it, with no model: reading only.
+
+    What the editor reads to paint and to take typing (the tree, the cursor, the
+    settings, the text of tokens, the model table) is here; anything that needs the
+    model raises :class:`ModelLoading`, which the editor never lets happen (it holds
+    such work until the real Loom arrives).
+    """
+
+    def __init__(
+        self,
+        tree: Tree,
+        codec: Any,
+        name: str,
+        settings: Settings,
+        cursor: Node | None = None,
+        models: dict[str, dict[str, Any]] | None = None,
+        active: str = "",
+    ) -> None:
+        self.tree = tree
+        self.codec = codec
+        self.settings = settings
+        self.cursor = cursor if cursor is not None else tree.root
+        self.runner = PreviewRunner(name)
+        self.model_table = dict(models or {})
+        self.active_model = active
+        self.models: dict[str, Any] = {}
+        self.model_notes: dict[str, str] = {}
+        self.progress: ProgressCallback | None = None
+        self.interrupt: Any = None
+
+    @property
+    def root(self) -> Node:
+        return self.tree.root
+
+    def kv_bytes(self) -> PreviewMemory:
+        return PreviewMemory()
+
+    def decode(self, tokens: list[int]) -> str:
+        return self.codec.decode(list(tokens))
+
+    def text(self, node: Node) -> str:
+        return self.decode(node.path_tokens())
+
+    def tokens(self, node: Node) -> list[int]:
+        return node.path_tokens()
+
+    def subscribe(self, listener: Callable[..., None]) -> None:
+        """Nothing changes a preview: there is nothing to hear."""
+
+    def unsubscribe(self, listener: Callable[..., None]) -> None:
+        """See :meth:`subscribe`."""
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        yield
+
+    def __getattr__(self, name: str) -> Any:
+        raise ModelLoading(f"{LOADING} ({name} needs it)")
+
+
+def model_label(model: str | None) -> str:
+    """The name the status bar gives a model value before it is loaded."""
+    from loomterm.engine.models.source import DEFAULT_MODEL_NAME
+
+    if not model:
+        return DEFAULT_MODEL_NAME
+    text = str(model).rstrip("/")
+    if "://" in text:
+        return text.split("://", 1)[1]
+    name = Path(text).name
+    return name.removesuffix(".gguf") if name.lower().endswith(".gguf") else name
+
+
+class SessionOpening:
+    """A session being opened: read now (:meth:`preview`), loaded later (:meth:`finish`).
+
+    ``opened`` is the file already read (None: a new session, written to ``path`` once
+    the model is there); ``prepare(loom)`` runs on a new session's Loom before it is
+    first saved (the editor's starting samplers); ``attach(loom, progress)`` attaches
+    the ``--attach`` models.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        options: EngineOptions,
+        opened: OpenedFile | None = None,
+        read_only: bool = False,
+        prepare: Callable[[Loom], None] | None = None,
+        attach: Callable[[Loom, ProgressCallback], None] | None = None,
+    ) -> None:
+        self.path = path
+        self.options = options
+        self.opened = opened
+        self.read_only = read_only
+        self.prepare = prepare
+        self.attach = attach
+        self.loom: Loom | None = None
+        self._preview: PreviewLoom | None = None
+
+    @property
+    def new(self) -> bool:
+        return self.opened is None
+
+    def preview(self) -> PreviewLoom:
+        """The tree to show now (made once)."""
+        if self._preview is None:
+            self._preview = self._make_preview()
+        return self._preview
+
+    def _make_preview(self) -> PreviewLoom:
+        from loomterm.engine.remote.tokens import StoredTokenText
+
+        if self.opened is None:
+            label = model_label(self.options.model)
+            return PreviewLoom(Tree(), StoredTokenText({}), label, Settings())
+        data = self.opened.data
+        codec = StoredTokenText.from_tree(data.tree.root.walk(), data.pieces)
+        settings, _notes = Settings.from_stored(data.settings)  # warned of when loaded
+        name = model_label(self.options.model) if self.options.model else ""
+        name = name or str(data.model.get("name") or model_label(data.model.get("source")))
+        state = data.model_state or {}
+        active = str(state.get("active") or next(iter(data.models), ""))
+        preview = PreviewLoom(
+            data.tree, codec, name, settings, data.cursor_node, data.models, active
+        )
+        # The models the file says were attached: shown as attached (they are coming
+        # back), not as only recorded; a key stands for its runner until then.
+        attached = state.get("attached") or list(data.models)
+        preview.models = {key: None for key in attached if key in data.models}
+        return preview
+
+    def finish(self, progress: ProgressCallback | None = None) -> Loom:
+        """Load the model and make the real Loom over the previewed tree (heavy: run it
+        off the UI thread). Raises what opening raises (``LoomError``)."""
+        from loomterm.progress import Progress
+
+        with Progress(progress).timed("import"):  # torch and transformers: seconds
+            from loomterm.engine.loom import facade  # noqa: F401
+        if self.opened is None:
+            loom = self._create(progress)
+        else:
+            from loomterm.session import Session
+
+            loom = Session.open(
+                self.opened.path,
+                **self.options.load_kwargs(),
+                progress=progress,
+                read_only=self.read_only,
+                reattach=True,
+                opened=self.opened,
+            ).loom
+            self.opened = None  # the Session owns the file now
+            try:
+                if self.attach is not None:
+                    self.attach(loom, progress)
+            except BaseException:
+                from loomterm.session import close_session
+
+                close_session(loom)
+                raise
+        self.loom = loom
+        return loom
+
+    def _create(self, progress: ProgressCallback | None) -> Loom:
+        from loomterm.engine import Loom
+        from loomterm.engine.remote import connect, is_server_url
+        from loomterm.session import save_loom
+
+        options = self.options
+        tree = self.preview().tree
+        if is_server_url(options.model):
+            server = {k: v for k, v in options.server_kwargs().items() if v is not None}
+            loom = Loom(connect(options.model, **server), tree=tree)
+        else:
+            from loomterm.engine.models.load import load_model
+
+            loaded = load_model(**options.model_kwargs(), progress=progress)
+            loom = Loom.from_loaded(
+                loaded, n_ctx=options.n_ctx, tree=tree, kv_budget=options.kv_budget
+            )
+        if self.prepare is not None:
+            self.prepare(loom)
+        if self.attach is not None:
+            self.attach(loom, progress)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        save_loom(loom, self.path)
+        return loom
+
+    def close(self) -> None:
+        """Give the file back if the model never came (the editor quit first, or the
+        load failed)."""
+        if self.opened is not None:
+            self.opened.close()
+            self.opened = None

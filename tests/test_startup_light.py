@@ -1,0 +1,91 @@
+"""Start-up: what answers before torch is imported (checked in a fresh interpreter)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+PROBE = """
+import json, sys
+from loomterm.cli import main
+code = main(sys.argv[1:])
+heavy = sorted(m for m in ("torch", "transformers") if m in sys.modules)
+print(json.dumps({"code": code, "heavy": heavy}))
+"""
+
+
+def run_probe(*argv: str) -> tuple[dict, str]:
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE, *argv], capture_output=True, text=True, timeout=120
+    )
+    return json.loads(result.stdout.strip().splitlines()[-1]), result.stderr
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["--model", "./no-such-model", "-s", "x"],
+            "no such model folder or file: ./no-such-model",
+        ),
+        (
+            ["--prompt", "Hi", "--model", "/nope/m.gguf"],
+            "no such model folder or file: /nope/m.gguf",
+        ),
+        (["generate", "-s", "x", "--model", "~/nope"], "no such model folder or file: ~/nope"),
+        (
+            ["--attach", "./missing-folder", "-s", "x"],
+            "no such model folder or file: ./missing-folder",
+        ),
+    ],
+)
+def test_a_bad_model_value_fails_before_torch_is_imported(argv, message, tmp_path):
+    outcome, err = run_probe(*argv)
+    assert outcome == {"code": 1, "heavy": []}
+    assert err.strip() == f"loomterm: {message}"
+
+
+def test_a_file_that_is_no_model_fails_before_torch_is_imported(tmp_path):
+    text = tmp_path / "notes.txt"
+    text.write_text("hello")
+    outcome, err = run_probe("--model", str(text), "-s", "x")
+    assert outcome == {"code": 1, "heavy": []}
+    assert err.strip() == f"loomterm: {text} is neither a model folder nor a .gguf file"
+
+
+def test_a_session_preview_needs_no_torch(tiny_llama_dir, tmp_path):
+    """The editor paints from this: the session file's tree and text, read without the
+    model (``loomterm.session_open``)."""
+    from loomterm.engine import Loom
+    from loomterm.session import close_session, save_loom
+
+    loom = Loom.load(str(tiny_llama_dir), device="cpu")
+    name = loom.runner.name
+    node = loom.append(loom.root, "Once upon a time")
+    loom.cursor = node
+    path = tmp_path / "s.loom"
+    save_loom(loom, path)
+    close_session(loom)
+    script = f"""
+import json, sys
+from loomterm.session import read_file
+from loomterm.session_open import SessionOpening
+from loomterm.settings import EngineOptions
+opening = SessionOpening({str(path)!r}, EngineOptions(), read_file({str(path)!r}))
+preview = opening.preview()
+text = preview.text(preview.cursor)
+opening.close()
+heavy = sorted(m for m in ("torch", "transformers") if m in sys.modules)
+print(json.dumps({{"text": text, "heavy": heavy, "model": preview.runner.name}}))
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert json.loads(result.stdout) == {
+        "text": "Once upon a time",
+        "heavy": [],
+        "model": name,
+    }
