@@ -188,8 +188,8 @@ def test_cli_bench_sections_run_only_those(tiny_llama_dir, monkeypatch, capsys):
         torch.set_num_threads(threads)
     printed = capsys.readouterr().out
     assert code == 0 and "N=8" in printed and "truncate @64" not in printed
-    # A typo is one line, before any model is looked for.
-    code = cli.main(["bench", "--model", "no/such/model", "--sections", "memory,drafting"])
+    # A typo is one line, before the model loads.
+    code = cli.main(["bench", "--model", str(tiny_llama_dir), "--sections", "memory,drafting"])
     err = capsys.readouterr().err.strip()
     assert code == 1 and "\n" not in err
     assert err.startswith("loomterm: bench has no section drafting;") and "drafted" in err
