@@ -14,13 +14,6 @@ def register(sub: argparse._SubParsersAction, engine: argparse.ArgumentParser) -
     parser.add_argument("--quick", action="store_true", help="a short run for CI smoke use")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     parser.add_argument(
-        "--threads",
-        type=int,
-        default=None,
-        help="CPU threads for torch (default: torch's; 1 with --quick, which is steadier "
-        "on a shared machine)",
-    )
-    parser.add_argument(
         "--sections",
         metavar="NAMES",
         default=None,
@@ -52,13 +45,14 @@ def run(args: argparse.Namespace) -> int:
         return 0
     loaded = load_model(**options.model_kwargs(), progress=print_progress)
     end_progress_line()
-    threads = args.threads or (1 if args.quick and loaded.device.type == "cpu" else None)
+    # --threads (an engine option, shared by torch and llama.cpp); 1 with --quick.
+    threads = options.threads or (1 if args.quick and loaded.device.type == "cpu" else None)
     if threads:
         # Two threads on a two-core machine that is busy elsewhere can run 3-5x slower
         # than one (threads wait on each other); a smoke run wants steady figures.
         torch.set_num_threads(threads)
     plan = BenchPlan.quick() if args.quick else BenchPlan.full(loaded.device)
-    if args.sections:
+    if sections:
         plan = plan.scaled(sections=sections)
     result = run_bench(loaded, plan, quick=args.quick, log=log, **options.loom_kwargs())
     print(format_table(result.rows, result.title(), NOTES))

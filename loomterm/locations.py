@@ -40,3 +40,14 @@ def sessions_dir() -> Path:
     path = data_dir() / "sessions"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+# llama.cpp, built once from llama-cpp-python's source distribution of this version
+# (``loomterm.serving.llama_build``), read by the server tests and the llama.cpp runner.
+LLAMA_CPP_VERSION = "0.3.36"
+
+
+def llama_cpp_dir() -> Path:
+    """The llama.cpp build: ``bin/llama-server``, ``lib/`` (libllama and libggml*, shared)
+    and ``python/`` (the ``llama_cpp`` binding, pure Python). Not created here."""
+    return cache_dir() / "llama.cpp" / LLAMA_CPP_VERSION

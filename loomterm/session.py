@@ -245,6 +245,8 @@ class Session:
         reattach: bool = False,
         loaded_models: Sequence[LoadedModel] = (),
         on_note: Callable[[str], None] | None = None,
+        backend: str = "auto",
+        threads: int | None = None,
         opened: OpenedFile | None = None,
     ) -> Session:
         """Open a saved session on a live Loom.
@@ -262,6 +264,8 @@ class Session:
                 None: use one if present.
             server_kind, server_model: For a session on a server (its model source is
                 a URL): override the kind and model it recorded.
+            backend, threads: As ``Loom.load``; ``"auto"`` reopens a session made on
+                llama.cpp (``--backend llama.cpp``) on llama.cpp again.
             loaded: A local model already loaded (the editor's, to switch sessions in
                 place): used instead of loading or connecting to ``model``; checked
                 against the session's like any other.
@@ -290,6 +294,18 @@ class Session:
         try:
             source = model or data.model.get("source")
             remote = loaded is None and bool(source) and is_server_url(source)
+            on_llama = (
+                loaded is None
+                and not remote
+                and (
+                    backend == "llama.cpp"
+                    or (
+                        backend == "auto"
+                        and model is None
+                        and data.model.get("backend") == "llama.cpp"
+                    )
+                )
+            )
             if loaded is not None:
                 pass  # the caller's model, checked against the session's below
             elif not source:
@@ -297,10 +313,19 @@ class Session:
             elif remote:
                 overrides = {"kind": server_kind, "model_arg": server_model}
                 loaded = _connect_server(data, source, read_only, overrides)
+            elif on_llama:
+                from loomterm.engine.llamacpp import open_gguf
+
+                loaded = open_gguf(source, n_ctx=n_ctx, threads=threads, progress=progress)
             else:
+                if threads:
+                    import torch
+
+                    torch.set_num_threads(threads)
                 loaded = load_model(
                     source, device=device, dtype=dtype, progress=progress, quant=quant
                 )
+            remote = remote or on_llama  # a runner already: the Loom is made on it as it is
             matches = same_model(data.model.get("fingerprint"), loaded.fingerprint)
             if not matches and not (retokenize or read_only):
                 raise mismatch_error(data.name, data.model, loaded)

@@ -230,8 +230,20 @@ class SessionOpening:
         if is_server_url(options.model):
             server = {k: v for k, v in options.server_kwargs().items() if v is not None}
             loom = Loom(connect(options.model, **server), tree=tree)
+        elif options.backend == "llama.cpp":
+            from loomterm.engine.llamacpp import open_gguf
+
+            runner = open_gguf(
+                options.model, n_ctx=options.n_ctx, threads=options.threads, progress=progress
+            )
+            loom = Loom(runner, tree=tree)
         else:
             from loomterm.engine.models.load import load_model
+
+            if options.threads:
+                import torch
+
+                torch.set_num_threads(options.threads)
 
             loaded = load_model(**options.model_kwargs(), progress=progress)
             loom = Loom.from_loaded(

@@ -327,9 +327,10 @@ def option(
     choices: tuple[Any, ...] | None = None,
 ) -> Any:
     """A field of :class:`EngineOptions`. ``part`` says who takes it: ``"model"``
-    (``load_model``) or ``"loom"`` (the Loom built on the loaded model)."""
-    if part not in ("model", "loom", "server"):
-        raise ValueError(f"part must be 'model', 'loom' or 'server', not {part!r}")
+    (``load_model``), ``"loom"`` (the Loom built on the loaded model), ``"server"``
+    (a server's runner) or ``"backend"`` (``Loom.load``: which runner, its threads)."""
+    if part not in ("model", "loom", "server", "backend"):
+        raise ValueError(f"part must be 'model', 'loom', 'server' or 'backend', not {part!r}")
     return field(
         default=default,
         metadata={

@@ -447,6 +447,8 @@ def test_engine_options_defaults_and_kwargs():
         "quant": "none",
         "n_ctx": None,
         "kv_budget": None,
+        "backend": "auto",
+        "threads": None,
         "server_kind": None,
         "server_model": None,
     }
@@ -460,7 +462,15 @@ def test_engine_options_defaults_and_kwargs():
     assert options.loom_kwargs() == {"n_ctx": 64, "kv_budget": "3M"}
     assert options.server_kwargs() == {}
     server = {"server_kind": None, "server_model": None}
-    assert options.load_kwargs() == {**options.model_kwargs(), **options.loom_kwargs(), **server}
+    backend = {"backend": "auto", "threads": None}
+    assert options.load_kwargs() == {
+        **options.model_kwargs(),
+        **options.loom_kwargs(),
+        **backend,
+        **server,
+    }
+    with pytest.raises(SettingError, match="backend must be one of"):
+        options.replace(backend="vulkan")
     remote = options.replace(model="http://127.0.0.1:9", server_kind="vllm")
     assert remote.server_kwargs() == {"server_kind": "vllm"}
     with pytest.raises(SettingError, match="server_kind must be one of"):

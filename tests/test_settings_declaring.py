@@ -154,14 +154,17 @@ def test_options_say_who_takes_them():
     assert field.metadata[S.META_KEY] == dict(
         label="", help="how many", at_least=1, choices=(1, 2), part="loom"
     )
-    for part in ("model", "loom", "server"):
+    for part in ("model", "loom", "server", "backend"):
         S.option(None, "x", part=part)
-    with pytest.raises(ValueError, match=r"^part must be 'model', 'loom' or 'server', not 'ui'$"):
+    with pytest.raises(
+        ValueError, match=r"^part must be 'model', 'loom', 'server' or 'backend', not 'ui'$"
+    ):
         S.option(None, "x", part="ui")
     specs = EngineOptions.SPECS
     assert specs["n_ctx"].label == "N ctx" and specs["n_ctx"].at_least == 1
     assert specs["quant"].choices == ("none", "int8", "int4") and specs["quant"].part == "model"
     assert specs["server_kind"].part == "server" and specs["kv_budget"].part == "loom"
+    assert specs["backend"].part == "backend" and specs["threads"].part == "backend"
 
 
 def test_the_module_s_specs_are_what_its_declarations_say():

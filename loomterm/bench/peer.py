@@ -1,13 +1,13 @@
 """llama.cpp as a peer: its greedy decode of the same GGUF file, same threads, same run.
 
-Two ways to reach it, whichever is present:
+Two ways to reach it, the first that is present:
 
-- ``llama-cpp-python`` (``import llama_cpp``), in this process;
 - a ``llama-server`` binary: ``LOOMTERM_LLAMA_SERVER``, else ``llama-server`` on the
   ``PATH``, else one built into loomterm's cache folder
-  (``<cache>/llama-server/<version>/bin/llama-server``). It is started on a free
-  loopback port for the measurement and stopped after it; its own timings (prompt and
-  predicted milliseconds, measured inside the server) are used, so HTTP costs nothing.
+  (``<cache>/llama.cpp/<version>/bin/llama-server``, ``serving.llama_build``). It is
+  started on a free loopback port for the measurement and stopped after it; its own timings (prompt and
+  predicted milliseconds, measured inside the server) are used, so HTTP costs nothing;
+- ``llama-cpp-python`` (``import llama_cpp``), in this process.
 
 The work is loomterm's plain decode row's: the same prompt token ids (the GGUF file
 carries the same vocabulary), a fixed number of greedy tokens (end of sequence
@@ -41,6 +41,7 @@ class PeerRun:
     tokens: int
     prompt_seconds: float
     decode_seconds: float
+    tokens_made: tuple[int, ...] = ()  # the token ids, where the peer says them
 
     @property
     def rate(self) -> float:
@@ -78,8 +79,21 @@ def find_llama_server() -> Path | None:
     found = shutil.which("llama-server")
     if found:
         return Path(found)
-    built = sorted((locations.cache_dir() / "llama-server").glob("*/bin/llama-server"))
+    built = sorted((locations.cache_dir() / "llama.cpp").glob("*/bin/llama-server"))
     return built[-1] if built else None
+
+
+def server_decode(
+    gguf: Path, prompt: list[int], new_tokens: int, threads: int, reps: int
+) -> list[PeerRun] | str:
+    """Like ``measure``, always with llama-server (its own timings, and its tokens)."""
+    server = find_llama_server()
+    if server is None:
+        return "llama-server not found (python -m loomterm.serving.llama_build)"
+    try:
+        return _with_server(server, gguf, prompt, new_tokens, threads, reps)
+    except (OSError, RuntimeError, ValueError, KeyError) as exc:
+        return f"llama-server failed: {str(exc)[:120]}"
 
 
 def measure(
@@ -87,16 +101,16 @@ def measure(
 ) -> list[PeerRun] | str:
     """``reps`` greedy completions of ``new_tokens`` after ``prompt`` (after one
     warm-up), or why they could not be run."""
-    try:
-        import llama_cpp  # noqa: F401
-    except ImportError:
-        server = find_llama_server()
-        if server is None:
-            return "llama.cpp not found (pip install llama-cpp-python, or LOOMTERM_LLAMA_SERVER)"
+    server = find_llama_server()
+    if server is not None:  # its own timings, measured inside the server
         try:
             return _with_server(server, gguf, prompt, new_tokens, threads, reps)
         except (OSError, RuntimeError, ValueError, KeyError) as exc:
             return f"llama-server failed: {str(exc)[:120]}"
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        return "llama.cpp not found (pip install llama-cpp-python, or LOOMTERM_LLAMA_SERVER)"
     try:
         return _with_python(gguf, prompt, new_tokens, threads, reps)
     except Exception as exc:  # noqa: BLE001 - a peer failing must not stop the bench
@@ -143,16 +157,19 @@ def _with_server(server: Path, gguf: Path, prompt, new_tokens: int, threads: int
             "cache_prompt": False,
             "ignore_eos": True,
             "stream": False,
+            "return_tokens": True,
         }
         runs = []
         for rep in range(reps + 1):  # the first is a warm-up
-            timings = _post(f"{url}/completion", body)["timings"]
+            reply = _post(f"{url}/completion", body)
+            timings = reply["timings"]
             if rep:
                 runs.append(
                     PeerRun(
                         int(timings["predicted_n"]),
                         float(timings["prompt_ms"]) / 1000,
                         float(timings["predicted_ms"]) / 1000,
+                        tuple(int(t) for t in reply.get("tokens") or ()),
                     )
                 )
         return runs

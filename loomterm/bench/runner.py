@@ -15,6 +15,7 @@ from loomterm.bench import (
     corpus_text,
     decoding,
     edits,
+    llamacpp,
     longdoc,
     precision,
     prefill,
@@ -63,6 +64,7 @@ class BenchPlan:
     context_rounds: int = 6
     context_new: int = 32
     context_branches: int = 4
+    llama_doc: int = 1000  # the llama.cpp runner's edit rows: a path this long
     startup_reps: int = 3  # launches of the editor timed (after one to warm up)
     sections: tuple[str, ...] = (
         "latency", "decode", "precision", "siblings", "memory", "prefill", "long", "rerope",
@@ -70,6 +72,7 @@ class BenchPlan:
         "weave",
         "search",
         "context",
+        "llamacpp",
         "startup",
     )  # fmt: skip
 
@@ -128,6 +131,7 @@ NOTES = {
     weave.WEAVE: weave.WEAVE_NOTE,
     search.SEARCH: search.SEARCH_NOTE,
     context.CONTEXT: context.CONTEXT_NOTE,
+    llamacpp.LLAMACPP: llamacpp.LLAMACPP_NOTE,
     startup.STARTUP: startup.STARTUP_NOTE,
 }
 SERVER_NOTES = remote.NOTES  # the sections of a bench against a server
@@ -231,6 +235,8 @@ def _run(loaded, plan: BenchPlan, quick: bool, log: Callable[[str], None]) -> Be
         rows += context.context_rows(
             loaded, corpus, plan.context_rounds, plan.context_new, plan.context_branches, log
         )
+    if "llamacpp" in want:
+        rows += llamacpp.llamacpp_rows(loaded, corpus, plan, log)
     if "startup" in want:
         rows += startup.startup_rows(loaded, corpus, plan.startup_reps, log)
     meta = {

@@ -86,6 +86,11 @@ def _tmux(socket: str, *args: str) -> str:
     return result.stdout
 
 
+def document_text(screen: str) -> str:
+    """The document pane's text: right of the branch pane (which shows node text too)."""
+    return "\n".join(line.partition("\u2595")[2] for line in screen.splitlines())
+
+
 def status_ready(screen: str, model: str) -> bool:
     """Whether the status bar (the line above the footer) names ``model`` and no
     loading is under way."""
@@ -136,7 +141,8 @@ def launch(
             time.sleep(POLL_S)
         if type_marker and result.typing is not None:
             time.sleep(0.5)  # the last word typed reaches the screen
-            result.lost = sent - _tmux(socket, "capture-pane", "-p", "-t", "b").count(MARKER)
+            screen = _tmux(socket, "capture-pane", "-p", "-t", "b")
+            result.lost = sent - document_text(screen).count(MARKER)
     finally:
         _tmux(socket, "kill-server")
     return result

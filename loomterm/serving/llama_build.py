@@ -1,20 +1,28 @@
-"""Build llama.cpp's ``llama-server`` once, from source, into loomterm's cache folder.
+"""Build llama.cpp once, from source, into loomterm's cache folder: ``llama-server``
+and the shared library that the ``llama_cpp`` binding (the llama.cpp runner) loads.
 
 The source comes from the ``llama-cpp-python`` source distribution on the Python package
-index (pinned below), which carries llama.cpp's whole tree under ``vendor/llama.cpp``:
-any machine that installed loomterm can fetch it with pip. The build is
+index (pinned in ``locations.LLAMA_CPP_VERSION``), which carries llama.cpp's whole tree
+under ``vendor/llama.cpp``: any machine that installed loomterm can fetch it with pip.
+One cmake build serves both:
 
-    cmake -S llama.cpp -B build -DLLAMA_BUILD_SERVER=ON -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF
+    cmake -S llama.cpp -B build -DLLAMA_BUILD_SERVER=ON -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=ON
+          -DCMAKE_INSTALL_RPATH='$ORIGIN:$ORIGIN/../lib' -DCMAKE_BUILD_WITH_INSTALL_RPATH=ON
     cmake --build build --target llama-server -j JOBS
 
-about 15 minutes on two cores. The static binary is kept as
-``cache_dir()/llama-server/<version>/bin/llama-server``; the source and build folders
-are deleted once it runs. A file lock keeps two processes from building at once (the
-second waits, then finds the binary). Progress is reported as lines (``log``); a
-machine that cannot build (no cmake, no C++ compiler) gets a one-line reason.
+about 15 minutes on two cores. ``llama_cpp_dir()`` (``cache_dir()/llama.cpp/<version>``)
+then holds ``bin/llama-server``, ``lib/`` (libllama, libggml*, libmtmd: the binary finds
+them through its rpath) and ``python/``: the binding's pure-Python package, installed
+from the same source distribution with ``CMAKE_ARGS=-DLLAMA_BUILD=OFF`` (which compiles
+nothing; a few seconds), which loads ``lib/`` through ``LLAMA_CPP_LIB_PATH`` (a folder).
+The source and build folders are deleted once both are in place.
 
-``LOOMTERM_LLAMA_SERVER`` names a binary to use instead (one built elsewhere, or a
-packaged llama.cpp). Run ``python -m loomterm.serving.llama_build`` to build ahead.
+A file lock keeps two processes from building at once (the second waits, then finds the
+build). Progress is reported as lines (``log``); a machine that cannot build (no cmake,
+no C++ compiler) gets a one-line reason.
+
+``LOOMTERM_LLAMA_SERVER`` names a server binary to use instead (one built elsewhere, or
+a packaged llama.cpp). Run ``python -m loomterm.serving.llama_build`` to build ahead.
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ from pathlib import Path
 from loomterm import locations
 from loomterm.errors import LoomError
 
-LLAMA_CPP_PYTHON_VERSION = "0.3.36"
+LLAMA_CPP_PYTHON_VERSION = locations.LLAMA_CPP_VERSION
 REQUIREMENT = f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}"
 SOURCE_MEMBER = "vendor/llama.cpp"
 ENV_BINARY = "LOOMTERM_LLAMA_SERVER"
@@ -41,27 +49,55 @@ CMAKE_OPTIONS = (
     "-DCMAKE_BUILD_TYPE=Release",
     "-DLLAMA_BUILD_SERVER=ON",
     "-DLLAMA_CURL=OFF",
-    "-DBUILD_SHARED_LIBS=OFF",  # one static binary that can live anywhere
+    "-DBUILD_SHARED_LIBS=ON",  # libllama.so for the binding, beside the server
+    # The server finds its libraries in the build tree (bin/) and once installed (../lib).
+    "-DCMAKE_INSTALL_RPATH=$ORIGIN:$ORIGIN/../lib",
+    "-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON",
     "-DLLAMA_BUILD_TESTS=OFF",
     "-DLLAMA_BUILD_EXAMPLES=OFF",
 )
 LOCK_WAIT_S = 3600.0  # another process's build: wait for it rather than build twice
+LIB_SUFFIXES = (".so", ".dylib", ".dll")
+LIBRARY_GLOB = "libllama.*" if os.name != "nt" else "llama.dll"
+SOURCE_ARCHIVE = f"llama_cpp_python-{LLAMA_CPP_PYTHON_VERSION}.tar.gz"
+# Install the binding's Python files only: llama-cpp-python's CMakeLists then adds no
+# C++ target (its own copy of the library would be a second 15-minute build).
+BINDING_CMAKE_ARGS = "-DLLAMA_BUILD=OFF -DLLAVA_BUILD=OFF"
 _PERCENT = re.compile(r"^\[\s*(\d+)%\]")
 
 Log = Callable[[str], None]
 
 
 class BuildError(LoomError):
-    """llama-server cannot be built or found on this machine (one-line reason)."""
+    """llama.cpp cannot be built or found on this machine (one-line reason)."""
 
 
 def home() -> Path:
-    """Where this version's binary (and, while building, its source) lives."""
-    return locations.cache_dir() / "llama-server" / LLAMA_CPP_PYTHON_VERSION
+    """Where this version's build (and, while building, its source) lives."""
+    return locations.llama_cpp_dir()
 
 
 def binary_path() -> Path:
     return home() / "bin" / ("llama-server.exe" if os.name == "nt" else "llama-server")
+
+
+def library_dir() -> Path:
+    """The shared libraries' folder (``LLAMA_CPP_LIB_PATH`` for the binding)."""
+    return home() / "lib"
+
+
+def binding_dir() -> Path:
+    """The folder to put on ``sys.path`` for the ``llama_cpp`` binding."""
+    return home() / "python"
+
+
+def _library_ready() -> bool:
+    return any(library_dir().glob(LIBRARY_GLOB))
+
+
+def binding_ready() -> bool:
+    """Whether the library and the binding are both in the cache (no build needed)."""
+    return _library_ready() and (binding_dir() / "llama_cpp" / "llama_cpp.py").is_file()
 
 
 def find_llama_server() -> Path | None:
@@ -73,7 +109,8 @@ def find_llama_server() -> Path | None:
             raise BuildError(f"{ENV_BINARY}={named} is not an executable file")
         return path
     path = binary_path()
-    return path if path.is_file() and os.access(path, os.X_OK) else None
+    ready = path.is_file() and os.access(path, os.X_OK) and _library_ready()
+    return path if ready else None
 
 
 def why_cannot_build() -> str | None:
@@ -91,13 +128,23 @@ def ensure_llama_server(log: Log | None = None, jobs: int | None = None) -> Path
 
     Raises :class:`BuildError` with one line when it cannot be found or built.
     """
-    say = log or (lambda _line: None)
     found = find_llama_server()
     if found is not None:
         return found
+    ensure_llama_cpp(log, jobs, binding=False)
+    return binary_path()
+
+
+def ensure_llama_cpp(log: Log | None = None, jobs: int | None = None, binding: bool = True) -> Path:
+    """The build (server and library; with ``binding``, the binding too) in the cache,
+    built first where it is missing. Returns ``home()``; raises :class:`BuildError`
+    with one line."""
+    say = log or (lambda _line: None)
+    if _complete(binding):
+        return home()
     reason = why_cannot_build()
     if reason is not None:
-        raise BuildError(f"cannot build llama-server: {reason}")
+        raise BuildError(f"cannot build llama.cpp: {reason}")
     from filelock import FileLock, Timeout
 
     home().mkdir(parents=True, exist_ok=True)
@@ -105,50 +152,110 @@ def ensure_llama_server(log: Log | None = None, jobs: int | None = None) -> Path
     try:
         lock.acquire(timeout=0)
     except Timeout:
-        say("llama-server: another process is building it; waiting")
+        say("llama.cpp: another process is building it; waiting")
         try:
             lock.acquire(timeout=LOCK_WAIT_S)
         except Timeout:
             raise BuildError(
-                f"cannot build llama-server: another build held {lock.lock_file} "
+                f"cannot build llama.cpp: another build held {lock.lock_file} "
                 f"for over {LOCK_WAIT_S / 60:.0f} minutes"
             ) from None
     try:
-        found = find_llama_server()  # the other process may have finished it
-        return found if found is not None else _build(say, jobs or os.cpu_count() or 1)
+        if not _complete(binding):  # the other process may have finished it
+            _build(say, jobs or os.cpu_count() or 1, binding)
+        return home()
     finally:
         lock.release()
 
 
-def _build(say: Log, jobs: int) -> Path:
+def _complete(binding: bool) -> bool:
+    path = binary_path()
+    server = path.is_file() and os.access(path, os.X_OK) and _library_ready()
+    return server and (binding_ready() or not binding)
+
+
+def _build(say: Log, jobs: int, binding: bool) -> None:
     start = time.monotonic()
     source, build = home() / "source", home() / "build"
-    if not (source / "CMakeLists.txt").is_file():
-        _fetch_source(source, say)
-    if not (build / "CMakeCache.txt").is_file():
-        say("llama-server: configuring with cmake")
-        _run(
-            ["cmake", "-S", str(source), "-B", str(build), *CMAKE_OPTIONS],
-            "cmake configure",
+    if not (binary_path().is_file() and _library_ready()):
+        if not (source / "CMakeLists.txt").is_file():
+            _fetch_source(source, say)
+        if not (build / "CMakeCache.txt").is_file():
+            say("llama.cpp: configuring with cmake")
+            _run(
+                ["cmake", "-S", str(source), "-B", str(build), *CMAKE_OPTIONS],
+                "cmake configure",
+            )
+        say(f"llama.cpp: compiling with {jobs} job(s) (about 15 minutes on 2 cores)")
+        _compile(build, jobs, say, start)
+        _install(build)
+        shutil.rmtree(build, ignore_errors=True)
+        shutil.rmtree(source, ignore_errors=True)
+    if binding and not binding_ready():
+        _install_binding(say)
+    if binding_ready():  # kept until then: the binding installs from it
+        (home() / SOURCE_ARCHIVE).unlink(missing_ok=True)
+    say(f"llama.cpp: built {home()} in {_minutes(time.monotonic() - start)}")
+
+
+def _install(build: Path) -> None:
+    """Copy the server and the shared libraries (their version links kept as links) out
+    of ``build``; the binary last, since its presence means the build is there."""
+    outputs = build / "bin"
+    built = next((p for p in outputs.glob("llama-server*") if p.is_file() and _runnable(p)), None)
+    libraries = sorted(p for p in outputs.iterdir() if ".so" in p.name or p.suffix in LIB_SUFFIXES)
+    if built is None or not any(p.match(LIBRARY_GLOB) for p in libraries):
+        raise BuildError(
+            f"cannot build llama.cpp: the build made no server or library in {outputs}"
         )
-    say(f"llama-server: compiling with {jobs} job(s) (about 15 minutes on 2 cores)")
-    _compile(build, jobs, say, start)
-    built = next((p for p in build.rglob("llama-server*") if p.is_file() and _runnable(p)), None)
-    if built is None:
-        raise BuildError(f"cannot build llama-server: the build made no binary in {build}")
+    partial = library_dir().with_name("lib.partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    for path in libraries:
+        shutil.copy2(path, partial / path.name, follow_symlinks=False)
+    shutil.rmtree(library_dir(), ignore_errors=True)
+    os.replace(partial, library_dir())
     target = binary_path()
     target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(target.name + ".partial")
-    shutil.copy2(built, partial)
-    os.replace(partial, target)
-    shutil.rmtree(build, ignore_errors=True)
-    shutil.rmtree(source, ignore_errors=True)
-    say(f"llama-server: built {target} in {_minutes(time.monotonic() - start)}")
-    return target
+    staged = target.with_name(target.name + ".partial")
+    shutil.copy2(built, staged)
+    os.replace(staged, target)
+
+
+def _install_binding(say: Log) -> None:
+    """pip-install the binding's Python files from the source archive into
+    ``binding_dir()`` (no dependencies: the ``llamacpp`` extra names them)."""
+    archive = home() / SOURCE_ARCHIVE
+    if not archive.is_file():
+        _download(archive, say)
+    say("llama.cpp: installing the llama_cpp binding (Python files only)")
+    partial = binding_dir().with_name("python.partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    command = [sys.executable, "-m", "pip", "install", "--no-deps", "--no-input"]
+    command += ["--disable-pip-version-check", "--target", str(partial), str(archive)]
+    env = {**os.environ, "CMAKE_ARGS": BINDING_CMAKE_ARGS}
+    _run(command, "installing the binding", env=env)
+    if not (partial / "llama_cpp" / "llama_cpp.py").is_file():
+        raise BuildError("cannot build llama.cpp: pip installed no llama_cpp package")
+    shutil.rmtree(binding_dir(), ignore_errors=True)
+    os.replace(partial, binding_dir())
 
 
 def _fetch_source(source: Path, say: Log) -> None:
-    say(f"llama-server: downloading {REQUIREMENT} (source, about 75 MB) with pip")
+    archive = home() / SOURCE_ARCHIVE
+    if not archive.is_file():
+        _download(archive, say)
+    say("llama.cpp: extracting llama.cpp's source")
+    partial = source.with_name(source.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    _extract(archive, partial)
+    shutil.rmtree(source, ignore_errors=True)
+    os.replace(partial, source)
+
+
+def _download(archive: Path, say: Log) -> None:
+    """The source archive, kept at ``archive`` until the binding is installed from it."""
+    say(f"llama.cpp: downloading {REQUIREMENT} (source, about 75 MB) with pip")
     with tempfile.TemporaryDirectory(prefix=".download-", dir=home()) as temp:
         command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:"]
         command += ["--no-input", "--disable-pip-version-check", "--retries", "2"]
@@ -157,14 +264,9 @@ def _fetch_source(source: Path, say: Log) -> None:
         archives = sorted(Path(temp).glob("*.tar.gz"))
         if not archives:
             raise BuildError(
-                f"cannot build llama-server: pip saved no source archive of {REQUIREMENT}"
+                f"cannot build llama.cpp: pip saved no source archive of {REQUIREMENT}"
             )
-        say("llama-server: extracting llama.cpp's source")
-        partial = source.with_name(source.name + ".partial")
-        shutil.rmtree(partial, ignore_errors=True)
-        _extract(archives[0], partial)
-        shutil.rmtree(source, ignore_errors=True)
-        os.replace(partial, source)
+        os.replace(archives[0], archive)
 
 
 def _extract(archive: Path, target: Path) -> None:
@@ -182,13 +284,11 @@ def _extract(archive: Path, target: Path) -> None:
                 member.name = str(Path(*rest[2:]))
                 members.append(member)
             if not members:
-                raise BuildError(
-                    f"cannot build llama-server: {archive.name} has no {SOURCE_MEMBER}"
-                )
+                raise BuildError(f"cannot build llama.cpp: {archive.name} has no {SOURCE_MEMBER}")
             kwargs = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
             tar.extractall(target, members=members, **kwargs)
     except (tarfile.TarError, OSError) as exc:
-        raise BuildError(f"cannot build llama-server: {archive.name} is damaged ({exc})") from None
+        raise BuildError(f"cannot build llama.cpp: {archive.name} is damaged ({exc})") from None
 
 
 def _compile(build: Path, jobs: int, say: Log, start: float) -> None:
@@ -203,7 +303,7 @@ def _compile(build: Path, jobs: int, say: Log, start: float) -> None:
             errors="replace",
         )
     except OSError as exc:
-        raise BuildError(f"cannot build llama-server: cannot run cmake ({exc})") from None
+        raise BuildError(f"cannot build llama.cpp: cannot run cmake ({exc})") from None
     tail: list[str] = []
     shown, said_at = -10, time.monotonic()
     assert process.stdout is not None
@@ -217,15 +317,16 @@ def _compile(build: Path, jobs: int, say: Log, start: float) -> None:
             # A line at each tenth, and at least one a minute through the long files.
             if percent >= shown + 10 or now - said_at >= 60:
                 shown, said_at = max(shown, percent // 10 * 10), now
-                say(f"llama-server: compiling {percent}% ({_minutes(now - start)})")
+                say(f"llama.cpp: compiling {percent}% ({_minutes(now - start)})")
     if process.wait() != 0:
-        raise BuildError(f"cannot build llama-server: compiling failed ({_first_error(tail)})")
+        raise BuildError(f"cannot build llama.cpp: compiling failed ({_first_error(tail)})")
 
 
-def _run(command: list[str], what: str) -> None:
+def _run(command: list[str], what: str, env: dict[str, str] | None = None) -> None:
     try:
         result = subprocess.run(
             command,
+            env=env,
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
@@ -233,10 +334,10 @@ def _run(command: list[str], what: str) -> None:
             check=False,
         )
     except OSError as exc:
-        raise BuildError(f"cannot build llama-server: cannot run {command[0]} ({exc})") from None
+        raise BuildError(f"cannot build llama.cpp: cannot run {command[0]} ({exc})") from None
     if result.returncode != 0:
         lines = (result.stdout + "\n" + result.stderr).splitlines()
-        raise BuildError(f"cannot build llama-server: {what} failed ({_first_error(lines)})")
+        raise BuildError(f"cannot build llama.cpp: {what} failed ({_first_error(lines)})")
 
 
 def _first_error(lines: list[str]) -> str:
@@ -254,13 +355,15 @@ def _minutes(seconds: float) -> str:
 
 
 def main() -> int:
-    """``python -m loomterm.serving.llama_build``: build (or find) it, print its path."""
+    """``python -m loomterm.serving.llama_build``: build (or find) the server, the library
+    and the binding; print the server's path."""
 
     def log(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
     try:
-        print(ensure_llama_server(log))
+        ensure_llama_cpp(log)
+        print(find_llama_server() or binary_path())
     except LoomError as exc:
         print(f"loomterm: {exc}", file=sys.stderr)
         return 1

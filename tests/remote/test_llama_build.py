@@ -1,5 +1,6 @@
-"""The llama-server build's answers without building: the cached binary is found, a
-named one is checked, and a machine without the tools gets one line saying which."""
+"""The llama.cpp build's answers without building: the cached binary is found, a
+named one is checked, and a machine without the tools gets one line saying which.
+(The build itself runs once for the session: ``test_the_build_serves_server_and_binding``.)"""
 
 from __future__ import annotations
 
@@ -24,9 +25,9 @@ def test_no_cmake_is_one_line_and_builds_nothing(empty_cache, tmp_path, monkeypa
     with pytest.raises(BuildError) as caught:
         ensure_llama_server()
     assert str(caught.value) == (
-        "cannot build llama-server: cmake is not installed (e.g. apt-get install cmake)"
+        "cannot build llama.cpp: cmake is not installed (e.g. apt-get install cmake)"
     )
-    assert not (empty_cache / "llama-server").exists()
+    assert not (empty_cache / "llama.cpp").exists()
 
 
 def test_no_compiler_is_one_line(empty_cache, tmp_path, monkeypatch):
@@ -37,7 +38,7 @@ def test_no_compiler_is_one_line(empty_cache, tmp_path, monkeypatch):
     cmake.chmod(cmake.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", str(tools))
     monkeypatch.delenv("CXX", raising=False)
-    with pytest.raises(BuildError, match=r"^cannot build llama-server: no C\+\+ compiler found"):
+    with pytest.raises(BuildError, match=r"^cannot build llama.cpp: no C\+\+ compiler found"):
         ensure_llama_server()
 
 
@@ -47,6 +48,9 @@ def test_a_cached_or_named_binary_is_used_as_is(empty_cache, tmp_path, monkeypat
     cached.parent.mkdir(parents=True)
     cached.write_text("#!/bin/sh\n")
     cached.chmod(0o755)
+    assert find_llama_server() is None  # a binary without its shared libraries is not a build
+    llama_build.library_dir().mkdir()
+    (llama_build.library_dir() / "libllama.so").write_bytes(b"")
     monkeypatch.setenv("PATH", str(tmp_path / "nothing-here"))  # no tools needed now
     assert ensure_llama_server() == cached
     monkeypatch.setenv(llama_build.ENV_BINARY, str(tmp_path / "missing"))

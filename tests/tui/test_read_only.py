@@ -65,7 +65,7 @@ async def test_quit_without_saving_and_stay(make_app, read_only_loom):
         await settle(pilot)
         await pilot.press("escape")  # stay
         await pilot.pause()
-        assert type(app.screen).__name__ == "Screen" and app.is_running
+        assert type(app.screen).__name__ == "EditorScreen" and app.is_running
         await pilot.press("ctrl+q")
         await settle(pilot)
         app.screen.query_one("#discard").press()

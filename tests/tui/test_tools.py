@@ -271,3 +271,27 @@ async def test_move_a_branch_and_undo(make_app, loom, branched):
         await pilot.press("alt+y")
         await settle(pilot)
         assert dog.parent is head
+
+
+async def test_a_filter_says_why_it_keeps_the_branch_you_are_on(make_app, loom, branched):
+    branched["cat"].meta["rating"] = 1
+    branched["dog"].meta["rating"] = -1
+    loom.cursor = branched["dog"]  # on a bad branch
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        await pilot.press("alt+r")  # only good branches: the dog stays, and says why
+        await settle(pilot)
+        text = screen_text(app)
+        assert "lived a king" not in text
+        [dog] = [line for line in text.splitlines() if "(you are here)" in line]
+        assert "\u2717 (you are here) there was" in dog  # the bad mark, then why it stays
+        notes = [n.message for n in app._notifications]  # noqa: SLF001
+        assert any("the branch you are on stays shown" in m for m in notes), notes
+        await pilot.press("alt+r")  # no bad ones
+        await settle(pilot)
+        text = screen_text(app)
+        assert "\u2717 (you are here) there was" in text and "lived a king" in text
+        await pilot.press("alt+r")  # every branch: no notes
+        await settle(pilot)
+        assert "you are here" not in screen_text(app)

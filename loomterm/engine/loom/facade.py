@@ -48,6 +48,8 @@ if TYPE_CHECKING:
     from loomterm.engine.models.load import LoadedModel
     from loomterm.engine.runner import Progress
 
+BACKENDS = ("auto", "torch", "llama.cpp")  # what ``Loom.load`` runs a local model on
+
 
 class Loom(LoomModels, LoomContext, LoomTidy):
     """A session's tree and the runner that extends it. See the module docstring.
@@ -89,11 +91,19 @@ class Loom(LoomModels, LoomContext, LoomTidy):
         progress: Progress | None = None,
         kv_budget: int | str | None = None,
         quant: str | None = "none",
+        backend: str = "auto",
+        threads: int | None = None,
         **server: Any,
     ) -> Loom:
         """Load a model (None: the default model) and start an empty loom on it.
         ``kv_budget`` caps resident KV ("2G", bytes; default: half the free memory);
         ``quant="int8"`` or ``"int4"`` quantizes the weights (``engine.kernels.quant``).
+
+        ``backend``: ``"torch"`` (the local runner: transformers in this process),
+        ``"llama.cpp"`` (a ``.gguf`` file run by llama.cpp in this process,
+        ``engine.llamacpp``) or ``"auto"`` (the torch runner; a URL connects to the
+        server). ``threads``: CPU threads for either (default: torch's own; llama.cpp's
+        one per core).
 
         A ``model`` that is a URL (``http://host:port``) connects to that server
         instead (``remote.connect``; ``server`` takes its options: ``server_kind``,
@@ -102,10 +112,20 @@ class Loom(LoomModels, LoomContext, LoomTidy):
         from loomterm.engine.remote import connect, is_server_url
 
         server = {name: value for name, value in server.items() if value is not None}
+        if backend not in BACKENDS:
+            raise InputError(f"backend {backend!r}: use one of {', '.join(BACKENDS)}")
         if is_server_url(model):
+            if backend != "auto":
+                raise InputError(f"backend {backend}: a server URL is its own backend")
             return cls(connect(model, **server))
         if server:
             raise InputError(f"{', '.join(sorted(server))}: only for a server URL as the model")
+        if backend == "llama.cpp":
+            from loomterm.engine.llamacpp import open_gguf
+
+            return cls(open_gguf(model, n_ctx=n_ctx, threads=threads, progress=progress))
+        if threads:
+            torch.set_num_threads(threads)
         from loomterm.engine.models.load import load_model
 
         loaded = load_model(model, device=device, dtype=dtype, progress=progress, quant=quant)

@@ -11,6 +11,7 @@ state of the branch pane only: the document, navigation and exports see every br
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from loomterm.tree import BAD, GOOD, Node, rating_of
 from loomterm.tui.actions.navigation import branch_of
@@ -23,28 +24,44 @@ FILTER_NOTES = {
 }
 
 
-def rating_filter(
-    mode: str, keep: Callable[[], set[int]]
-) -> Callable[[Node], Callable[[Node], bool]] | None:
-    """For the branch pane's ``row_filter``: given the root, a test of which children
-    to show (None: all). ``keep()``: ids always shown (the document's path), read at
-    each rebuild of the pane."""
+@dataclass(frozen=True)
+class RatingRows:
+    """The branch pane's rows under a rating filter: those that pass it, and the
+    document's path, which always stays (a row the filter leaves out but the caret is
+    on says so)."""
+
+    passes: Callable[[Node], bool]
+    shown: frozenset[int]
+    why: str
+
+    def __call__(self, node: Node) -> bool:
+        return node.id in self.shown or self.passes(node)
+
+    def why_shown(self, node: Node) -> str:
+        return self.why if node.id in self.shown and not self.passes(node) else ""
+
+
+KEPT_NOTE = "you are here"  # why a row the filter leaves out is shown all the same
+
+
+def rating_filter(mode: str, keep: Callable[[], set[int]]) -> Callable[[Node], RatingRows] | None:
+    """For the branch pane's ``row_filter``: given the root, which children to show
+    (None: all). ``keep()``: ids always shown (the document's path), read at each
+    rebuild of the pane."""
     if mode == "no_bad":
 
-        def no_bad(root: Node) -> Callable[[Node], bool]:
-            shown = keep()
-            return lambda node: node.id in shown or rating_of(node) != BAD
+        def no_bad(root: Node) -> RatingRows:
+            return RatingRows(lambda node: rating_of(node) != BAD, frozenset(keep()), KEPT_NOTE)
 
         return no_bad
     if mode == "good":
 
-        def build(root: Node) -> Callable[[Node], bool]:
-            shown = keep()
+        def build(root: Node) -> RatingRows:
             good: set[int] = set()
             for node in reversed(list(root.walk())):  # children before parents
                 if rating_of(node) == GOOD or any(c.id in good for c in node.children):
                     good.add(node.id)
-            return lambda node: node.id in shown or node.id in good
+            return RatingRows(lambda node: node.id in good, frozenset(keep()), KEPT_NOTE)
 
         return build
     return None
@@ -74,7 +91,13 @@ class RatingActions:
     def action_rating_filter(self) -> None:
         self.rating_mode = FILTERS[(FILTERS.index(self.rating_mode) + 1) % len(FILTERS)]
         self._apply_rating_filter()
-        self.notify(FILTER_NOTES[self.rating_mode], timeout=2)
+        note = FILTER_NOTES[self.rating_mode]
+        rows = self.branches.row_filter
+        if rows is not None:
+            test = rows(self.loom.root)
+            if any(test.why_shown(node) for node in self.doc.path if node.parent is not None):
+                note += '; the branch you are on stays shown, marked "(you are here)"'
+        self.notify(note, timeout=4)
 
     def _apply_rating_filter(self) -> None:
         self.branches.row_filter = rating_filter(

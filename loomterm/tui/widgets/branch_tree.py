@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
 from rich.segment import Segment
 from rich.style import Style
@@ -101,6 +101,15 @@ def chain_from(node: Node, show_hidden: bool, keep: Callable[[Node], bool] | Non
         last = kids[0]
 
 
+class RowFilter(Protocol):
+    """Which rows the pane shows (the rating filter): a test per node, and why a node
+    that does not pass the filter is shown anyway ("" when it passes)."""
+
+    def __call__(self, node: Node) -> bool: ...
+
+    def why_shown(self, node: Node) -> str: ...
+
+
 class BranchTree(ScrollView, can_focus=True):
     """The tree of branches. Enter or a click on a row moves the document there."""
 
@@ -183,7 +192,8 @@ class BranchTree(ScrollView, can_focus=True):
         self.show_hidden = False
         # Given the root, a test of which children to show besides the archive's
         # (the rating filter, ``tui.actions.ratings``); None shows every one.
-        self.row_filter: Callable[[Node], Callable[[Node], bool]] | None = None
+        self.row_filter: Callable[[Node], RowFilter] | None = None
+        self._why_shown: Callable[[Node], str] | None = None
         self.rows: list[Row] = []
         self.entries: dict[int, int] = {}  # node id -> row index
         self.path_ids: set[int] = set()
@@ -204,6 +214,7 @@ class BranchTree(ScrollView, can_focus=True):
         self._root = root
         show_hidden = self.show_hidden
         keep = self.row_filter(root) if self.row_filter is not None else None
+        self._why_shown = keep.why_shown if keep is not None else None
         rows: list[Row] = [
             Row(Chain(root, root), 0, len(visible_children(root, show_hidden, keep)), True)
         ]
@@ -404,6 +415,9 @@ class BranchTree(ScrollView, can_focus=True):
                 "\u2713 " if good else "\u2717 ", base + self._component("good" if good else "bad")
             )
             segments.append(mark)
+        why = self._why_shown(chain.first) if self._why_shown is not None else ""
+        if why:  # a row the filter would leave out, shown all the same: say why
+            segments.append(Segment(f"({why}) ", base + self._component("count")))
         style = base
         if chain.first.origin is Origin.MODEL:
             style += self._component("model")

@@ -1,0 +1,46 @@
+"""llama.cpp in this process behind the Loom (``--backend llama.cpp``).
+
+``open_gguf`` makes the runner (``runner.LlamaCppRunner``) for a ``.gguf`` file, or the
+default model's GGUF file when none is named. The binding comes from loomterm's own
+llama.cpp build or an installed llama-cpp-python (``binding``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from loomterm.errors import InputError
+
+if TYPE_CHECKING:
+    from loomterm.engine.llamacpp.runner import LlamaCppRunner
+    from loomterm.engine.runner import Progress
+
+
+def gguf_file(model: str | None, progress: Progress | None = None) -> Path:
+    """The GGUF file ``model`` names (None: the default model's)."""
+    if model is None:
+        from loomterm.engine.models.default import default_gguf_path
+
+        return default_gguf_path(progress)
+    path = Path(model).expanduser()
+    if path.suffix.lower() != ".gguf":
+        raise InputError(f"{model}: the llama.cpp backend runs a .gguf file")
+    if not path.is_file():
+        raise InputError(f"{model}: no such GGUF file")
+    return path
+
+
+def open_gguf(
+    model: str | None,
+    n_ctx: int | None = None,
+    threads: int | None = None,
+    progress: Progress | None = None,
+) -> LlamaCppRunner:
+    """A llama.cpp runner on ``model`` (see ``gguf_file``)."""
+    from loomterm.engine.llamacpp.runner import LlamaCppRunner
+
+    path = gguf_file(model, progress)
+    if progress is not None:
+        progress("load", 0, None)
+    return LlamaCppRunner(path, n_ctx=n_ctx, threads=threads)

@@ -1,0 +1,92 @@
+"""Find and import the ``llama_cpp`` binding (llama-cpp-python's low-level API).
+
+Two places, in this order:
+
+1. loomterm's own build (``python -m loomterm.serving.llama_build``, the same cmake build
+   as the server tests' llama-server): the binding's pure-Python package in
+   ``locations.llama_cpp_dir()/python``, loading the shared library in ``.../lib``
+   through ``LLAMA_CPP_LIB_PATH`` (a folder; read once, when ``llama_cpp`` is imported);
+2. a ``llama_cpp`` package installed in this Python (``pip install llama-cpp-python``),
+   with its own library.
+
+Either must have the sequence API the runner uses (``llama_memory_seq_*``, 0.3.10 on).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from loomterm import locations
+from loomterm.errors import LoomError
+
+LIB_ENV = "LLAMA_CPP_LIB_PATH"
+NEEDED = ("llama_memory_seq_rm", "llama_memory_seq_cp", "llama_memory_seq_add", "llama_batch_init")
+BUILD_HINT = "python -m loomterm.serving.llama_build"
+
+
+class BindingError(LoomError):
+    """The llama.cpp binding is missing or unusable (one line: what to do)."""
+
+
+def own_build() -> tuple[Path, Path] | None:
+    """(python folder, library folder) of loomterm's build, when both are in the cache."""
+    home = locations.llama_cpp_dir()
+    python, lib = home / "python", home / "lib"
+    if (python / "llama_cpp" / "llama_cpp.py").is_file() and any(lib.glob("libllama.*")):
+        return python, lib
+    return None
+
+
+def available() -> bool:
+    """Whether the binding can be imported, without importing it (``auto`` asks)."""
+    if "llama_cpp" in sys.modules or own_build() is not None:
+        return True
+    try:
+        return importlib.util.find_spec("llama_cpp") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def load() -> ModuleType:
+    """The ``llama_cpp.llama_cpp`` module (the C API), imported once.
+
+    Raises :class:`BindingError` with one line when it is missing or too old."""
+    module = sys.modules.get("llama_cpp.llama_cpp")
+    if module is None:
+        build = own_build() if "llama_cpp" not in sys.modules else None
+        if build is not None:
+            python, lib = build
+            os.environ.setdefault(LIB_ENV, str(lib))
+            if str(python) not in sys.path:
+                sys.path.insert(0, str(python))
+        elif not available():
+            raise BindingError(
+                f"llama.cpp is not built here: run `{BUILD_HINT}` (about 15 minutes on 2 "
+                "cores) or install llama-cpp-python"
+            )
+        try:
+            module = importlib.import_module("llama_cpp.llama_cpp")
+        except ImportError as exc:
+            raise BindingError(
+                f"the llama_cpp binding cannot be imported ({exc}): install loomterm[llamacpp]"
+            ) from None
+        except (OSError, RuntimeError) as exc:
+            raise BindingError(f"llama.cpp's library cannot be loaded: {exc}") from None
+    missing = [name for name in NEEDED if not hasattr(module, name)]
+    if missing:
+        version = getattr(sys.modules.get("llama_cpp"), "__version__", "?")
+        raise BindingError(
+            f"llama_cpp {version} lacks {missing[0]}: use llama-cpp-python "
+            f"{locations.LLAMA_CPP_VERSION} (`{BUILD_HINT}`)"
+        )
+    return module
+
+
+def library_path(module: ModuleType) -> str:
+    """The shared library the binding loaded (for the status line and tests)."""
+    return str(getattr(module._lib, "_name", ""))

@@ -1,0 +1,467 @@
+"""The llama.cpp runner: a GGUF model in llama.cpp, in this process, behind the Loom.
+
+The tree stays loomterm's; llama.cpp's KV cache holds its branches as sequences
+(``slots``): the active path is one sequence, other branches are others, and paths that
+share a prefix share its cells (``llama_memory_seq_cp`` in a unified cache copies no
+data). The operations map onto llama.cpp's sequence API:
+
+- ``prepare`` (a branch switch, a truncate, an append) finds the sequence holding the
+  longest prefix of the path, copies that prefix into a free sequence when the rest of
+  it is another branch worth keeping (``seq_cp``), cuts it (``seq_rm``) and evaluates
+  only the tokens after it. Returns the (V,) logits; they go to loomterm's own sampler
+  chain, so every sampler works as on the torch runner.
+- ``decode`` samples ``n`` siblings as one batch: each sibling is a sequence sharing the
+  parent's cells, one token per sibling per ``llama_decode``; each keeps its sequence
+  afterwards, so switching between siblings computes nothing.
+- a fast splice (``rerope``) removes the replaced cells (``seq_rm``), moves the suffix's
+  cells to their new positions (``seq_add``: llama.cpp re-rotates their keys) and
+  evaluates only the inserted tokens. The moved suffix is flagged approximate, and so is
+  anything computed after it, until ``refresh`` recomputes it exactly. Exact operations
+  give what a fresh evaluation of the same tokens gives.
+
+When the cache is full, the least recently used sequence is dropped (its branch is
+evaluated again when needed). Node KV (``node_kv``) is not kept: the KV lives in
+llama.cpp's context, not on the nodes, so KV snapshots and the per-node memory budget
+do not apply; the cache's size is the budget. Threads: ``threads`` (default: one per
+core, as llama-server).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter
+from loomterm.engine.kv.resident import KVBytes
+from loomterm.engine.kv.window import MIN_CTX, Window
+from loomterm.engine.llamacpp.context import LlamaContext
+from loomterm.engine.llamacpp.slots import Slot, Want, matched, may_share
+from loomterm.engine.llamacpp.text import LlamaTokenText
+from loomterm.engine.runner import Capabilities, Runner
+from loomterm.engine.sample.chain import SamplingParams
+from loomterm.engine.sample.penalties import DryBreakers, resolve_dry_breakers
+from loomterm.errors import ContextError, EmptyEditError, InputError, PrefillCancelled
+from loomterm.tree import Node
+
+SEQUENCES = 8  # llama.cpp sequences: cached branches, and siblings per batch
+WHY_NOT = (
+    (
+        "node_kv",
+        "llama.cpp keeps the KV in its own cache, one sequence per cached branch, not on the "
+        "nodes: no KV snapshots; the cache's size is the memory budget",
+    ),
+    ("drafting", "drafted decoding runs on the torch runner only"),
+    ("prompt_logprobs", "llama.cpp is asked for the last position's logits only"),
+)
+
+
+class LlamaCppRunner(Runner):
+    """A GGUF model run by llama.cpp in this process. See the module docstring.
+
+    Attributes:
+        llama: The model and context (``context.LlamaContext``).
+        slots: The sequences and the paths they hold.
+        window: The context window geometry (past ``n_ctx``, as the remote runner).
+        evictions: Sequences dropped to make room.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        n_ctx: int | None = None,
+        threads: int | None = None,
+        cells: int | None = None,
+        sequences: int = SEQUENCES,
+    ) -> None:
+        path = Path(path).expanduser()
+        if not path.is_file():
+            raise InputError(f"no GGUF file at {path}")
+        if n_ctx is not None and n_ctx < MIN_CTX:
+            raise ContextError(f"n_ctx {n_ctx} is too small: use at least {MIN_CTX} tokens")
+
+        def size(trained: int) -> int:  # cells: the window twice, for cached branches
+            return cells or 2 * (n_ctx or trained)
+
+        self.llama = LlamaContext(path, size, n_seq=sequences, threads=threads)
+        n_ctx = n_ctx or self.llama.n_ctx_train
+        self.llama.make_room = self._make_room
+        self.path = path.resolve()
+        self.n_ctx = n_ctx
+        self.window = Window.for_context(n_ctx)
+        self.name = path.stem  # the file names the model and its quantization
+        self.where = f"cpu · llama.cpp ({self.llama.threads} threads)"
+        self.codec = LlamaTokenText(self.llama)
+        self.vocab_size = self.llama.vocab_size
+        self.eos_ids = frozenset(t for t in self.codec.special_ids if self.llama.is_eog(t))
+        self.slots = [Slot(seq) for seq in range(self.llama.n_seq)]
+        self.clock = 0
+        self.evictions = 0
+        self.kept_copies = 0  # old paths kept whole across a fast splice (state_seq)
+        self.moves: list[tuple[Node, int, int, int]] = []  # a fast splice's suffix pieces
+        self._breakers: dict[tuple[str, ...], DryBreakers] = {}
+        self._pieces: list[str] | None = None
+        self._fingerprint: dict[str, str] | None = None
+        why_not = WHY_NOT
+        if not self.llama.can_shift:
+            why_not += (("rerope", "this model's cache cannot move positions: splices are exact"),)
+        self.capabilities = Capabilities(
+            rerope=self.llama.can_shift,
+            full_logits=True,
+            batched_siblings=True,
+            why_not=why_not,
+        )
+
+    def attach(self, tree, emit) -> None:
+        """A (new) tree: approximate cells belonged to the old tree's nodes, so they go;
+        exact ones depend on tokens only and serve the new tree too."""
+        for slot in self.slots:
+            first = next((p for p, owner in enumerate(slot.owners) if owner is not None), None)
+            if first is not None:
+                self.llama.seq_rm(slot.seq, first)
+                slot.cut(first)
+        super().attach(tree, emit)
+
+    # -- identity and text -------------------------------------------------------------
+    def identity(self) -> dict[str, Any]:
+        """The GGUF file, its digest and the vocabulary's, and the backend."""
+        if self._fingerprint is None:
+            from loomterm.engine.models.fingerprint import file_sha256
+
+            vocab = hashlib.sha256()
+            for token in range(self.vocab_size):
+                vocab.update(self.codec.token_bytes(token) + b"\0")
+            config = f"{self.name}|{self.llama.n_ctx_train}|{self.vocab_size}"
+            self._fingerprint = {
+                "name": self.name,
+                "config": hashlib.sha256(config.encode()).hexdigest(),
+                "weights": file_sha256(self.path),
+                "tokenizer": vocab.hexdigest(),
+            }
+        return {
+            "name": self.name,
+            "source": str(self.path),
+            "fingerprint": dict(self._fingerprint),
+            "dtype": "gguf",
+            "backend": "llama.cpp",
+        }
+
+    @property
+    def fingerprint(self) -> dict[str, str]:
+        """The model's fingerprint (``identity``), as a loaded model's."""
+        return self.identity()["fingerprint"]
+
+    def encode(self, text: str, at_start: bool = False) -> list[int]:
+        if not isinstance(text, str):
+            raise InputError("text must be a string")
+        return self.llama.tokenize(text, at_start) if text else []
+
+    def dry_breakers(self, params: SamplingParams) -> DryBreakers | None:
+        """DRY's sequence breakers as token ids (None when DRY is off), kept."""
+        if not params.dry_active:
+            return None
+        key = params.dry_sequence_breakers
+        if key not in self._breakers:
+            if self._pieces is None:
+                self._pieces = [self.codec.decode([i]) for i in range(self.vocab_size)]
+            self._breakers[key] = resolve_dry_breakers(key, self._pieces, self.encode)
+        return self._breakers[key]
+
+    # -- what a path asks for ----------------------------------------------------------
+    def want(self, node: Node, reserve: int = 0) -> Want:
+        """The sequence for ``node``: its path (positions tied to nodes), its window past
+        ``n_ctx``, or the sequence an injected context assembles."""
+        if (assembled := self.context_for(node, reserve)) is not None:
+            return Want(list(assembled.tokens), plain=False)
+        tokens = node.path_tokens()
+        if len(tokens) + reserve > self.n_ctx:
+            if reserve >= self.n_ctx - self.window.n_keep:
+                raise ContextError(
+                    f"{reserve} new tokens do not fit the context of {self.n_ctx} tokens"
+                )
+            shift = self.window.shift_for(len(tokens) + reserve)
+            keep = self.window.n_keep
+            return Want(tokens[:keep] + tokens[keep + shift :], plain=False)
+        ids: list[int] = []
+        approx: list[bool] = []
+        for item in node.path():
+            ids.extend([item.id] * len(item.tokens))
+            approx.extend([item.approx] * len(item.tokens))
+        return Want(tokens, ids, approx)
+
+    # -- bringing a path into a sequence -----------------------------------------------
+    def prepare(self, node: Node) -> torch.Tensor:
+        """Make a sequence hold ``node``'s path; return the (V,) logits after it."""
+        want = self.want(node)
+        slot, logits = self.bring(want, node)
+        self._settle_flags(node, slot, want)
+        return logits
+
+    def bring(self, want: Want, node: Node) -> tuple[Slot, torch.Tensor]:
+        """A slot holding ``want`` and the logits after it (see the module docstring)."""
+        if not want.tokens:
+            raise EmptyEditError("the document is empty: write something to continue from")
+        self.clock += 1
+        moves, self.moves = self.moves, []
+        if moves and want.plain:
+            done = self._fast_splice(moves, want, node)
+            if done is not None:
+                return done
+        best = max(self.slots, key=lambda s: (matched(s, want), s.used))
+        m = matched(best, want)
+        if m == len(want.tokens) == len(best) and best.logits is not None:
+            best.used = self.clock
+            return best, best.logits
+        keep = min(m, len(want.tokens) - 1)
+        if len(best) <= m:
+            target = best  # nothing past the match is lost
+        else:
+            target = self._free_slot(busy={best.seq})
+            self.llama.seq_cp(best.seq, target.seq, 0, keep)
+            best.copy_to(target, keep)
+        return target, self._evaluate(target, want, keep)
+
+    def _evaluate(self, slot: Slot, want: Want, keep: int) -> torch.Tensor:
+        """Cut ``slot`` to ``keep`` cells and evaluate the rest of ``want`` into it."""
+        self.llama.seq_rm(slot.seq, keep)
+        slot.cut(keep)
+        slot.used = self.clock
+        rest = want.tokens[keep:]
+        approx = slot.approx_before(keep)
+        owners = want.ids[keep:] if approx and want.plain else [None] * len(rest)
+        try:
+            logits = self.llama.decode(rest, slot.seq, keep, busy={slot.seq})
+        except PrefillCancelled as stopped:
+            done = getattr(stopped, "evaluated", 0)
+            slot.extend(rest[:done], owners[:done])
+            raise
+        slot.extend(rest, owners)
+        slot.logits = logits
+        return logits
+
+    def _settle_flags(self, node: Node, slot: Slot, want: Want) -> None:
+        """Flag each path node approximate exactly when its cells are."""
+        approx: set[int] = set()
+        if want.plain:  # else everything was evaluated from tokens alone: exact
+            owners = slot.owners
+            approx = {want.ids[p] for p in range(len(want.ids)) if owners[p] is not None}
+        for item in node.path():
+            flag = item.id in approx
+            if item.tokens and item.approx != flag:
+                item.approx = flag
+                self.emit("update", item)
+
+    def _free_slot(self, busy: set[int]) -> Slot:
+        """An empty slot, else the least recently used one outside ``busy``, emptied."""
+        empty = [s for s in self.slots if not s.tokens and s.seq not in busy]
+        if empty:
+            return empty[0]
+        victims = [s for s in self.slots if s.seq not in busy]
+        if not victims:
+            raise InputError(f"more than {len(self.slots)} sequences at once")
+        victim = min(victims, key=lambda s: s.used)
+        self._drop(victim)
+        return victim
+
+    def _drop(self, slot: Slot) -> None:
+        self.llama.seq_rm(slot.seq, -1, -1)
+        slot.cut(0)
+        self.evictions += 1
+
+    def _make_room(self, busy: set[int]) -> bool:
+        """The cache is full: drop the least recently used sequence outside ``busy``."""
+        victims = [s for s in self.slots if s.tokens and s.seq not in busy]
+        if not victims:
+            return False
+        self._drop(min(victims, key=lambda s: s.used))
+        return True
+
+    # -- fast splice -------------------------------------------------------------------
+    def can_move(self, pieces: list[tuple[Node, int, int]]) -> bool:
+        """Whether a sequence holds the old path through the suffix, so a fast splice
+        can move its cells (plain paths only)."""
+        if not pieces or not self.llama.can_shift:
+            return False
+        last, _lo, hi = pieces[-1]
+        if self.context_for(last) is not None or last.start + hi > self.n_ctx:
+            return False
+        old = self.want(last)
+        old.tokens, old.ids, old.approx = (
+            old.tokens[: last.start + hi],
+            old.ids[: last.start + hi],
+            old.approx[: last.start + hi],
+        )
+        return any(matched(slot, old) == len(old.tokens) for slot in self.slots)
+
+    def moved_kv(self, source: Node, lo: int, hi: int, delta: int) -> None:
+        """Note one suffix piece of a fast splice; the next ``prepare`` of the spliced
+        path moves the cells (``seq_rm`` + ``seq_add``) instead of evaluating them."""
+        self.moves.append((source, lo, hi, delta))
+        return None
+
+    def _fast_splice(self, moves: list, want: Want, node: Node) -> tuple[Slot, torch.Tensor] | None:
+        """Do the splice the Loom announced (``moved_kv``) on the sequence holding the
+        old path, or return None (then the path is evaluated exactly)."""
+        first, lo0, _, delta = moves[0]
+        last, _, hi, _ = moves[-1]
+        old_end, old_total = first.start + lo0, last.start + hi
+        old = self.want(last)
+        old.tokens, old.ids, old.approx = (
+            old.tokens[:old_total],
+            old.ids[:old_total],
+            old.approx[:old_total],
+        )
+        slot = next((s for s in self.slots if matched(s, old) == old_total), None)
+        if slot is None or len(want.tokens) != old_total + delta or node.end != len(want.tokens):
+            return None
+        if want.tokens[old_end + delta :] != old.tokens[old_end:]:
+            return None
+        start = min(old_end, old_end + delta)
+        while start > 0 and want.tokens[start - 1] != old.tokens[start - 1]:
+            start -= 1
+        for other in self.slots:  # nobody else may hold the cells about to move
+            if other is not slot and may_share(other, slot, old_end):
+                self.llama.seq_rm(other.seq, old_end)
+                other.cut(old_end)
+        self._keep_old_path(slot, old_end)
+        llama = self.llama
+        llama.seq_rm(slot.seq, start, old_end)
+        llama.seq_rm(slot.seq, old_total - 1)  # the last token is evaluated again: logits
+        llama.seq_add(slot.seq, old_end, old_total - 1, delta)
+        moved_tokens = old.tokens[old_end : old_total - 1]
+        inserted = want.tokens[start : old_end + delta]
+        new_end = len(want.tokens)
+        slot.used = self.clock
+        slot.tokens = want.tokens[:start]
+        slot.owners = slot.owners[:start]
+        slot.logits = None
+        approx = slot.approx_before(start)
+        ins_owners = want.ids[start : old_end + delta] if approx else [None] * len(inserted)
+        if inserted:
+            self._insert(slot, want, start, len(inserted))
+        slot.extend(inserted, ins_owners)
+        slot.extend(moved_tokens, want.ids[old_end + delta : new_end - 1])
+        logits = llama.decode([want.tokens[-1]], slot.seq, new_end - 1, busy={slot.seq})
+        slot.extend([want.tokens[-1]], [want.ids[-1]])
+        slot.logits = logits
+        return slot, logits
+
+    def _keep_old_path(self, slot: Slot, old_end: int) -> None:
+        """The splice moves ``slot``'s suffix cells: keep the old path too, as a real copy
+        of its cells (``llama_state_seq_get_data`` / ``set_data``) in a free sequence,
+        so that going back to it, or splicing it again, evaluates nothing. Skipped when
+        no sequence is free or the cache has no room for the copy."""
+        free = next((s for s in self.slots if not s.tokens and s is not slot), None)
+        if free is None or len(slot) <= old_end:
+            return
+        if self.llama.seq_restore(self.llama.seq_save(slot.seq), free.seq):
+            slot.copy_to(free, len(slot))
+            free.used = self.clock
+            self.kept_copies += 1
+        else:
+            self.llama.seq_rm(free.seq, -1, -1)
+
+    def _insert(self, slot: Slot, want: Want, start: int, count: int) -> None:
+        """Give ``slot`` cells for ``want``'s tokens ``[start, start+count)``, evaluated
+        after its first ``start`` cells only. llama.cpp evaluates a sequence only at its
+        end, so they come from a sequence holding that prefix and then those tokens (the
+        Loom has just prepared it), or are evaluated in a scratch sequence."""
+        head = Want(want.tokens[: start + count], want.ids[: start + count], want.approx)
+        donor = next(
+            (s for s in self.slots if s is not slot and matched(s, head) == start + count), None
+        )
+        scratch = None
+        if donor is None:
+            scratch = donor = self._free_slot(busy={slot.seq})
+            self.llama.seq_cp(slot.seq, scratch.seq, 0, start)
+            self.llama.decode(head.tokens[start:], scratch.seq, start, busy={slot.seq, scratch.seq})
+        self.llama.seq_cp(donor.seq, slot.seq, start, start + count)
+        if scratch is not None:
+            self.llama.seq_rm(scratch.seq, -1, -1)
+            scratch.cut(0)
+
+    # -- tree changes ------------------------------------------------------------------
+    def split(self, head: Node, tail: Node, offset: int) -> None:
+        """Approximate cells of ``tail``'s first ``offset`` tokens now belong to ``head``."""
+        boundary = head.end
+        for slot in self.slots:
+            for p in range(min(boundary, len(slot.owners))):
+                if slot.owners[p] == tail.id:
+                    slot.owners[p] = head.id
+
+    def forget(self, node: Node) -> None:
+        """Drop approximate cells that belong to ``node`` (exact ones stay: they depend
+        on tokens only)."""
+        for slot in self.slots:
+            first = next((p for p, o in enumerate(slot.owners) if o == node.id), None)
+            if first is not None:
+                self.llama.seq_rm(slot.seq, first)
+                slot.cut(first)
+
+    def refresh(self, node: Node) -> None:
+        """Evaluate ``node``'s path again where its cells are approximate."""
+        path = node.path()
+        if not any(item.approx for item in path):
+            return
+        for item in path:
+            if item.approx:
+                self.forget(item)
+        self.prepare(node)
+
+    # -- generation --------------------------------------------------------------------
+    def decode(self, request: GenerateRequest, writer: NodeWriter) -> GenerateResult:
+        from loomterm.engine.llamacpp.siblings import decode_siblings
+
+        if request.banned:
+            raise InputError("banned strings need the torch runner (--backend torch)")
+        clock = time.perf_counter()
+        reserve = max(1, min(request.max_new_tokens, self.n_ctx // 2))
+        want = self.want(request.node, reserve)
+        slot, logits = self.bring(want, request.node)
+        self._settle_flags(request.node, slot, want)
+        prefill = time.perf_counter() - clock
+        max_new = min(request.max_new_tokens, self.n_ctx - len(want.tokens))
+        if max_new <= 0 or request.cancelled:
+            return GenerateResult(prefill_seconds=prefill)
+        result = decode_siblings(self, request, writer, want, slot, logits, max_new)
+        result.prefill_seconds = prefill
+        result.decode_seconds = time.perf_counter() - clock - prefill
+        return result
+
+    def row_slots(self, parent: Slot, n: int) -> list[Slot]:
+        """``n`` slots for siblings: ``parent`` and copies of it sharing its cells."""
+        rows = [parent]
+        busy = {parent.seq}
+        for _ in range(n - 1):
+            slot = self._free_slot(busy)
+            self.llama.seq_cp(parent.seq, slot.seq)
+            parent.copy_to(slot, len(parent))
+            slot.used = self.clock
+            busy.add(slot.seq)
+            rows.append(slot)
+        return rows
+
+    # -- memory and the rest -----------------------------------------------------------
+    def kv_bytes(self) -> KVBytes:
+        """The cells in use (a prefix shared by sequences counted once), as ``working``."""
+        cells = 0
+        seen: list[Slot] = []
+        for slot in sorted((s for s in self.slots if s.tokens), key=len, reverse=True):
+            shared = max((_common(slot, other) for other in seen), default=0)
+            cells += len(slot) - shared
+            seen.append(slot)
+        return KVBytes(working=cells * self.llama.kv_bytes_per_cell())
+
+    def close(self) -> None:
+        self.llama.close()
+
+
+def _common(a: Slot, b: Slot) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a.tokens[i] == b.tokens[i]:
+        i += 1
+    return i

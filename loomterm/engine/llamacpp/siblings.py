@@ -1,0 +1,110 @@
+"""The llama.cpp runner's decoder: ``n`` siblings, one sequence each, one batch a step.
+
+Every sibling's sequence shares the parent's cells (``seq_cp``), so the prompt is
+evaluated once. Each step samples one token per live sibling with loomterm's own
+sampler chain (``sampling.sample_step``: every sampler, seeded as on the torch runner),
+writes it into the tree, and feeds the live siblings' tokens to llama.cpp as one
+``llama_decode`` (one token per sequence), which returns their next logits. A sibling
+that ends (end of sequence) drops out of the batch. Afterwards each sibling's sequence
+holds its path, so going to any of them computes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter
+from loomterm.engine.sample.chain import (
+    SamplerState,
+    make_generators,
+    sample_step,
+    token_record_tensor,
+    unpack_token_records,
+)
+from loomterm.engine.text import StreamDecoder
+
+if TYPE_CHECKING:
+    from loomterm.engine.llamacpp.runner import LlamaCppRunner
+    from loomterm.engine.llamacpp.slots import Slot, Want
+
+
+def decode_siblings(
+    runner: LlamaCppRunner,
+    request: GenerateRequest,
+    writer: NodeWriter,
+    want: Want,
+    parent_slot: Slot,
+    logits: torch.Tensor,
+    max_new: int,
+) -> GenerateResult:
+    """Decode ``request`` from ``parent_slot`` (holding ``want``), whose next-token
+    logits are ``logits`` (V,). Siblings beyond the context's sequences run in groups."""
+    width = len(runner.slots)
+    kids: list = []
+    for first in range(0, request.n, width):
+        count = min(width, request.n - first)
+        kids += _group(runner, request, writer, want, parent_slot, logits, max_new, first, count)
+        if request.cancelled:
+            break
+    return GenerateResult(children=kids)
+
+
+def _group(runner, request, writer, want, parent_slot, logits, max_new, first, n) -> list:
+    """One batch of ``n`` siblings (rows ``first..first+n-1`` of the request's seeds)."""
+    params = request.sampling
+    if first:  # a later group: the parent's path again (its sequence may have moved on)
+        parent_slot, logits = runner.bring(want, request.node)
+    base = len(want.tokens)
+    slots = runner.row_slots(parent_slot, n)
+    approx = parent_slot.approx_before(base)
+    seed = None if request.seed is None else request.seed
+    generators = make_generators(seed, first + n)
+    generators = generators[first:] if generators is not None else None
+    streams = [StreamDecoder(runner.codec) for _ in range(n)]
+    state = SamplerState.start(params, n, dry_breakers=runner.dry_breakers(params))
+    history = [list(want.tokens) for _ in range(n)] if params.uses_history else None
+    rows = logits[None].expand(n, -1).clone()  # (n, V)
+    kids: list = []
+    finished = [False] * n
+    for step in range(max_new):
+        if request.cancelled:
+            break
+        chosen, state = sample_step(rows, params, generators, history, state)  # (n,)
+        picks, logprobs, alternatives = unpack_token_records(
+            token_record_tensor(rows, chosen).tolist()
+        )
+        if not kids:
+            sampling = request.sampling_record()
+            kids = [writer.new_child(request.node, sampling, request.seed) for _ in range(n)]
+            if approx:
+                for kid in kids:
+                    writer.mark_approx(kid)
+        feed = []
+        for row, kid in enumerate(kids):
+            if finished[row]:
+                continue
+            token = picks[row]
+            writer.push(kid, token, logprobs[row], alternatives[row])
+            if request.on_token is not None:
+                request.on_token(kid, token, streams[row].push(token))
+            if history is not None:
+                history[row].append(token)
+            if token in runner.eos_ids:
+                finished[row] = True
+            else:
+                feed.append(row)
+        if feed:
+            batch = [(picks[row], base + step, slots[row].seq) for row in feed]
+            out = runner.llama.decode_rows(batch)  # (len(feed), V)
+            for i, row in enumerate(feed):
+                rows[row] = out[i]
+                owner = kids[row].id if approx else None
+                slots[row].extend([picks[row]], [owner])
+                slots[row].logits = out[i]  # a fresh tensor each step: no copy needed
+        if all(finished):
+            break
+    for slot in slots:
+        slot.used = runner.clock
+    return kids

@@ -1,0 +1,103 @@
+"""The real llama.cpp binding, built once into the test cache from llama-cpp-python's
+source distribution (the same cmake build as tests/remote/'s llama-server), and the
+default model's GGUF file.
+
+Where it cannot be built (no cmake, no compiler, no network for the source), these tests
+skip with one line saying why; with ``LOOMTERM_REQUIRE_ALL_TESTS`` set (CI) that is a
+failure instead.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from loomterm.errors import LoomError
+from tests.helpers import require_or_skip
+
+THREADS = 1  # steady on a busy machine; the results do not depend on it
+
+
+@pytest.fixture(scope="session")
+def test_cache_dir() -> Iterator[Path]:
+    """The test cache (as tests/conftest.py's ``isolated_dirs`` sets it), for session
+    fixtures, which run before that function-scoped one."""
+    folder = os.environ.get("LOOMTERM_CACHE_DIR") or str(Path.home() / ".cache" / "loomterm-tests")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LOOMTERM_CACHE_DIR", folder)
+        yield Path(folder)
+
+
+@pytest.fixture(scope="session")
+def llama_build(test_cache_dir) -> Path:
+    """The build's folder (server, library, binding), built first if missing."""
+    from loomterm.serving.llama_build import ensure_llama_cpp
+
+    def log(line: str) -> None:  # the build takes minutes: show it past pytest's capture
+        sys.__stderr__.write(f"\n{line}")
+        sys.__stderr__.flush()
+
+    try:
+        return ensure_llama_cpp(log)
+    except LoomError as exc:
+        require_or_skip(False, str(exc))
+        raise AssertionError("unreachable") from None
+
+
+@pytest.fixture(scope="session")
+def binding(llama_build):
+    """The ``llama_cpp.llama_cpp`` module, loaded from the build."""
+    from loomterm.engine.llamacpp import binding as finder
+
+    try:
+        return finder.load()
+    except LoomError as exc:
+        require_or_skip(False, str(exc))
+        raise AssertionError("unreachable") from None
+
+
+@pytest.fixture(scope="session")
+def default_gguf(test_cache_dir) -> Path:
+    from loomterm.engine.models.default import default_gguf_path
+
+    try:
+        return default_gguf_path()
+    except LoomError as exc:
+        require_or_skip(False, f"no default model GGUF: {exc}")
+        raise AssertionError("unreachable") from None
+
+
+class Fresh:
+    """A fresh llama.cpp evaluation: its own one-sequence context, emptied before each
+    path, which evaluates the whole path in one go."""
+
+    def __init__(self, path: Path) -> None:
+        from loomterm.engine.llamacpp.context import LlamaContext
+
+        self.llama = LlamaContext(path, cells=2048, n_seq=1, threads=THREADS)
+
+    def logits(self, tokens: list[int]) -> torch.Tensor:
+        self.llama.seq_rm(0, -1, -1)
+        return self.llama.decode(tokens, 0, 0)
+
+
+@pytest.fixture(scope="session")
+def fresh(binding, default_gguf) -> Fresh:
+    return Fresh(default_gguf)
+
+
+def kl(want: torch.Tensor, got: torch.Tensor) -> float:
+    """KL(want || got) of the two next-token distributions."""
+    p, q = torch.log_softmax(want.double(), -1), torch.log_softmax(got.double(), -1)
+    return float((p.exp() * (p - q)).sum())
+
+
+# A fresh evaluation and the same tokens evaluated in pieces, or beside other sequences
+# of a shared cache, differ by llama.cpp's rounding (its batched and single-token kernels
+# round differently): about 1e-3 here. A stale or misplaced cell costs far more.
+EXACT_KL = 0.01
