@@ -21,7 +21,7 @@ import time
 import warnings
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -227,160 +227,176 @@ class Session:
 
     @classmethod
     def open(
-        cls,
-        path: str | os.PathLike,
-        model: str | None = None,
-        device: str = "auto",
-        dtype: str = "auto",
-        n_ctx: int | None = None,
-        kv_budget: int | str | None = None,
-        progress: Callable[..., None] | None = None,
-        read_only: bool = False,
-        retokenize: bool = False,
-        kv_snapshot: bool | None = None,
-        server_kind: str | None = None,
-        server_model: str | None = None,
-        loaded: LoadedModel | None = None,
-        quant: str | None = "none",
-        reattach: bool = False,
-        loaded_models: Sequence[LoadedModel] = (),
-        on_note: Callable[[str], None] | None = None,
-        backend: str = "auto",
-        threads: int | None = None,
-        opened: OpenedFile | None = None,
+        cls, path: str | os.PathLike, options: OpenOptions | None = None, **changes: Any
     ) -> Session:
-        """Open a saved session on a live Loom.
-
-        Args:
-            path: A session name or file.
-            model: The model to use; None means the one the session was made with.
-            read_only: Do not lock the file or write to it; changes stay in memory.
-            retokenize: If ``model`` differs from the session's, re-tokenize every
-                node's text with it (the old file is kept as ``<file>.<time>.bak``;
-                logprobs and alternatives, which belonged to the old model, are
-                dropped). With ``read_only`` a different model gets a re-tokenized copy
-                in memory.
-            kv_snapshot: Use (and on close, refresh) a KV snapshot beside the file.
-                None: use one if present.
-            server_kind, server_model: For a session on a server (its model source is
-                a URL): override the kind and model it recorded.
-            backend, threads: As ``Loom.load``; ``"auto"`` reopens a session made on
-                llama.cpp (``--backend llama.cpp``) on llama.cpp again.
-            loaded: A local model already loaded (the editor's, to switch sessions in
-                place): used instead of loading or connecting to ``model``; checked
-                against the session's like any other.
-            reattach: Attach again the other models the session had attached and
-                make the one that was active active again (``session_models``); one
-                that cannot come back is a one-line note (``on_note``, default a
-                warning) and stays recorded. ``loaded_models``: local models already
-                in memory that may serve instead of loading them again.
-            opened: The file already read (and locked) by :func:`read_file`, whose
-                tree the editor showed while this loads the model: the Loom adopts that
-                very tree.
+        """Open a saved session on a live Loom. ``options`` (an :class:`OpenOptions`)
+        say how; keyword arguments set its fields one by one
+        (``Session.open(path, model=..., read_only=True)``).
 
         Raises:
             SessionError: missing, damaged, newer-schema or locked file.
-            ModelMismatchError: ``model`` is not the session's model and neither
+            ModelMismatchError: the model is not the session's and neither
                 ``read_only`` nor ``retokenize`` was asked for.
         """
-        from loomterm.engine import Loom
-        from loomterm.engine.models.load import load_model
-        from loomterm.engine.remote import is_server_url
-        from loomterm.settings import Settings
-
-        if opened is None:
-            opened = read_file(path, read_only)
+        how = replace(options or OpenOptions(), **changes)
+        opened = how.opened or read_file(path, how.read_only)
         path, store, data = opened.path, opened.store, opened.data
         try:
-            source = model or data.model.get("source")
-            remote = loaded is None and bool(source) and is_server_url(source)
-            on_llama = (
-                loaded is None
-                and not remote
-                and (
-                    backend == "llama.cpp"
-                    or (
-                        backend == "auto"
-                        and model is None
-                        and data.model.get("backend") == "llama.cpp"
-                    )
-                )
-            )
-            if loaded is not None:
-                pass  # the caller's model, checked against the session's below
-            elif not source:
-                raise SessionError(f"session {path.name} records no model: pass one with --model")
-            elif remote:
-                overrides = {"kind": server_kind, "model_arg": server_model}
-                loaded = _connect_server(data, source, read_only, overrides)
-            elif on_llama:
-                from loomterm.engine.llamacpp import open_gguf
-
-                loaded = open_gguf(source, n_ctx=n_ctx, threads=threads, progress=progress)
-            else:
-                if threads:
-                    import torch
-
-                    torch.set_num_threads(threads)
-                loaded = load_model(
-                    source, device=device, dtype=dtype, progress=progress, quant=quant
-                )
-            remote = remote or on_llama  # a runner already: the Loom is made on it as it is
+            loaded, remote = _model_for(data, path, how)
             matches = same_model(data.model.get("fingerprint"), loaded.fingerprint)
-            if not matches and not (retokenize or read_only):
+            if not matches and not (how.retokenize or how.read_only):
                 raise mismatch_error(data.name, data.model, loaded)
             if remote:
                 pieces = PieceMaker(loaded.codec)
             else:
                 pieces = PieceMaker.for_tokenizer(loaded.tokenizer)
             if not matches:
-                data = retokenized(data, loaded, pieces)
-                if store is not None:
-                    backup = path.with_name(f"{path.name}.{time.strftime('%Y%m%d-%H%M%S')}.bak")
-                    shutil.copy2(path, backup)
-                    store.write_tree(
-                        data.tree, lambda n: data.pieces[n.id], data.cursor_node, model=data.model
-                    )
-            if remote:
-                loom = Loom(loaded, tree=data.tree)
-            else:
-                loom = Loom.from_loaded(loaded, n_ctx=n_ctx, tree=data.tree, kv_budget=kv_budget)
-            settings, notes = Settings.from_stored(data.settings)
-            notes += loom.contexts.versions.load(data.contexts)
-            for note in notes:
-                warnings.warn(f"session {path.name}: {note}", stacklevel=2)
-            loom.settings = settings
-            # Who wrote what: keys stay those of the file.
-            loom.adopt_models(data.models, data.model_state)
-            loom.cursor = data.cursor_node
-            if progress is not None:
-                loom.progress = progress
-            snapshot = snapshot_path(path)
-            restored = False
-            if (
-                matches
-                and loom.capabilities.node_kv
-                and kv_snapshot is not False
-                and snapshot.exists()
-            ):
-                restored = load_kv_snapshot(loom, snapshot)
-            if reattach:
+                data = _retokenize_file(data, loaded, pieces, store, path)
+            loom = _loom_for(data, loaded, remote, how, path)
+            restored = matches and _restore_kv(loom, path, how.kv_snapshot)
+            if how.reattach:
                 from loomterm.session_models import reattach_models
 
-                reattach_models(loom, data, progress, on_note, loaded_models, path.name)
+                reattach_models(loom, data, how.progress, how.on_note, how.loaded_models, path.name)
         except BaseException:
             if store is not None:
                 store.close()
             raise
-        recorder = SessionRecorder(
-            loom, store, path, pieces, kv_snapshot=bool(kv_snapshot) or restored, caret=data.caret
-        )
+        kv_snapshot = bool(how.kv_snapshot) or restored
+        recorder = SessionRecorder(loom, store, path, pieces, kv_snapshot, caret=data.caret)
         session = cls(loom, recorder)
-        state_changed = reattach and loom.model_state != data.model_state
+        state_changed = how.reattach and loom.model_state != data.model_state
         if store is not None and (loom.model_table != data.models or state_changed):
-            store.set_models(loom.model_table, loom.model_state if reattach else None)
+            store.set_models(loom.model_table, loom.model_state if how.reattach else None)
         _settle_approx(loom, recorder)
         return session
+
+
+@dataclass(frozen=True)
+class OpenOptions:
+    """How :meth:`Session.open` opens a session.
+
+    Attributes:
+        model: The model to use; None means the one the session was made with.
+        device, dtype, quant, n_ctx, kv_budget: How to load a local model and size
+            its cache (the engine options of the same names).
+        progress: ``progress(stage, done, total)`` while loading and prefilling.
+        read_only: Do not lock the file or write to it; changes stay in memory.
+        retokenize: If ``model`` differs from the session's, re-tokenize every node's
+            text with it (the old file is kept as ``<file>.<time>.bak``; logprobs and
+            alternatives, which belonged to the old model, are dropped). With
+            ``read_only`` a different model gets a re-tokenized copy in memory.
+        kv_snapshot: Use (and on close, refresh) a KV snapshot beside the file.
+            None: use one if present.
+        server_kind, server_model: For a session on a server (its model source is a
+            URL): override the kind and model it recorded.
+        backend, threads: As ``Loom.load``; ``"auto"`` reopens a session made on
+            llama.cpp (``--backend llama.cpp``) on llama.cpp again.
+        loaded: A model already loaded (the editor's, to switch sessions in place):
+            used instead of loading or connecting to ``model``; checked against the
+            session's like any other.
+        reattach: Attach again the other models the session had attached and make the
+            one that was active active again (``session_models``); one that cannot come
+            back is a one-line note (``on_note``, default a warning) and stays
+            recorded. ``loaded_models``: local models already in memory that may serve
+            instead of loading them again.
+        opened: The file already read (and locked) by :func:`read_file`, whose tree the
+            editor showed while this loads the model: the Loom adopts that very tree.
+    """
+
+    model: str | None = None
+    device: str = "auto"
+    dtype: str = "auto"
+    n_ctx: int | None = None
+    kv_budget: int | str | None = None
+    progress: Callable[..., None] | None = None
+    read_only: bool = False
+    retokenize: bool = False
+    kv_snapshot: bool | None = None
+    server_kind: str | None = None
+    server_model: str | None = None
+    loaded: LoadedModel | None = None
+    quant: str | None = "none"
+    reattach: bool = False
+    loaded_models: Sequence[LoadedModel] = ()
+    on_note: Callable[[str], None] | None = None
+    backend: str = "auto"
+    threads: int | None = None
+    opened: OpenedFile | None = None
+
+
+def _model_for(data: SessionData, path: Path, how: OpenOptions) -> tuple[Any, bool]:
+    """The model to open ``data`` on (loaded, connected or the caller's), and whether
+    it is a runner already (a server, llama.cpp): the Loom is then made on it as it is."""
+    from loomterm.engine.models.load import load_model
+    from loomterm.engine.remote import is_server_url
+
+    if how.loaded is not None:
+        return how.loaded, False  # the caller's model, checked against the session's
+    source = how.model or data.model.get("source")
+    if not source:
+        raise SessionError(f"session {path.name} records no model: pass one with --model")
+    if is_server_url(source):
+        overrides = {"kind": how.server_kind, "model_arg": how.server_model}
+        return _connect_server(data, source, how.read_only, overrides), True
+    recorded_llama = how.model is None and data.model.get("backend") == "llama.cpp"
+    if how.backend == "llama.cpp" or (how.backend == "auto" and recorded_llama):
+        from loomterm.engine.llamacpp import open_gguf
+
+        return open_gguf(source, n_ctx=how.n_ctx, threads=how.threads, progress=how.progress), True
+    if how.threads:
+        import torch
+
+        torch.set_num_threads(how.threads)
+    loaded = load_model(
+        source, device=how.device, dtype=how.dtype, progress=how.progress, quant=how.quant
+    )
+    return loaded, False
+
+
+def _retokenize_file(
+    data: SessionData, loaded: Any, pieces: PieceMaker, store: SessionStore | None, path: Path
+) -> SessionData:
+    """``data`` re-tokenized for ``loaded``; a writable file is backed up, then
+    rewritten with the new tree."""
+    data = retokenized(data, loaded, pieces)
+    if store is not None:
+        backup = path.with_name(f"{path.name}.{time.strftime('%Y%m%d-%H%M%S')}.bak")
+        shutil.copy2(path, backup)
+        store.write_tree(data.tree, lambda n: data.pieces[n.id], data.cursor_node, model=data.model)
+    return data
+
+
+def _loom_for(data: SessionData, loaded: Any, remote: bool, how: OpenOptions, path: Path) -> Loom:
+    """A Loom over ``data``'s tree on ``loaded``, with the file's settings, context
+    versions, models and cursor."""
+    from loomterm.engine import Loom
+    from loomterm.settings import Settings
+
+    if remote:
+        loom = Loom(loaded, tree=data.tree)
+    else:
+        loom = Loom.from_loaded(loaded, n_ctx=how.n_ctx, tree=data.tree, kv_budget=how.kv_budget)
+    settings, notes = Settings.from_stored(data.settings)
+    notes += loom.contexts.versions.load(data.contexts)
+    for note in notes:
+        warnings.warn(f"session {path.name}: {note}", stacklevel=3)
+    loom.settings = settings
+    # Who wrote what: keys stay those of the file.
+    loom.adopt_models(data.models, data.model_state)
+    loom.cursor = data.cursor_node
+    if how.progress is not None:
+        loom.progress = how.progress
+    return loom
+
+
+def _restore_kv(loom: Loom, path: Path, kv_snapshot: bool | None) -> bool:
+    """Load the KV snapshot beside ``path`` when there is one and it may be used;
+    whether it was."""
+    snapshot = snapshot_path(path)
+    if loom.capabilities.node_kv and kv_snapshot is not False and snapshot.exists():
+        return load_kv_snapshot(loom, snapshot)
+    return False
 
 
 @dataclass
