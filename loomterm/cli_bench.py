@@ -13,6 +13,12 @@ def register(sub: argparse._SubParsersAction, engine: argparse.ArgumentParser) -
     )
     parser.add_argument("--quick", action="store_true", help="a short run for CI smoke use")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    parser.add_argument(
+        "--sections",
+        metavar="NAMES",
+        default=None,
+        help="only these sections, comma-separated (e.g. drafted,decode; default: all)",
+    )
     parser.set_defaults(handler=run, loads_model=True)
 
 
@@ -30,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"bench: {text}", file=sys.stderr, flush=True)
 
     options = EngineOptions.from_args(args)
+    sections = _sections(args.sections, BenchPlan.sections) if args.sections else None
     if is_server_url(options.model):  # the rows that apply to a server
         result = run_server_bench(options.model, args.quick, log, **options.server_kwargs())
         print(format_table(result.rows, result.title(), SERVER_NOTES))
@@ -45,8 +52,25 @@ def run(args: argparse.Namespace) -> int:
         # than one (threads wait on each other); a smoke run wants steady figures.
         torch.set_num_threads(threads)
     plan = BenchPlan.quick() if args.quick else BenchPlan.full(loaded.device)
+    if sections:
+        plan = plan.scaled(sections=sections)
     result = run_bench(loaded, plan, quick=args.quick, log=log, **options.loom_kwargs())
     print(format_table(result.rows, result.title(), NOTES))
     if args.json:
         write_json(args.json, result.rows, result.meta)
     return 0
+
+
+def _sections(given: str, known: tuple[str, ...]) -> tuple[str, ...]:
+    """``--sections a,b`` as a tuple, checked before the model loads (a typo costs no
+    wait): an unknown name is a one-line error naming the sections there are."""
+    from loomterm.errors import InputError
+
+    sections = tuple(name.strip() for name in given.split(",") if name.strip())
+    unknown = sorted(set(sections) - set(known))
+    if unknown or not sections:
+        raise InputError(
+            f"bench has no section {', '.join(unknown) or '(none given)'}; "
+            f"the sections are {', '.join(known)}"
+        )
+    return sections

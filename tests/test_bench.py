@@ -171,6 +171,30 @@ def test_cli_bench_runs_end_to_end(tiny_llama_dir, tmp_path, monkeypatch, capsys
     assert json.loads(out.read_text())["meta"]["quick"] is True
 
 
+def test_cli_bench_sections_run_only_those(tiny_llama_dir, monkeypatch, capsys):
+    from loomterm import cli
+    from loomterm.bench import runner
+
+    small = TINY_PLAN.scaled(lengths=(64,), sections=("latency", "memory"))
+    monkeypatch.setattr(runner.BenchPlan, "quick", classmethod(lambda cls: small))
+    import torch
+
+    threads = torch.get_num_threads()
+    try:
+        code = cli.main(
+            ["bench", "--model", str(tiny_llama_dir), "--quick", "--sections", "memory"]
+        )
+    finally:
+        torch.set_num_threads(threads)
+    printed = capsys.readouterr().out
+    assert code == 0 and "N=8" in printed and "truncate @64" not in printed
+    # A typo is one line, before the model loads.
+    code = cli.main(["bench", "--model", str(tiny_llama_dir), "--sections", "memory,drafting"])
+    err = capsys.readouterr().err.strip()
+    assert code == 1 and "\n" not in err
+    assert err.startswith("loomterm: bench has no section drafting;") and "drafted" in err
+
+
 def test_peer_llama_cpp_on_a_tiny_gguf(tiny_llama_dir, tmp_path):
     """llama.cpp decodes the same GGUF file when a llama-server (or llama-cpp-python) is
     here; without one the reason is one line."""

@@ -171,6 +171,21 @@ def test_same_seed_same_text_with_or_without_drafting(loom):
         assert drafted.tokens == plain.tokens
 
 
+def test_auto_keeps_the_text_per_seed_while_its_ledger_turns_drafting_on_and_off(loom):
+    """``auto`` judges each pass by its measured time (``decode.draft_ledger``): where it
+    drafts and where it decodes plainly depends on this machine's timings, the text never
+    does. The ledger has timed both kinds of step."""
+    node = loom.append(loom.root, PROMPT)
+    _generate(loom, node, "off", 25, temperature=0.8, seed=100)  # a sibling to draft from
+    for seed in range(4):
+        plain = _generate(loom, node, "off", 25, temperature=0.8, seed=seed)
+        auto = _generate(loom, node, "auto", 25, temperature=0.8, seed=seed)
+        assert auto.tokens == plain.tokens
+    ledger = loom.runner.drafting.ledgers[("sampled", False)]
+    assert ledger.drafted >= ledger.warmup and ledger.plains
+    assert ledger.cost_ratio is not None and ledger.cost_ratio > 0
+
+
 @pytest.fixture
 def one_thread():
     """Tiny matrices gain nothing from threads, and lose a lot on a busy machine."""

@@ -96,7 +96,7 @@ class DraftConfig:
             so a source that starts to repeat is noticed.
         adaptive: Stop drafting (but for probes, further and further apart) while the
             drafts do not pay for their passes, judged across generations
-            (``decode.drafted.Ledger``): the ``auto`` mode.
+            (``decode.draft_ledger.Ledger``): the ``auto`` mode.
     """
 
     max_ngram: int = 4
@@ -481,6 +481,12 @@ class Acceptance:
             self.hits[source] = self.hits.get(source, 0.0) * self.decay + ok
             self.tries[source] = self.tries.get(source, 0.0) * self.decay + 1.0
             self._depth.pop(source, None)
+
+    def use_cost(self, cost: Cost) -> None:
+        """Judge depths by ``cost`` from now on (a calibrated one: ``draft_ledger``)."""
+        if cost != self.cost:
+            self.cost = cost
+            self._depth.clear()
 
     def depth(self, source: int) -> int:
         if source not in self._depth:

@@ -21,10 +21,12 @@ attention; lookahead decoding (see ``decode.draft_tree``).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import torch
 
+from loomterm.engine.decode.draft_ledger import Ledger
 from loomterm.engine.decode.draft_sources import DraftSources, draft_sources
 from loomterm.engine.decode.draft_table import TABLE, table_sampler
 from loomterm.engine.decode.draft_tree import (
@@ -46,43 +48,13 @@ from loomterm.engine.sample.history import history_view
 from loomterm.tree import Node
 
 # The ``drafting`` setting: "auto" drafts from the tree while drafting pays and decodes
-# plainly (with rare probes) while it does not (``Ledger``) -- lookahead's Jacobi window
+# plainly (with rare probes) while it does not (``draft_ledger``) -- lookahead's Jacobi window
 # costs more than it wins on a CPU (see ``loomterm bench``) and is not measured on a GPU
 # yet; "tree" drafts from the tree whatever it earns; "lookahead" adds the Jacobi
 # window; "off" never drafts.
 MODES = ("auto", "tree", "lookahead", "off")
-# While no draft source pays, a one-token probe goes out every ``probe_every`` steps,
-# doubling (up to this) after each probe that is not accepted.
-MAX_PROBE_GAP = 64
-
-
-class Ledger:
-    """Whether drafting pays, from what it did: tokens emitted per unit of cost
-    (``Cost.of``) over the drafted steps, old steps fading. The runner keeps one per
-    regime (greedy or sampled) across generations. A plain step
-    yields one token per unit, so below one drafting loses time; then only the probes
-    draft (``auto`` decodes plainly) until one of them is accepted often enough to lift
-    the ratio again."""
-
-    def __init__(self, decay: float = 0.5, warmup: float = 3.0) -> None:
-        self.decay, self.warmup = decay, warmup
-        self.tokens = 0.0
-        self.cost = 0.0
-        self.probe_gap = 0  # steps between probes when nothing pays (0: not yet set)
-
-    def begin(self) -> None:
-        """A new generation: keep what was learned against drafting, but cap the credit
-        for it (a replay's run of hits says little about a regeneration from elsewhere),
-        so one losing drafted step turns drafting off."""
-        self.tokens = min(self.tokens, 1.1 * self.cost)
-
-    def record(self, tokens: int, cost: float) -> None:
-        self.tokens = self.tokens * self.decay + tokens
-        self.cost = self.cost * self.decay + cost
-
-    @property
-    def pays(self) -> bool:
-        return self.cost < self.warmup or self.tokens >= self.cost
+# Steps between recalibrations of the acceptance model's cost (``Ledger.calibrated``).
+RECALIBRATE_EVERY = 4
 
 
 @dataclass
@@ -187,7 +159,7 @@ class DraftedDecoder:
             self.capacity += config.guesses * (config.ngram - 1)
         self.acceptance = Acceptance(config.cost, config.max_depth)
         self.ledger = Ledger()  # set by ``run`` after the first token (``start_ledger``)
-        self.probe_gap = self.next_probe = 0
+        self.probe = False  # whether this step probes (``draft_ledger``)
         self.kid: Node | None = None
         self.fed = 0
 
@@ -198,12 +170,13 @@ class DraftedDecoder:
         if self.config.adaptive:
             regime = "greedy" if self.params.greedy else "sampled"
             key = (regime, self.config.lookahead)
-            self.ledger = self.kept.ledgers.setdefault(key, Ledger())
+            ledger = Ledger(probe_every=self.config.probe_every)
+            self.ledger = self.kept.ledgers.setdefault(key, ledger)
             self.ledger.begin()
         else:
-            self.ledger = Ledger(warmup=float("inf"))
-        self.probe_gap = self.ledger.probe_gap or self.config.probe_every
-        self.next_probe = 0 if self.ledger.pays else self.probe_gap
+            self.ledger = Ledger(always=True, probe_every=self.config.probe_every)
+        # The depth each source gets follows the passes' measured cost.
+        self.acceptance.use_cost(self.ledger.calibrated(self.config.cost))
 
     # -- choosing and emitting ------------------------------------------------------------
     def choose(self, row: torch.Tensor) -> int:
@@ -251,12 +224,16 @@ class DraftedDecoder:
         config, table, index, ledger = self.config, self.table, self.index, self.ledger
         tree = DraftTree(pending, self.capacity)
         room = self.job.request.max_new_tokens - len(self.kid.tokens)
-        probe = self.stats.steps >= self.next_probe
-        if probe:  # probes back off while they fail: 8, 16, 32, 64 steps apart
-            self.next_probe = self.stats.steps + self.probe_gap
+        timing_plain = ledger.wants_plain  # this step is plain, to time one
+        paying = ledger.pays and not timing_plain
+        # A probe drafts from each source, whether or not it pays: a source (or
+        # drafting) judged not to pay is noticed when it starts to.
+        probe = self.probe = ledger.probe_due() and not timing_plain  # 8 to 64 steps apart
 
         def depth_for(source: int) -> int:
-            planned = self.acceptance.depth(source) if ledger.pays else 0
+            # A probe is a pass as drafting would make it (at least one token per
+            # source), so what it costs and yields says whether drafting pays.
+            planned = self.acceptance.depth(source) if paying or probe else 0
             return min(planned or int(probe), room)
 
         tail = self.document[-config.max_ngram :]
@@ -299,18 +276,22 @@ class DraftedDecoder:
 
     def learn(self, tree: DraftTree, walk: list, block: Block) -> None:
         """What this step says about each source and about whether drafting pays."""
-        config = self.config
-        if len(block.ids) > 1 and self.look is None:  # lookahead's window always runs
-            self.ledger.record(len(walk), config.cost.of(len(block.ids) - 1))
         trials = walk_trials(tree, walk)
         self.acceptance.update(trials)
         for source, ok in trials:
             if ok:
                 self.stats.by_source[source] = self.stats.by_source.get(source, 0) + 1
-        if trials and config.adaptive:
-            hit = any(ok for _, ok in trials)
-            self.probe_gap = config.probe_every if hit else min(self.probe_gap * 2, MAX_PROBE_GAP)
-            self.ledger.probe_gap = self.probe_gap
+
+    def judge(self, block: Block, emitted: int, seconds: float) -> None:
+        """The step's measured cost and yield, for the ledger (``draft_ledger``);
+        lookahead's window always runs (opt-in): its passes are not judged."""
+        if self.look is not None:
+            return
+        self.ledger.record(len(block.ids) - 1, emitted, seconds)
+        if self.probe:
+            self.ledger.probed()
+        if self.stats.steps % RECALIBRATE_EVERY == 0:
+            self.acceptance.use_cost(self.ledger.calibrated(self.config.cost))
 
     def accept(self, walk: list, block: Block, tree_rows: torch.Tensor) -> list:
         """Emit the walk's tokens, keep the accepted drafts' columns and commit them;
@@ -335,6 +316,7 @@ class DraftedDecoder:
         """One forward pass: the pending token and its drafts. Returns the (V,) logits
         after the child when the generation is over, else None."""
         job, kid, stats = self.job, self.kid, self.stats
+        clock = time.perf_counter()  # the step's whole cost: drafts, forward, choices
         pending = kid.tokens[-1]
         stop_now = self.finished() or job.request.cancelled
         tree = DraftTree(pending, 1) if stop_now else self.propose(pending)
@@ -361,6 +343,7 @@ class DraftedDecoder:
         walk = accept_walk(tree, choose_at, stop)
         self.learn(tree, walk, block)
         walk = self.accept(walk, block, tree_rows)
+        self.judge(block, len(walk), time.perf_counter() - clock)
         if self.look is not None:
             outputs = out[block.tree_size :].argmax(-1).tolist()
             accepted = sum(1 for _, _, node in walk if node is not None)

@@ -121,7 +121,7 @@ class LocalRunner(Runner):
         self.rerotate_window = True
         self._breakers: dict[tuple[str, ...], DryBreakers] = {}
         # What drafted decoding keeps across generations: the last parent's draft
-        # sources and whether drafting pays, per regime (``decode.drafted.Ledger``).
+        # sources and whether drafting pays, per regime (``decode.draft_ledger.Ledger``).
         self.drafting = KeptDrafting()
         self._pieces: list[str] | None = None  # every token's text, for DRY's breakers
         why_not = () if self.rope else (("rerope", _no_rope_reason(config)),)
