@@ -39,6 +39,7 @@ from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWrit
 from loomterm.engine.kv.resident import KVBytes
 from loomterm.engine.kv.window import MIN_CTX, Window
 from loomterm.engine.llamacpp.context import LlamaContext
+from loomterm.engine.llamacpp.siblings import decode_siblings
 from loomterm.engine.llamacpp.slots import Slot, Want, matched, may_share
 from loomterm.engine.llamacpp.text import LlamaTokenText
 from loomterm.engine.runner import Capabilities, Runner
@@ -413,8 +414,6 @@ class LlamaCppRunner(Runner):
 
     # -- generation --------------------------------------------------------------------
     def decode(self, request: GenerateRequest, writer: NodeWriter) -> GenerateResult:
-        from loomterm.engine.llamacpp.siblings import decode_siblings
-
         if request.banned:
             raise InputError("banned strings need the torch runner (--backend torch)")
         clock = time.perf_counter()

@@ -11,27 +11,45 @@ holds its path, so going to any of them computes nothing.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 
 from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter
+from loomterm.engine.llamacpp.context import LlamaContext
+from loomterm.engine.llamacpp.slots import Slot, Want
+from loomterm.engine.llamacpp.text import LlamaTokenText
 from loomterm.engine.sample.chain import (
     SamplerState,
+    SamplingParams,
     make_generators,
     sample_step,
     token_record_tensor,
     unpack_token_records,
 )
+from loomterm.engine.sample.penalties import DryBreakers
 from loomterm.engine.text import StreamDecoder
+from loomterm.tree import Node
 
-if TYPE_CHECKING:
-    from loomterm.engine.llamacpp.runner import LlamaCppRunner
-    from loomterm.engine.llamacpp.slots import Slot, Want
+
+class SiblingHost(Protocol):
+    """What the sibling decoder uses of the llama.cpp runner (it never imports it)."""
+
+    llama: LlamaContext
+    codec: LlamaTokenText
+    slots: list[Slot]
+    eos_ids: frozenset[int]
+    clock: int  # a step counter: a slot's ``used`` orders eviction
+
+    def bring(self, want: Want, node: Node) -> tuple[Slot, torch.Tensor]: ...
+
+    def row_slots(self, parent: Slot, n: int) -> list[Slot]: ...
+
+    def dry_breakers(self, params: SamplingParams) -> DryBreakers | None: ...
 
 
 def decode_siblings(
-    runner: LlamaCppRunner,
+    runner: SiblingHost,
     request: GenerateRequest,
     writer: NodeWriter,
     want: Want,
