@@ -110,3 +110,13 @@ def pytest_terminal_summary(terminalreporter):
             f"recompute checks: {WORST['checks']}, worst relative logit difference "
             f"{WORST['relative']:.2e}"
         )
+
+
+@pytest.fixture(scope="session")
+def test_cache_dir():
+    """The test cache (as ``isolated_dirs`` sets it), for session fixtures, which run
+    before that function-scoped one (tests/remote and tests/llamacpp build into it)."""
+    folder = os.environ.get("LOOMTERM_CACHE_DIR") or str(Path.home() / ".cache" / "loomterm-tests")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LOOMTERM_CACHE_DIR", folder)
+        yield Path(folder)

@@ -192,3 +192,11 @@ def caret_writes(store) -> list:
 
     store.set_caret = counting
     return writes
+
+
+def build_log(line: str) -> None:
+    """Show a build's progress line past pytest's capture (builds take minutes)."""
+    import sys
+
+    sys.__stderr__.write(f"\n{line}")
+    sys.__stderr__.flush()

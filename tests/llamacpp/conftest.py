@@ -9,28 +9,15 @@ failure instead.
 
 from __future__ import annotations
 
-import os
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
 
 from loomterm.errors import LoomError
-from tests.helpers import require_or_skip
+from tests.helpers import build_log, require_or_skip
 
 THREADS = 1  # steady on a busy machine; the results do not depend on it
-
-
-@pytest.fixture(scope="session")
-def test_cache_dir() -> Iterator[Path]:
-    """The test cache (as tests/conftest.py's ``isolated_dirs`` sets it), for session
-    fixtures, which run before that function-scoped one."""
-    folder = os.environ.get("LOOMTERM_CACHE_DIR") or str(Path.home() / ".cache" / "loomterm-tests")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("LOOMTERM_CACHE_DIR", folder)
-        yield Path(folder)
 
 
 @pytest.fixture(scope="session")
@@ -38,12 +25,8 @@ def llama_build(test_cache_dir) -> Path:
     """The build's folder (server, library, binding), built first if missing."""
     from loomterm.serving.llama_build import ensure_llama_cpp
 
-    def log(line: str) -> None:  # the build takes minutes: show it past pytest's capture
-        sys.__stderr__.write(f"\n{line}")
-        sys.__stderr__.flush()
-
     try:
-        return ensure_llama_cpp(log)
+        return ensure_llama_cpp(build_log)
     except LoomError as exc:
         require_or_skip(False, str(exc))
         raise AssertionError("unreachable") from None

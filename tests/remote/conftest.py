@@ -9,13 +9,12 @@ failure instead.
 from __future__ import annotations
 
 import os
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from loomterm.errors import LoomError
+from tests.helpers import build_log
 
 REQUIRE_ALL = "LOOMTERM_REQUIRE_ALL_TESTS"
 N_CTX = 1024  # per slot
@@ -29,25 +28,11 @@ def _skip_or_fail(reason: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def test_cache_dir() -> Iterator[Path]:
-    """The test cache (as tests/conftest.py's ``isolated_dirs`` sets it), for session
-    fixtures, which run before that function-scoped one."""
-    folder = os.environ.get("LOOMTERM_CACHE_DIR") or str(Path.home() / ".cache" / "loomterm-tests")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("LOOMTERM_CACHE_DIR", folder)
-        yield Path(folder)
-
-
-@pytest.fixture(scope="session")
 def llama_server_binary(test_cache_dir) -> Path:
     from loomterm.serving.llama_build import ensure_llama_server
 
-    def log(line: str) -> None:  # the build takes minutes: show it past pytest's capture
-        sys.__stderr__.write(f"\n{line}")
-        sys.__stderr__.flush()
-
     try:
-        return ensure_llama_server(log)
+        return ensure_llama_server(build_log)
     except LoomError as exc:
         _skip_or_fail(str(exc))
         raise AssertionError("unreachable") from None
