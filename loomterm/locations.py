@@ -12,6 +12,8 @@ from pathlib import Path
 from platformdirs import user_cache_dir, user_config_dir, user_data_dir
 
 APP_NAME = "loomterm"
+# The test suite's cache (tests/conftest.py): its llama.cpp build is found from here too.
+TEST_CACHE_NAME = "loomterm-tests"
 
 
 def _folder(env_var: str, default: str) -> Path:
@@ -51,3 +53,17 @@ def llama_cpp_dir() -> Path:
     """The llama.cpp build: ``bin/llama-server``, ``lib/`` (libllama and libggml*, shared)
     and ``python/`` (the ``llama_cpp`` binding, pure Python). Not created here."""
     return cache_dir() / "llama.cpp" / LLAMA_CPP_VERSION
+
+
+def test_cache_dir() -> Path:
+    """The test suite's shared cache folder (``~/.cache/loomterm-tests``), where the
+    tests build llama.cpp and keep the default model. Not created here."""
+    return Path.home() / ".cache" / TEST_CACHE_NAME
+
+
+def llama_cpp_dirs() -> list[Path]:
+    """Where an existing llama.cpp build of this version may be, first to last: this
+    cache's (``llama_cpp_dir``), then the test suite's (the tests build it there), so
+    that a build made by either serves the runner and the bench. Not created here."""
+    folders = [llama_cpp_dir(), test_cache_dir() / "llama.cpp" / LLAMA_CPP_VERSION]
+    return list(dict.fromkeys(folders))

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from loomterm import locations
 from tests.tiny_models import build_tiny_gpt2, build_tiny_llama
 
 
@@ -18,7 +19,7 @@ def isolated_dirs(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("LOOMTERM_DATA_DIR", str(base / "data"))
     monkeypatch.setenv("LOOMTERM_CONFIG_DIR", str(base / "config"))
     if "LOOMTERM_CACHE_DIR" not in os.environ:
-        monkeypatch.setenv("LOOMTERM_CACHE_DIR", str(Path.home() / ".cache" / "loomterm-tests"))
+        monkeypatch.setenv("LOOMTERM_CACHE_DIR", str(locations.test_cache_dir()))
     return base
 
 
@@ -116,7 +117,7 @@ def pytest_terminal_summary(terminalreporter):
 def test_cache_dir():
     """The test cache (as ``isolated_dirs`` sets it), for session fixtures, which run
     before that function-scoped one (tests/remote and tests/llamacpp build into it)."""
-    folder = os.environ.get("LOOMTERM_CACHE_DIR") or str(Path.home() / ".cache" / "loomterm-tests")
+    folder = os.environ.get("LOOMTERM_CACHE_DIR") or str(locations.test_cache_dir())
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("LOOMTERM_CACHE_DIR", folder)
         yield Path(folder)

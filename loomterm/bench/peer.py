@@ -3,8 +3,9 @@
 Two ways to reach it, the first that is present:
 
 - a ``llama-server`` binary: ``LOOMTERM_LLAMA_SERVER``, else ``llama-server`` on the
-  ``PATH``, else one built into loomterm's cache folder
-  (``<cache>/llama.cpp/<version>/bin/llama-server``, ``serving.llama_build``). It is
+  ``PATH``, else one built by ``serving.llama_build`` into loomterm's cache folder or
+  the test suite's (``<cache>/llama.cpp/<version>/bin/llama-server``,
+  ``locations.llama_cpp_dirs``). It is
   started on a free loopback port for the measurement and stopped after it; its own timings (prompt and
   predicted milliseconds, measured inside the server) are used, so HTTP costs nothing;
 - ``llama-cpp-python`` (``import llama_cpp``), in this process.
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 START_TIMEOUT_S = 60.0
+BUILD_HINT = "python -m loomterm.serving.llama_build"
 REQUEST_TIMEOUT_S = 300.0
 
 
@@ -63,9 +65,11 @@ def gguf_of(loaded) -> Path | None:
     source = str(loaded.source or "")
     if source.lower().endswith(".gguf") and Path(source).is_file():
         return Path(source)
-    if source == DEFAULT_MODEL_NAME:
-        path = locations.cache_dir() / "downloads" / Path(DEFAULT_GGUF_MEMBER).name
-        return path if path.is_file() else None
+    if source == DEFAULT_MODEL_NAME:  # this cache's download, else the test suite's
+        name = Path(DEFAULT_GGUF_MEMBER).name
+        for cache in (locations.cache_dir(), locations.test_cache_dir()):
+            if (cache / "downloads" / name).is_file():
+                return cache / "downloads" / name
     return None
 
 
@@ -79,8 +83,11 @@ def find_llama_server() -> Path | None:
     found = shutil.which("llama-server")
     if found:
         return Path(found)
-    built = sorted((locations.cache_dir() / "llama.cpp").glob("*/bin/llama-server"))
-    return built[-1] if built else None
+    for home in locations.llama_cpp_dirs():  # this cache's build, then the tests'
+        built = home / "bin" / "llama-server"
+        if built.is_file() and os.access(built, os.X_OK):
+            return built
+    return None
 
 
 def server_decode(
@@ -89,7 +96,7 @@ def server_decode(
     """Like ``measure``, always with llama-server (its own timings, and its tokens)."""
     server = find_llama_server()
     if server is None:
-        return "llama-server not found (python -m loomterm.serving.llama_build)"
+        return f"llama-server not built: run `{BUILD_HINT}` (about 15 minutes on 2 cores)"
     try:
         return _with_server(server, gguf, prompt, new_tokens, threads, reps)
     except (OSError, RuntimeError, ValueError, KeyError) as exc:

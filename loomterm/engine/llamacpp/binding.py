@@ -4,8 +4,10 @@ Two places, in this order:
 
 1. loomterm's own build (``python -m loomterm.serving.llama_build``, the same cmake build
    as the server tests' llama-server): the binding's pure-Python package in
-   ``locations.llama_cpp_dir()/python``, loading the shared library in ``.../lib``
-   through ``LLAMA_CPP_LIB_PATH`` (a folder; read once, when ``llama_cpp`` is imported);
+   ``<build>/python``, loading the shared library in ``<build>/lib`` through
+   ``LLAMA_CPP_LIB_PATH`` (a folder; read once, when ``llama_cpp`` is imported). The
+   build is looked for in this cache and then in the test suite's, where the tests
+   build it (``locations.llama_cpp_dirs``);
 2. a ``llama_cpp`` package installed in this Python (``pip install llama-cpp-python``),
    with its own library.
 
@@ -34,11 +36,12 @@ class BindingError(LoomError):
 
 
 def own_build() -> tuple[Path, Path] | None:
-    """(python folder, library folder) of loomterm's build, when both are in the cache."""
-    home = locations.llama_cpp_dir()
-    python, lib = home / "python", home / "lib"
-    if (python / "llama_cpp" / "llama_cpp.py").is_file() and any(lib.glob("libllama.*")):
-        return python, lib
+    """(python folder, library folder) of the first complete build of loomterm's in
+    ``locations.llama_cpp_dirs()``, or None."""
+    for home in locations.llama_cpp_dirs():
+        python, lib = home / "python", home / "lib"
+        if (python / "llama_cpp" / "llama_cpp.py").is_file() and any(lib.glob("libllama.*")):
+            return python, lib
     return None
 
 
