@@ -28,7 +28,8 @@ from loomterm.errors import LoomError, ModelLoadError, PrefillCancelled
 
 # llama_decode's return values: 0 done, 1 no KV slot for the batch, 2 aborted.
 NO_ROOM = 1
-FLASH_ATTN_OFF = 0  # LLAMA_FLASH_ATTN_TYPE_DISABLED
+FLASH_ATTN_AUTO = -1  # LLAMA_FLASH_ATTN_TYPE_AUTO: llama.cpp's and llama-server's default
+CELL_BLOCK = 256  # llama.cpp rounds a context's cells up to a multiple of this
 PIECE_BYTES = 256
 _LOG_KEEP = 4  # GGML_LOG_LEVEL_ERROR: llama.cpp's chatter (model loading) is dropped
 _init_lock = threading.Lock()
@@ -81,7 +82,7 @@ class LlamaContext:
     def __init__(
         self,
         path: Path,
-        cells: int | Callable[[int], int] | None,
+        cells: int | Callable[[int, int], int] | None,
         n_seq: int,
         threads: int | None = None,
     ) -> None:
@@ -103,15 +104,20 @@ class LlamaContext:
         self.n_ctx_train = int(lib.llama_model_n_ctx_train(self.model))
         self.threads = threads or default_threads()
         context = lib.llama_context_default_params()
-        if callable(cells):  # sized from what the model was trained with
-            cells = cells(self.n_ctx_train)
+        if callable(cells):  # sized from what the model was trained with, and its KV size
+            try:
+                cells = cells(self.n_ctx_train, self.kv_bytes_per_cell())
+            except BaseException:
+                lib.llama_model_free(self.model)
+                raise
         context.n_ctx = cells or self.n_ctx_train
         context.n_seq_max = n_seq
         context.kv_unified = True  # siblings share their prefix's cells (seq_cp)
-        # Flash attention accumulates in float16 in the order cells sit in the cache,
-        # which differs between sequences sharing it; without it a path evaluated in
-        # pieces gives a fresh evaluation's logits to the bit, where cells match.
-        context.flash_attn_type = FLASH_ATTN_OFF
+        # llama.cpp's defaults, as llama-server runs them (flash attention on where the
+        # device has it: the CPU does; n_batch 2048, n_ubatch 512), so the same tokens give
+        # the server's logits and its greedy tokens. Flash attention also skips the cells of
+        # other sequences (masked) instead of multiplying them in.
+        context.flash_attn_type = FLASH_ATTN_AUTO
         context.n_threads = context.n_threads_batch = self.threads
         context.no_perf = True
         self.ctx = lib.llama_init_from_model(self.model, context)
@@ -200,7 +206,7 @@ class LlamaContext:
         size = int(self.lib.llama_state_seq_get_size(self.ctx, seq))
         buf = (ctypes.c_uint8 * size)()
         written = int(self.lib.llama_state_seq_get_data(self.ctx, buf, size, seq))
-        return bytes(buf[:written])
+        return ctypes.string_at(buf, written)  # one copy (slicing would make a list)
 
     def seq_restore(self, data: bytes, seq: int) -> bool:
         """Put a :meth:`seq_save` copy back as the (empty) sequence ``seq``, in cells of
