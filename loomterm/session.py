@@ -343,7 +343,14 @@ def _model_for(data: SessionData, path: Path, how: OpenOptions) -> tuple[Any, bo
     if how.backend == "llama.cpp" or (how.backend == "auto" and recorded_llama):
         from loomterm.engine.llamacpp import open_gguf
 
-        return open_gguf(source, n_ctx=how.n_ctx, threads=how.threads, progress=how.progress), True
+        runner = open_gguf(
+            source,
+            n_ctx=how.n_ctx,
+            threads=how.threads,
+            progress=how.progress,
+            kv_budget=how.kv_budget,
+        )
+        return runner, True
     if how.threads:
         import torch
 

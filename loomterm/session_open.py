@@ -234,7 +234,11 @@ class SessionOpening:
             from loomterm.engine.llamacpp import open_gguf
 
             runner = open_gguf(
-                options.model, n_ctx=options.n_ctx, threads=options.threads, progress=progress
+                options.model,
+                n_ctx=options.n_ctx,
+                threads=options.threads,
+                progress=progress,
+                kv_budget=options.kv_budget,
             )
             loom = Loom(runner, tree=tree)
         else:

@@ -36,11 +36,13 @@ def open_gguf(
     n_ctx: int | None = None,
     threads: int | None = None,
     progress: Progress | None = None,
+    kv_budget: int | str | None = None,
 ) -> LlamaCppRunner:
-    """A llama.cpp runner on ``model`` (see ``gguf_file``)."""
+    """A llama.cpp runner on ``model`` (see ``gguf_file``); ``kv_budget`` caps its KV
+    bytes as the torch runner's (``runner.LlamaCppRunner``)."""
     from loomterm.engine.llamacpp.runner import LlamaCppRunner
 
     path = gguf_file(model, progress)
     if progress is not None:
         progress("load", 0, None)
-    return LlamaCppRunner(path, n_ctx=n_ctx, threads=threads)
+    return LlamaCppRunner(path, n_ctx=n_ctx, threads=threads, kv_budget=kv_budget)

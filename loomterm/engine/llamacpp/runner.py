@@ -19,11 +19,16 @@ data). The operations map onto llama.cpp's sequence API:
   anything computed after it, until ``refresh`` recomputes it exactly. Exact operations
   give what a fresh evaluation of the same tokens gives.
 
-When the cache is full, the least recently used sequence is dropped (its branch is
-evaluated again when needed). Node KV (``node_kv``) is not kept: the KV lives in
-llama.cpp's context, not on the nodes, so KV snapshots and the per-node memory budget
-do not apply; the cache's size is the budget. Threads: ``threads`` (default: one per
-core, as llama-server).
+When the cache is full, or every sequence is taken, the least recently used sequence
+leaves it: its cells are copied off the context (``llama_state_seq_get_data``) and
+parked (``parked``), and coming back to that branch puts them back
+(``llama_state_seq_set_data``) instead of evaluating it again. ``kv_budget`` caps both
+together, as the torch runner's ``--kv-budget`` caps its node KV and working buffer:
+the context's cells are allocated whole (sized down to fit the budget, never below the
+context window) and count as ``KVBytes.working``; the parked copies are node KV
+(``KVBytes.nodes``), the least recently used dropped first when they would not fit.
+They are not tensors on the nodes (``node_kv`` stays off: no KV snapshots). Threads:
+``threads`` (default: one per core, as llama-server).
 """
 
 from __future__ import annotations
@@ -38,10 +43,12 @@ import torch
 from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter
 from loomterm.engine.kv.resident import KVBytes
 from loomterm.engine.kv.window import MIN_CTX, Window
-from loomterm.engine.llamacpp.context import LlamaContext
+from loomterm.engine.llamacpp.context import CELL_BLOCK, LlamaContext
+from loomterm.engine.llamacpp.parked import Parked, ParkedStore
 from loomterm.engine.llamacpp.siblings import decode_siblings
 from loomterm.engine.llamacpp.slots import Slot, Want, matched, may_share
 from loomterm.engine.llamacpp.text import LlamaTokenText
+from loomterm.engine.local.budget import default_budget, parse_size
 from loomterm.engine.runner import Capabilities, Runner
 from loomterm.engine.sample.chain import SamplingParams
 from loomterm.engine.sample.penalties import DryBreakers, resolve_dry_breakers
@@ -49,11 +56,14 @@ from loomterm.errors import ContextError, EmptyEditError, InputError, PrefillCan
 from loomterm.tree import Node
 
 SEQUENCES = 8  # llama.cpp sequences: cached branches, and siblings per batch
+PARK_MIN = 32  # shorter sequences are evaluated again rather than parked
+RESTORE_GAIN = 16  # a parked copy comes back when it serves this many more tokens
 WHY_NOT = (
     (
         "node_kv",
-        "llama.cpp keeps the KV in its own cache, one sequence per cached branch, not on the "
-        "nodes: no KV snapshots; the cache's size is the memory budget",
+        "llama.cpp keeps the KV in its own cache, one sequence per cached branch, and parks "
+        "evicted branches as copies of their cells under --kv-budget, not as tensors on the "
+        "nodes: no KV snapshots",
     ),
     ("drafting", "drafted decoding runs on the torch runner only"),
     ("prompt_logprobs", "llama.cpp is asked for the last position's logits only"),
@@ -77,6 +87,7 @@ class LlamaCppRunner(Runner):
         threads: int | None = None,
         cells: int | None = None,
         sequences: int = SEQUENCES,
+        kv_budget: int | str | None = None,
     ) -> None:
         path = Path(path).expanduser()
         if not path.is_file():
@@ -84,11 +95,16 @@ class LlamaCppRunner(Runner):
         if n_ctx is not None and n_ctx < MIN_CTX:
             raise ContextError(f"n_ctx {n_ctx} is too small: use at least {MIN_CTX} tokens")
 
-        def size(trained: int) -> int:  # cells: the window twice, for cached branches
-            return cells or 2 * (n_ctx or trained)
+        budget = parse_size(kv_budget) or default_budget(torch.device("cpu"))
+
+        def size(trained: int, per_cell: int) -> int:
+            return _cells_for(cells or 2 * (n_ctx or trained), n_ctx or trained, per_cell, budget)
 
         self.llama = LlamaContext(path, size, n_seq=sequences, threads=threads)
         n_ctx = n_ctx or self.llama.n_ctx_train
+        self.kv_budget = budget
+        self.context_bytes = self.llama.cells * self.llama.kv_bytes_per_cell()
+        self.parked = ParkedStore(budget - self.context_bytes)
         self.llama.make_room = self._make_room
         self.path = path.resolve()
         self.n_ctx = n_ctx
@@ -102,6 +118,7 @@ class LlamaCppRunner(Runner):
         self.clock = 0
         self.evictions = 0
         self.kept_copies = 0  # old paths kept whole across a fast splice (state_seq)
+        self.restores = 0  # parked branches put back into the cache
         self.moves: list[tuple[Node, int, int, int]] = []  # a fast splice's suffix pieces
         self._breakers: dict[tuple[str, ...], DryBreakers] = {}
         self._pieces: list[str] | None = None
@@ -124,6 +141,7 @@ class LlamaCppRunner(Runner):
             if first is not None:
                 self.llama.seq_rm(slot.seq, first)
                 slot.cut(first)
+        self.parked.cut_approx()
         super().attach(tree, emit)
 
     # -- identity and text -------------------------------------------------------------
@@ -213,6 +231,15 @@ class LlamaCppRunner(Runner):
                 return done
         best = max(self.slots, key=lambda s: (matched(s, want), s.used))
         m = matched(best, want)
+        copy, served = self.parked.best(want)
+        if (
+            copy is not None
+            and served > m
+            and served >= m + min(RESTORE_GAIN, len(want.tokens) - m)
+        ):
+            back = self._restore(copy, busy={best.seq})
+            if back is not None:
+                best, m = back, served
         if m == len(want.tokens) == len(best) and best.logits is not None:
             best.used = self.clock
             return best, best.logits
@@ -268,9 +295,40 @@ class LlamaCppRunner(Runner):
         return victim
 
     def _drop(self, slot: Slot) -> None:
+        """Empty ``slot`` (an eviction): its cells are parked first (``parked``)."""
+        self._park(slot)
         self.llama.seq_rm(slot.seq, -1, -1)
         slot.cut(0)
         self.evictions += 1
+
+    def _park(self, slot: Slot) -> None:
+        """Copy ``slot``'s cells off the context, unless they are short, held by another
+        sequence or a copy already, or larger than the budget leaves."""
+        if len(slot) < PARK_MIN or self.parked.room == 0:
+            return
+        mine = Want.cells(slot.tokens, slot.owners)
+        held = any(s is not slot and matched(s, mine) == len(slot) for s in self.slots)
+        if held or self.parked.covers(slot.tokens, slot.owners):
+            return
+        record = Slot(-1, list(slot.tokens), list(slot.owners), used=slot.used)
+        self.parked.park(record, self.llama.seq_save(slot.seq), slot.used)
+
+    def _restore(self, copy: Parked, busy: set[int]) -> Slot | None:
+        """Put ``copy`` back into a free sequence (making room in the cache as a full
+        cache does); the slot, or None when it cannot come back."""
+        self.parked.take(copy)  # out of the store first: an eviction below may park
+        record = copy.record
+        target = self._free_slot(busy)
+        busy = busy | {target.seq}
+        while not self.llama.seq_restore(copy.data, target.seq):
+            if not self._make_room(busy):
+                self.llama.seq_rm(target.seq, -1, -1)
+                return None
+        self.llama.seq_rm(target.seq, len(record))  # cells past a cut record
+        target.tokens, target.owners = list(record.tokens), list(record.owners)
+        target.logits, target.used = None, self.clock
+        self.restores += 1
+        return target
 
     def _make_room(self, busy: set[int]) -> bool:
         """The cache is full: drop the least recently used sequence outside ``busy``."""
@@ -392,6 +450,7 @@ class LlamaCppRunner(Runner):
             for p in range(min(boundary, len(slot.owners))):
                 if slot.owners[p] == tail.id:
                     slot.owners[p] = head.id
+        self.parked.rename(tail.id, head.id, boundary)
 
     def forget(self, node: Node) -> None:
         """Drop approximate cells that belong to ``node`` (exact ones stay: they depend
@@ -401,6 +460,7 @@ class LlamaCppRunner(Runner):
             if first is not None:
                 self.llama.seq_rm(slot.seq, first)
                 slot.cut(first)
+        self.parked.cut_owned(node.id)
 
     def refresh(self, node: Node) -> None:
         """Evaluate ``node``'s path again where its cells are approximate."""
@@ -445,14 +505,19 @@ class LlamaCppRunner(Runner):
 
     # -- memory and the rest -----------------------------------------------------------
     def kv_bytes(self) -> KVBytes:
-        """The cells in use (a prefix shared by sequences counted once), as ``working``."""
+        """The context's cells, allocated whole, as ``working``; parked copies as
+        ``nodes`` (see the module docstring). Their total stays within ``kv_budget``."""
+        return KVBytes(nodes=self.parked.nbytes, working=self.context_bytes)
+
+    def cells_in_use(self) -> int:
+        """Cells the sequences hold (a prefix shared by ``seq_cp`` counted once)."""
         cells = 0
         seen: list[Slot] = []
         for slot in sorted((s for s in self.slots if s.tokens), key=len, reverse=True):
             shared = max((_common(slot, other) for other in seen), default=0)
             cells += len(slot) - shared
             seen.append(slot)
-        return KVBytes(working=cells * self.llama.kv_bytes_per_cell())
+        return cells
 
     def close(self) -> None:
         self.llama.close()
@@ -464,3 +529,22 @@ def _common(a: Slot, b: Slot) -> int:
     while i < n and a.tokens[i] == b.tokens[i]:
         i += 1
     return i
+
+
+def _cells_for(wanted: int, window: int, per_cell: int, budget: int) -> int:
+    """Cells for the context: ``wanted``, fewer where the budget cannot hold them, never
+    fewer than one ``window``; a one-line error when the budget cannot hold that."""
+    fit = budget // per_cell // CELL_BLOCK * CELL_BLOCK
+    padded = -(-wanted // CELL_BLOCK) * CELL_BLOCK
+    if fit < window:
+        need = -(-window // CELL_BLOCK) * CELL_BLOCK * per_cell
+        raise InputError(
+            f"--kv-budget {_mib(budget)} holds {budget // per_cell} tokens of this model's KV: "
+            f"its context "
+            f"window of {window} tokens needs {_mib(need)}; raise it or lower --n-ctx"
+        )
+    return min(padded, fit)
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1 << 20):.1f} MiB"

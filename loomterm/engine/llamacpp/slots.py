@@ -37,6 +37,12 @@ class Want:
     approx: list[bool] = field(default_factory=list)
     plain: bool = True
 
+    @classmethod
+    def cells(cls, tokens: list[int], owners: list[int | None]) -> Want:
+        """A want that these cells serve whole (their approximate owners included)."""
+        ids = [owner if owner is not None else -1 for owner in owners]
+        return cls(list(tokens), ids, [owner is not None for owner in owners])
+
     def owner_ok(self, position: int, owner: int | None) -> bool:
         """Whether a cell owned by ``owner`` may stand at ``position`` of this path."""
         if owner is None:

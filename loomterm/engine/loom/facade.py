@@ -123,7 +123,10 @@ class Loom(LoomModels, LoomContext, LoomTidy):
         if backend == "llama.cpp":
             from loomterm.engine.llamacpp import open_gguf
 
-            return cls(open_gguf(model, n_ctx=n_ctx, threads=threads, progress=progress))
+            runner = open_gguf(
+                model, n_ctx=n_ctx, threads=threads, progress=progress, kv_budget=kv_budget
+            )
+            return cls(runner)
         if threads:
             torch.set_num_threads(threads)
         from loomterm.engine.models.load import load_model
