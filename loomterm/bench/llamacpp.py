@@ -8,7 +8,13 @@ on the same GGUF file and threads, in one run.
   evaluation of the resulting path (its own one-sequence context);
 - 4 siblings in one batch against 4 sequential generations;
 - fast splice: KL of the next-token distribution to a fresh (exact) evaluation of the
-  spliced path, and its time against an exact splice.
+  spliced path, and its time against an exact splice;
+- llama.cpp's own batch, the ceiling of the siblings row: one ``llama_decode`` of one
+  token in each of 4 sequences against 4 single-token decodes;
+- drafting (the torch runner's; this runner says why not): what one verify pass of 4
+  drafted tokens costs against 5 plain steps, the most drafting could gain here;
+- long documents: branch switches on a path past ``n_ctx``, in the same window and
+  across a window shift, against a fresh evaluation of the target's window.
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ def llamacpp_rows(loaded, corpus: list[int], plan, log) -> list[Row]:
     elif loaded.device.type != "cpu":
         why = f"llama.cpp is measured on the CPU, this run is on {loaded.device.type}"
     elif not binding.available():
-        why = "llama.cpp is not built (python -m loomterm.serving.llama_build)"
+        why = f"llama.cpp is not built: run `{peer.BUILD_HINT}` (about 15 minutes on 2 cores)"
     if why is not None:
         nan = float("nan")
         return [
@@ -58,8 +64,8 @@ def llamacpp_rows(loaded, corpus: list[int], plan, log) -> list[Row]:
     fresh = LlamaContext(gguf, cells=2 * len(doc) + 256, n_seq=1, threads=threads)
     loom = Loom(runner)
     label = f"{gguf.name}, {threads} thread{'s' if threads > 1 else ''}"
+    prompt = corpus[: plan.prompt_tokens]
     try:
-        prompt = corpus[: plan.prompt_tokens]
         rows = _decode(loaded, loom, gguf, prompt, plan.decode_tokens, plan.decode_reps, label, log)
         rows += _edits(loom, fresh, doc, plan.edit_reps, label, log)
         rows += _siblings(loom, prompt, plan.sibling_tokens, label, log)
@@ -67,18 +73,24 @@ def llamacpp_rows(loaded, corpus: list[int], plan, log) -> list[Row]:
     finally:
         runner.close()
         fresh.close()
+    why = runner.capabilities.reason("drafting")
+    rows += _kernel_rows(gguf, prompt, threads, label, why, log)
+    n_ctx = plan.switch_ctx or 2048
+    rows += _window_rows(gguf, corpus, plan.switch_tokens, n_ctx, plan.long_reps, threads, log)
     return rows
 
 
 def _decode(loaded, loom, gguf, prompt, new_tokens, reps, label, log) -> list[Row]:
     log(f"llama.cpp runner: decode {new_tokens} tokens after {len(prompt)}")
     node = loom.append_tokens(loom.root, prompt)
-    loom.generate(node, 4, temperature=0)  # warm-up
-    rates, tokens = [], []
+    # The warm-up evaluates the whole prompt in one batch, as llama-server does: its
+    # tokens are the ones compared. The timed runs reuse the prompt's cells and evaluate
+    # its last token alone (as llama-server's prompt cache would), which can round apart.
+    tokens = list(loom.generate(node, new_tokens, temperature=0)[0].tokens)
+    rates = []
     for _ in range(max(1, reps)):
-        kid = loom.generate(node, new_tokens, temperature=0)[0]
+        loom.generate(node, new_tokens, temperature=0)
         rates.append(loom.last_result.tokens_per_second)
-        tokens = list(kid.tokens)
     torch_loom = make_loom(loaded, drafting="off")
     torch_node = torch_loom.append_tokens(torch_loom.root, prompt)
     torch_rates = []
@@ -93,9 +105,11 @@ def _decode(loaded, loom, gguf, prompt, new_tokens, reps, label, log) -> list[Ro
         extra["unavailable"] = server
     else:
         base = max(run.decode_rate for run in server)
-        theirs = server[-1].tokens_made
+        theirs = list(server[-1].tokens_made)  # a tuple: compared as a list
         n = min(len(theirs), len(tokens))
         same = theirs[:n] == tokens[:n]
+        first = next((i for i in range(n) if theirs[i] != tokens[i]), None)
+        extra.update(tokens=tokens, server_tokens=theirs, first_difference=first)
         note = f"{label}; {'same greedy tokens' if same else 'TOKENS DIFFER'}"
     ours, torch_rate = max(rates), max(torch_rates)
     return [
@@ -199,3 +213,114 @@ def _splice(loom, fresh, doc, edits, label, log) -> list[Row]:
         Row(LLAMACPP, "fast splice vs exact splice", e, f, "s", speedup(e, f), "",
             note=label),
     ]  # fmt: skip
+
+
+def _pass_seconds(llama, rows: list[tuple[int, int, int]], reps: int = 15) -> float:
+    """Median time of one ``llama_decode`` of ``rows`` (token, position, sequence), each
+    timed from the same cache (the new cells are removed after each)."""
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        llama.decode_rows(rows)
+        times.append(time.perf_counter() - start)
+        for seq in {seq for _t, _p, seq in rows}:
+            llama.seq_rm(seq, min(p for _t, p, s in rows if s == seq))
+    return statistics.median(times)
+
+
+def _kernel_rows(gguf, prompt: list[int], threads: int, label: str, why: str, log) -> list[Row]:
+    """llama.cpp's own costs behind the siblings and drafting rows, in a context of its
+    own: one token in each of 4 sequences in one batch, and 5 tokens of one sequence."""
+    from loomterm.engine.llamacpp.context import LlamaContext
+
+    log("llama.cpp runner: llama.cpp's own batch costs (4 sequences; a 5-token pass)")
+    width, start = 4, len(prompt)
+    llama = LlamaContext(gguf, cells=1024, n_seq=width, threads=threads)
+    try:
+        llama.decode(prompt, 0, 0)
+        for seq in range(1, width):
+            llama.seq_cp(0, seq)
+        rows = [(prompt[seq], start, seq) for seq in range(width)]
+        one = _pass_seconds(llama, rows[:1])
+        batch = _pass_seconds(llama, rows)
+        chain = _pass_seconds(llama, [(prompt[i], start + i, 0) for i in range(5)])
+    finally:
+        llama.close()
+    return [
+        Row(LLAMACPP, f"llama.cpp's own batch: {width} sequences' tokens vs {width} single decodes",
+            width * one, batch, "s", speedup(width * one, batch), "",
+            note=f"{label}; the ceiling of the siblings row",
+            extra={"one_s": one, "batch_s": batch}),
+        Row(LLAMACPP, "drafting: a 5-token verify pass vs 5 plain steps", 5 * one, chain, "s",
+            speedup(5 * one, chain), "",
+            note=f"not run: {why}; the most drafting could gain here, every draft accepted",
+            extra={"one_s": one, "pass_s": chain}),
+    ]  # fmt: skip
+
+
+def _wrapped(corpus: list[int], start: int, count: int) -> list[int]:
+    """``count`` corpus tokens from ``start`` on, wrapping around."""
+    return [corpus[(start + i) % len(corpus)] for i in range(count)]
+
+
+def _window_rows(gguf, corpus, length: int, n_ctx: int, reps: int, threads: int, log):
+    """Branch switches at the end of a ``length``-token path past ``n_ctx`` (as the long
+    documents section's torch rows): two siblings in the same window, and two on either
+    side of a window shift; baseline: a fresh evaluation of the target's window."""
+    from loomterm.engine import Loom
+    from loomterm.engine.llamacpp.context import LlamaContext
+    from loomterm.engine.llamacpp.runner import LlamaCppRunner
+
+    log(f"llama.cpp runner: branch switches at {length:,} tokens past n_ctx {n_ctx:,}")
+    fresh = LlamaContext(gguf, cells=n_ctx, n_seq=1, threads=threads)
+    rows = []
+    try:
+        for how in ("same window", "across a window shift"):
+            loom = Loom(LlamaCppRunner(gguf, n_ctx=n_ctx, threads=threads))
+            try:
+                main, other = _window_pair(loom, corpus, length, how)
+                rows.append(_switch_row(loom, fresh, main, other, reps, how))
+            finally:
+                loom.runner.close()
+    finally:
+        fresh.close()
+    return rows
+
+
+def _window_pair(loom, corpus, length: int, how: str):
+    """Two siblings past the window: both ending at ``length`` (same window), or one on
+    the last shift boundary below it and one 16 tokens into the next window."""
+    tail = 32
+    if how == "same window":
+        prefix = loom.append_tokens(loom.root, _wrapped(corpus, 0, length - tail))
+        main = loom.append_tokens(prefix, _wrapped(corpus, length - tail, tail))
+        return main, loom.append_tokens(prefix, _wrapped(corpus, length + 500, tail))
+    window, n_ctx = loom.runner.window, loom.n_ctx
+    edge = n_ctx + max(0, (length - n_ctx) // window.n_discard) * window.n_discard
+    prefix = loom.append_tokens(loom.root, _wrapped(corpus, 0, edge - 16))
+    main = loom.append_tokens(prefix, _wrapped(corpus, edge - 16, 16))
+    return main, loom.append_tokens(prefix, _wrapped(corpus, edge + 500, 32))
+
+
+def _switch_row(loom, fresh, main, other, reps: int, how: str) -> Row:
+    times, base = [], []
+    got = want = None
+    for _ in range(max(1, reps)):
+        loom.next_logits(main)
+        counted, start = loom.runner.llama.evaluated, time.perf_counter()
+        got = loom.next_logits(other)
+        times.append(time.perf_counter() - start)
+        counted = loom.runner.llama.evaluated - counted
+    window = loom.runner.want(other).tokens  # what the model sees of the path
+    for _ in range(max(1, reps)):
+        fresh.seq_rm(0, -1, -1)
+        start = time.perf_counter()
+        want = fresh.decode(window, 0, 0)
+        base.append(time.perf_counter() - start)
+    kl = _kl(want, got)
+    b, t = statistics.median(base), statistics.median(times)
+    return Row(LLAMACPP, f"branch switch @{other.end:,}, {how}, n_ctx {loom.n_ctx:,}", b, t,
+               "s", speedup(b, t), ">=10",
+               note=f"{counted} of the window's {len(window)} tokens evaluated; KL to a fresh "
+                    f"evaluation {kl:.2g} nats",
+               extra={"window": len(window), "evaluated": counted, "kl": kl, "loom_s": times})  # fmt: skip

@@ -81,6 +81,9 @@ def kl(want: torch.Tensor, got: torch.Tensor) -> float:
 
 
 # A fresh evaluation and the same tokens evaluated in pieces, or beside other sequences
-# of a shared cache, differ by llama.cpp's rounding (its batched and single-token kernels
-# round differently): about 1e-3 here. A stale or misplaced cell costs far more.
-EXACT_KL = 0.01
+# of a shared cache, differ by llama.cpp's rounding: its batched and single-token kernels
+# round differently, and flash attention (on, as in llama-server) accumulates values in
+# float16 in the order the cells sit in the cache. Measured over these tests: typically
+# 2e-3 nats, at most 1.0e-2 (a refreshed path whose cells are out of position order).
+# A stale or misplaced cell costs far more (tenths of a nat and up).
+EXACT_KL = 0.02

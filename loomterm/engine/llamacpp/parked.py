@@ -34,11 +34,13 @@ class Parked:
         record: What the cells hold (``seq`` is -1: no sequence holds them).
         data: ``llama_state_seq_get_data``'s bytes.
         used: When its branch was last used (the runner's clock).
+        cells: Cells the copy takes when put back (its length when parked).
     """
 
     record: Slot
     data: bytes
     used: int
+    cells: int
 
 
 class ParkedStore:
@@ -70,7 +72,7 @@ class ParkedStore:
         copies go until the rest fits."""
         if len(data) > self.room:
             return False
-        self.items.append(Parked(record, data, used))
+        self.items.append(Parked(record, data, used, len(record)))
         total = self.nbytes
         for item in sorted(self.items, key=lambda i: i.used):
             if total <= self.room:

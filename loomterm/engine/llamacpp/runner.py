@@ -320,6 +320,8 @@ class LlamaCppRunner(Runner):
         record = copy.record
         target = self._free_slot(busy)
         busy = busy | {target.seq}
+        while self.cells_in_use() + copy.cells > self.llama.cells and self._make_room(busy):
+            pass  # room first: a failed restore is logged by llama.cpp
         while not self.llama.seq_restore(copy.data, target.seq):
             if not self._make_room(busy):
                 self.llama.seq_rm(target.seq, -1, -1)
@@ -416,6 +418,8 @@ class LlamaCppRunner(Runner):
         free = next((s for s in self.slots if not s.tokens and s is not slot), None)
         if free is None or len(slot) <= old_end:
             return
+        if self.cells_in_use() + len(slot) > self.llama.cells:
+            return  # no room for the copy (a failed restore is logged by llama.cpp)
         if self.llama.seq_restore(self.llama.seq_save(slot.seq), free.seq):
             slot.copy_to(free, len(slot))
             free.used = self.clock
