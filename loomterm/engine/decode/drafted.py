@@ -28,7 +28,7 @@ import torch
 
 from loomterm.engine.decode.draft_ledger import Ledger
 from loomterm.engine.decode.draft_sources import DraftSources, draft_sources
-from loomterm.engine.decode.draft_table import TABLE, table_sampler
+from loomterm.engine.decode.draft_table import TABLE, propose_raced, table_sampler
 from loomterm.engine.decode.draft_tree import (
     POOL,
     Acceptance,
@@ -43,7 +43,7 @@ from loomterm.engine.decode.draft_tree import (
 )
 from loomterm.engine.decode.job import DecodeJob, DecodeModel
 from loomterm.engine.generation import DraftStats, GenerateRequest, GenerateResult
-from loomterm.engine.sample.chain import make_generators, sample_step, token_records
+from loomterm.engine.sample.chain import DrawAhead, make_generators, sample_step, token_records
 from loomterm.engine.sample.history import history_view
 from loomterm.tree import Node
 
@@ -136,6 +136,13 @@ class DraftedDecoder:
         self.params = request.sampling
         self.base = job.work.length
         self.generators = make_generators(request.seed, 1)
+        # Sampled: the coming draws, drawn ahead so that drafts can follow them
+        # (``sample.ahead``); the tokens drawn are the generator's as ever.
+        self.ahead = None
+        if not self.params.greedy:
+            generator = self.generators[0] if self.generators is not None else None
+            vocab = job.logits.shape[-1]
+            self.ahead = [DrawAhead(generator, vocab, self.params.xtc_active)]
         self.stream = job.stream()
         self.stats = DraftStats(lookahead=config.lookahead)
         self.document = request.node.path_tokens()  # grows with the child's tokens
@@ -183,7 +190,7 @@ class DraftedDecoder:
         """The model's token from one row of verified logits: (V,) -> id."""
         history = history_view(self.history)
         token, self.state = sample_step(
-            row[None], self.params, self.generators, history, self.state
+            row[None], self.params, self.generators, history, self.state, self.ahead
         )
         return int(token[0])
 
@@ -242,8 +249,13 @@ class DraftedDecoder:
             # forward costs least over a plain step (``Cost``), the table first.
             offered = (TABLE, *range(config.min_ngram, config.max_ngram + 1))
             cap = min(config.table_budget, max(depth_for(k) for k in offered))
-            table.propose(tree, tail, min(depth_for(TABLE), cap))
-            index.propose(tree, tail, config.min_ngram, depth_for, limit=1 + cap)
+            if self.ahead is not None:
+                # The table's chain follows the coming draws: deeper, as it holds longer.
+                propose_raced(table, tree, tail, min(depth_for(TABLE), config.race_depth),
+                              self.race_at)  # fmt: skip
+            else:
+                table.propose(tree, tail, min(depth_for(TABLE), cap))
+            index.propose(tree, tail, config.min_ngram, depth_for, limit=len(tree) + cap)
         else:
             limit = 1 + config.tree_budget
             index.propose(tree, tail, config.min_ngram, depth_for, limit=limit)
@@ -254,6 +266,11 @@ class DraftedDecoder:
             for gram in self.look.candidates(pending):
                 tree.add_sequence(gram, depth_for(POOL), POOL)
         return tree
+
+    def race_at(self, depth: int, tokens: list[int]) -> list[float]:
+        """The ``depth``-th coming draw's exponentials at ``tokens`` (0: the next)."""
+        race = self.ahead[0].race(depth)
+        return race[torch.tensor(tokens)].tolist()
 
     def verify(self, block: Block) -> torch.Tensor:
         """Run one block after the working cache's columns: (keep, V) logits. A block
