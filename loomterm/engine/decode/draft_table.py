@@ -222,7 +222,8 @@ def propose_raced(
         tokens = list(weights)
         races = race_at(d, tokens)
         ranked = sorted(
-            zip(tokens, races, strict=True), key=lambda item: -weights[item[0]] / max(item[1], 1e-30)
+            zip(tokens, races, strict=True),
+            key=lambda item: -weights[item[0]] / max(item[1], 1e-30),
         )
         token = ranked[0][0]
         child = tree.child(index, token, TABLE)
