@@ -35,6 +35,8 @@ FOLLOWED_WEIGHT = 0.3
 # Share of the estimate taken from the two-token entry when there is one.
 PAIR_SHARE = 0.7
 WIDTH = 4  # continuations considered per draft node
+# Tokens drafted at the first draws' positions, from their race ranking (``propose_raced``).
+RACE_WIDTHS = (3, 2)
 TABLE = -2  # the draft source id of this table (``decode.draft_tree.Acceptance``)
 
 
@@ -204,15 +206,17 @@ def propose_raced(
     tail: Sequence[int],
     depth: int,
     race_at: Callable[[int, list[int]], list[float]],
-    runner_up: bool = True,
+    widths: Sequence[int] = RACE_WIDTHS,
 ) -> int:
     """Grow a chain of up to ``depth`` drafts under ``tree``'s root from the coming
     draws themselves (``sample.ahead``): at depth ``d`` the token that draw would pick
     were the model's distribution the table's estimate ``q``, ``argmax q(c) / E_d(c)``.
     ``race_at(d, tokens)``: the exponentials of the ``d``-th coming draw (0: the token
-    after the root) at ``tokens``. ``runner_up``: also draft the second-best token of
-    the first draw (a sibling of the chain's first node). ``tail``: the document's last
-    tokens, ending with the root's token. Returns how many nodes were added."""
+    after the root) at ``tokens``. ``widths[d]``: the first draws also get the next best
+    tokens of that ranking, as siblings of the chain's node (one token each: cheap in a
+    small block, and the drawn token is often second or third). ``tail``: the
+    document's last tokens, ending with the root's token. Returns how many nodes were
+    added."""
     start, index = len(tree), 0
     context = list(tail[-2:])
     for d in range(depth):
@@ -229,7 +233,8 @@ def propose_raced(
         child = tree.child(index, token, TABLE)
         if child is None:
             break
-        if runner_up and d == 0 and len(ranked) > 1:
-            tree.child(index, ranked[1][0], TABLE)
+        width = widths[d] if d < len(widths) else 1
+        for other, _ in ranked[1:width]:
+            tree.child(index, other, TABLE)
         index, context = child, [context[-1], token]
     return len(tree) - start
