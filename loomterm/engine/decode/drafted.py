@@ -282,6 +282,8 @@ class DraftedDecoder:
         if len(block.ids) == 1 and block.mask is None and block.keep == 1:
             token = torch.tensor(block.ids, device=device)  # (1,)
             return job.decode_step(token)[0]  # (1, V)
+        if job.model.verify_block is not None:  # the decode step's kernels, one row
+            return job.model.verify_block(block.ids, block.offsets, block.mask, block.keep)
         ids = torch.tensor([block.ids], device=device)  # (1, q)
         if block.mask is None:  # a chain: the default causal layout is right
             return job.forward(ids, keep=block.keep)[0]
