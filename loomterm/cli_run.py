@@ -293,11 +293,15 @@ def new_session_name() -> str:
 
 
 def run_prompt(args: argparse.Namespace) -> int:
-    """Load the model, generate greedily from the prompt, stream the text to stdout."""
-    from loomterm.engine import Loom
-    from loomterm.engine.models.load import end_progress_line, print_progress
+    """Load the model, generate greedily from the prompt, stream the text to stdout
+    (the import of torch is the first stage of the progress on stderr)."""
+    from loomterm.progress import end_progress_line, print_progress
+    from loomterm.session_open import import_engine
 
     try:
+        import_engine(print_progress)
+        from loomterm.engine import Loom
+
         loom = Loom.load(**EngineOptions.from_args(args).load_kwargs(), progress=print_progress)
     finally:
         end_progress_line()  # a failed stage leaves its line open before the error

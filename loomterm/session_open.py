@@ -116,6 +116,19 @@ class PreviewLoom:
         raise ModelLoading(f"{LOADING} ({name} needs it)")
 
 
+def import_engine(progress: ProgressCallback | None = None) -> None:
+    """Import the engine (torch and transformers: seconds, the longest silent wait of a
+    start otherwise) as an ``import`` stage on ``progress``; once per process."""
+    import sys
+
+    if "loomterm.engine.loom.facade" in sys.modules:
+        return
+    from loomterm.progress import Progress
+
+    with Progress(progress).timed("import"):
+        from loomterm.engine.loom import facade  # noqa: F401
+
+
 def model_label(model: str | None) -> str:
     """The name the status bar gives a model value before it is loaded."""
     from loomterm.engine.models.source import DEFAULT_MODEL_NAME
@@ -191,10 +204,7 @@ class SessionOpening:
     def finish(self, progress: ProgressCallback | None = None) -> Loom:
         """Load the model and make the real Loom over the previewed tree (heavy: run it
         off the UI thread). Raises what opening raises (``LoomError``)."""
-        from loomterm.progress import Progress
-
-        with Progress(progress).timed("import"):  # torch and transformers: seconds
-            from loomterm.engine.loom import facade  # noqa: F401
+        import_engine(progress)
         if self.opened is None:
             loom = self._create(progress)
         else:

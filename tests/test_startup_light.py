@@ -89,3 +89,23 @@ print(json.dumps({{"text": text, "heavy": heavy, "model": preview.runner.name}})
         "heavy": [],
         "model": name,
     }
+
+
+@pytest.mark.parametrize(
+    "command", [["--prompt", "Once"], ["generate", "-s", "g", "--prompt", "Once"]]
+)
+def test_the_import_of_torch_is_the_first_stage_of_the_progress(command, tiny_llama_dir):
+    """``--prompt`` and ``generate`` say what they are doing from the start: importing
+    torch and transformers (seconds) is a stage on stderr before the model's load."""
+    argv = [*command, "--model", str(tiny_llama_dir), "--device", "cpu", "--max-new-tokens", "2"]
+    result = subprocess.run(
+        [sys.executable, "-m", "loomterm", *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    stages = [line.split()[0] for line in result.stderr.splitlines() if " done in " in line]
+    assert stages[:1] == ["import"], result.stderr
+    assert "load" in stages[1:], result.stderr
+    assert result.stdout.startswith("Once")
