@@ -75,7 +75,7 @@ def plan_opening(args: argparse.Namespace) -> tuple[SessionOpening, str] | None:
     """The session to open with the model loading in the background, and its name;
     None when the editor must wait for the model (see :func:`run_editor`)."""
     from loomterm.session import list_sessions, read_file, session_path
-    from loomterm.session_open import SessionOpening
+    from loomterm.session_open import SessionOpening, same_as_recorded
     from loomterm.store import SESSION_SUFFIX
     from loomterm.tui.defaults import start_new_session
 
@@ -83,14 +83,24 @@ def plan_opening(args: argparse.Namespace) -> tuple[SessionOpening, str] | None:
         return None
     options = EngineOptions.from_args(args)
     read_only = getattr(args, "read_only", False)
+    recent = None
     if args.session:
         path = session_path(args.session)
     else:
         recent = next((s for s in list_sessions() if s.error is None), None)
-        if recent is not None and options.model is not None:
-            return None  # another model may mean a new session: that needs the model
         path = recent.path if recent is not None else session_path(new_session_name())
     opened = read_file(path, read_only) if path.exists() else None
+    if recent is not None and opened is not None and options.model is not None:
+        # Another model means a new session: decided from the model folder's
+        # fingerprint where that can be read without torch, else by loading first.
+        same = same_as_recorded(opened.data.model, options)
+        if same is None or (not same and read_only):
+            opened.close()
+            return None
+        if not same:
+            opened.close()
+            say_new_session(recent.name, recent.model)
+            path, opened = session_path(new_session_name()), None
     wanted = getattr(args, "attach", [])
 
     def attach(loom: Loom, progress) -> None:
@@ -171,15 +181,20 @@ def open_session(args: argparse.Namespace) -> tuple[Loom, str]:
                 return loom, recent.name
             except ModelMismatchError:
                 end_progress_line()
-                print(
-                    f"loomterm: session {recent.name!r} was made with {recent.model}; "
-                    "starting a new session on the model asked for",
-                    file=sys.stderr,
-                )
+                say_new_session(recent.name, recent.model)
         path = session_path(new_session_name())
         return _create(path, args, options, print_progress), _name(path, SESSION_SUFFIX)
     finally:
         end_progress_line()  # a failed stage leaves its line open before the error
+
+
+def say_new_session(name: str, model: str) -> None:
+    """The most recent session is on another model than ``--model``: say so."""
+    print(
+        f"loomterm: session {name!r} was made with {model}; "
+        "starting a new session on the model asked for",
+        file=sys.stderr,
+    )
 
 
 def _name(path: Path, suffix: str) -> str:

@@ -129,6 +129,27 @@ def import_engine(progress: ProgressCallback | None = None) -> None:
         from loomterm.engine.loom import facade  # noqa: F401
 
 
+def same_as_recorded(record: dict[str, Any], options: EngineOptions) -> bool | None:
+    """Whether ``options.model`` is the model of a session's ``record``, decided
+    without torch (a model folder's fingerprint, as ``Session.open`` compares it); None
+    when that needs the model (a server, a GGUF file, a hub id, llama.cpp)."""
+    from loomterm.engine.models.fingerprint import folder_fingerprint
+    from loomterm.engine.models.source import classify
+    from loomterm.engine.remote import is_server_url
+    from loomterm.model_identity import same_model
+
+    if options.model is None or is_server_url(options.model) or options.backend == "llama.cpp":
+        return None
+    source = classify(options.model)
+    if source.kind != "folder" or source.path is None:
+        return None
+    try:
+        given = folder_fingerprint(source.path.name, source.path)
+    except (OSError, ValueError):
+        return None  # loading says what is wrong with the folder
+    return same_model(record.get("fingerprint"), given)
+
+
 def model_label(model: str | None) -> str:
     """The name the status bar gives a model value before it is loaded."""
     from loomterm.engine.models.source import DEFAULT_MODEL_NAME
