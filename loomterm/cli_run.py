@@ -65,6 +65,7 @@ def run_editor(args: argparse.Namespace) -> int:
     finally:
         close_session(loom)
         if app is not None:
+            _give_up_loading(app)
             _close_last(app.loom)
     if app is not None:
         _say_where_it_ended(loom, app.loom)
@@ -127,6 +128,7 @@ def run_opening(opening: SessionOpening, name: str) -> int:
         app.run()
     finally:
         opening.close()  # the model never came: the file's lock is given back
+        _give_up_loading(app)
         if opening.loom is not None:
             close_session(opening.loom)
             _close_last(app.loom)  # type: ignore[arg-type]  # the real Loom by now
@@ -137,6 +139,18 @@ def run_opening(opening: SessionOpening, name: str) -> int:
         print(f"loomterm: {kind} {opening.path}", file=sys.stderr)
         _say_where_it_ended(opening.loom, app.loom)  # type: ignore[arg-type]
     return 0
+
+
+def _give_up_loading(app) -> None:
+    """The editor quit while a session switched to was loading its model: give its file
+    back (and close its session if the load finished meanwhile)."""
+    from loomterm.session import close_session
+
+    loader = getattr(app, "loader", None)
+    if loader is not None:
+        loader.opening.close()
+        if loader.opening.loom is not None:
+            close_session(loader.opening.loom)
 
 
 def _say_where_it_ended(first: Loom, last: Loom) -> None:
