@@ -31,9 +31,9 @@ from loomterm.engine.kernels import attention
 from loomterm.engine.kernels.step import make_decode_step
 from loomterm.engine.kv.cache import WorkingCache, resident_bytes
 from loomterm.engine.kv.resident import KVBytes
-from loomterm.engine.kv.rope import RopeSpec, probe_rope, rerotate_kv
+from loomterm.engine.kv.rope import RopeSpec, rerotate_kv
 from loomterm.engine.kv.window import MIN_CTX, Window
-from loomterm.engine.local import budget
+from loomterm.engine.local import budget, probes
 from loomterm.engine.local.path_cache import PathCache
 from loomterm.engine.runner import Capabilities, Runner
 from loomterm.engine.sample.chain import DryBreakers, SamplingParams, resolve_dry_breakers
@@ -103,8 +103,13 @@ class LocalRunner(Runner):
         self.attention_note = attention.install(self.model)
         if self.attention_note:
             log.warning(self.attention_note)
-        n_layers, n_heads, head_dim = self.kv_geometry()
-        self.rope: RopeSpec | None = probe_rope(self.model, self.fresh_kv, self.vocab_size)
+        # Three forward passes read the KV geometry and the RoPE convention; their
+        # answers are kept per model and setting (``local.probes``).
+        found = probes.probed(
+            loaded, self.model, self.fresh_kv, self.vocab_size, self.attention_note
+        )
+        n_layers, n_heads, head_dim = found.geometry
+        self.rope: RopeSpec | None = found.rope
         self.n_ctx = self._check_ctx(n_ctx)
         self.window = Window.for_context(self.n_ctx)
         self.work = WorkingCache(n_layers, n_heads, head_dim, self.dtype, self.device, self.n_ctx)
