@@ -85,6 +85,7 @@ async def test_a_model_that_cannot_load_sends_the_editor_back(
         assert app.doc.text == "Once upon a time" and app.model_ready
         assert app.loom.runner.loaded is tiny_loaded
         assert app.return_code is None  # the editor stayed
+        assert app.sessions.previous is None  # back where it was: nothing to go back to
         assert any("cannot open that session" in m for m in messages(app, "error"))
         close_session(app.loom)
     # The file of the session that could not open was given back: it opens again.
