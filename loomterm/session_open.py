@@ -13,9 +13,11 @@ Standard library and the store only: no torch, no textual.
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from loomterm.errors import LoomError
@@ -163,6 +165,21 @@ def model_label(model: str | None) -> str:
     return name.removesuffix(".gguf") if name.lower().endswith(".gguf") else name
 
 
+def folder_generation_config(model: str | None) -> SimpleNamespace | None:
+    """A local model folder's ``generation_config.json`` read as attributes (as
+    transformers' ``GenerationConfig`` gives them), without importing transformers; None
+    for anything else (the default model, a file, a server) or a file that cannot be
+    read."""
+    if not model or "://" in model:
+        return None
+    path = Path(model).expanduser() / "generation_config.json"
+    try:
+        values = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return SimpleNamespace(**values) if isinstance(values, dict) else None
+
+
 class SessionOpening:
     """A session being opened: read now (:meth:`preview`), loaded later (:meth:`finish`).
 
@@ -205,7 +222,7 @@ class SessionOpening:
 
         if self.opened is None:
             label = model_label(self.options.model)
-            return PreviewLoom(Tree(), StoredTokenText({}), label, Settings())
+            return PreviewLoom(Tree(), StoredTokenText({}), label, self._starting_settings())
         data = self.opened.data
         codec = StoredTokenText.from_tree(data.tree.root.walk(), data.pieces)
         settings, _notes = Settings.from_stored(data.settings)  # warned of when loaded
@@ -221,6 +238,14 @@ class SessionOpening:
         attached = state.get("attached") or list(data.models)
         preview.models = {key: None for key in attached if key in data.models}
         return preview
+
+    def _starting_settings(self) -> Settings:
+        """What a new session's status bar shows before the model is there: the samplers
+        it will start from (the llama.cpp preset, then a local model folder's
+        ``generation_config.json``), not neutral ones that change once it has loaded."""
+        from loomterm.presets import starting_samplers
+
+        return starting_samplers(Settings(), folder_generation_config(self.options.model))
 
     def finish(self, progress: ProgressCallback | None = None) -> Loom:
         """Load the model and make the real Loom over the previewed tree (heavy: run it
