@@ -6,6 +6,7 @@ editor back to the session it left."""
 from __future__ import annotations
 
 import shutil
+import threading
 
 from loomterm.engine import Loom
 from loomterm.engine.models.load import load_model
@@ -35,6 +36,23 @@ async def watch_until(pilot, app, predicate, seen: list, timeout: float = 60.0) 
     raise AssertionError(f"timed out; seen {seen[-3:]}")
 
 
+def held_at_preview(app, gate: threading.Event | None = None) -> list:
+    """Note ``(text, model ready, session)`` the moment the switched-to session is put
+    on the screen; with ``gate``, the engine waits for it before it loads the model
+    (a job queued first), so the test can type while the model is surely loading."""
+    seen: list = []
+    real = app.sessions.previewed
+
+    def previewed(message) -> None:
+        if gate is not None:
+            app.jobs.submit("test gate", lambda: gate.wait(60))
+        real(message)
+        seen.append((app.doc.text, app.model_ready, app.session_name))
+
+    app.sessions.previewed = previewed
+    return seen
+
+
 async def test_a_session_on_another_model_shows_at_once_and_takes_typing(
     make_app, tiny_loaded, tiny_gpt2_dir, tmp_path
 ):
@@ -45,14 +63,19 @@ async def test_a_session_on_another_model_shows_at_once_and_takes_typing(
     app = make_app(target_loom=story)
     async with app.run_test(size=TERMINAL) as pilot:
         await settle(pilot)
+        gate = threading.Event()
+        at_preview = held_at_preview(app, gate)
         app.sessions.switch(SessionChoice("open", session_path("other")))
         seen: list = []
         await watch_until(pilot, app, lambda: app.session_name == "other", seen)
         # On the screen, from its file, before its model is there.
-        assert app.doc.text == "The other" and not app.model_ready
+        assert at_preview == [("The other", False, "other")]
         assert session_of(story).closed
         await pilot.press(*" story")  # typed while the model loads
         await pilot.press("ctrl+g")  # needs the model: held, then run
+        await pilot.pause(0.2)
+        assert not app.model_ready and app.doc.text == "The other story"
+        gate.set()
         await watch_until(pilot, app, lambda: app.model_ready, seen)
         await settle(pilot)
         assert app.loom.runner.loaded.source == str(gpt2_dir)
@@ -77,14 +100,16 @@ async def test_a_model_that_cannot_load_sends_the_editor_back(
     app = make_app(target_loom=story)
     async with app.run_test(size=TERMINAL) as pilot:
         await settle(pilot)
+        at_preview = held_at_preview(app)
         app.sessions.switch(SessionChoice("open", session_path("other")))
         seen: list = []
-        await watch_until(pilot, app, lambda: app.session_name == "other", seen)
-        await watch_until(pilot, app, lambda: app.session_name == "story", seen)
+        await watch_until(pilot, app, lambda: bool(messages(app, "error")), seen)
         await settle(pilot)
+        assert at_preview == [("The other", False, "other")]  # shown while it loaded
         assert app.doc.text == "Once upon a time" and app.model_ready
         assert app.loom.runner.loaded is tiny_loaded
         assert app.return_code is None  # the editor stayed
+        assert app.sessions.previous is None  # back where it was: nothing to go back to
         assert any("cannot open that session" in m for m in messages(app, "error"))
         close_session(app.loom)
     # The file of the session that could not open was given back: it opens again.

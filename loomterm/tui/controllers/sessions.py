@@ -52,10 +52,10 @@ class Sessions:
         self.progress = progress  # a session opening loads its model: the status bar shows it
         self.previous: Path | None = None
         """The session open before this one (``Back to previous session``)."""
-        self.fallback: tuple[Loom, Path | None] | None = None
+        self.fallback: tuple[Loom, Path | None, Path | None] | None = None
         """While a session switched to loads its model: the session left (its closed
         Loom, whose models are still in memory, and its file), to go back to if the
-        model cannot load."""
+        model cannot load, and the previous session before the switch."""
 
     def pick(self) -> None:
         """The session picker; its choice is opened, made or renamed."""
@@ -172,8 +172,9 @@ class Sessions:
         model waits for it, in order. If it cannot load, the session left is opened
         again (:meth:`load_failed`)."""
         opening: SessionOpening = message.opening  # type: ignore[assignment]
+        before = self.previous
         old, old_path = self.let_go_of_open(opening.path)
-        self.fallback = (old, old_path)
+        self.fallback = (old, old_path, before)
         self.app.open_preview(opening, message.name)
         self.say_where()
 
@@ -183,7 +184,7 @@ class Sessions:
         was loading (the start's own load: the editor ends with the error)."""
         if self.fallback is None:
             return False
-        old, old_path = self.fallback
+        old, old_path, self.previous = self.fallback  # as if it had never been left
         self.fallback = None
         app = self.app
         text = str(error).splitlines()[0] if str(error) else type(error).__name__
