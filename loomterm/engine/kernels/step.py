@@ -36,6 +36,15 @@ THE CUDA GRAPH PATH HAS NOT RUN: it was written on a machine without a GPU. Its 
 (marked ``cuda``) skip without one. ``LOOMTERM_CUDA_GRAPHS=0`` turns it off.
 
 On a CPU the step runs eagerly (no graph), over exactly ``length + 1`` columns.
+
+``DecodeStep.block`` runs the same operations over one row's block of drafted tokens
+(drafted decoding's verification: the block's tokens are the rows of each product,
+explicit positions, the tree mask added to the scores), instead of transformers'
+generic forward: the same logits and KV (tested), and on SmolLM2-135M (float32, one
+thread, a loaded machine) a 6-token tree cost 1.45x a plain step against 1.65x
+through the generic forward. Float32 oneDNN layers (``cpu_linear.OneDnnLinear``) are
+called as the op their forward runs, without the module call: 0.92x the step's time in
+an A/B in one process, the same logits bit for bit.
 """
 
 from __future__ import annotations
@@ -393,7 +402,7 @@ def _product(module) -> Callable[[torch.Tensor], torch.Tensor]:
         return module.product
     if isinstance(module, OneDnnLinear):
         # The op its forward runs (the step is under inference mode, float32 in),
-        # without a module call's frames: about 4% of a one-thread float32 step.
+        # without a module call's frames (see the module docstring).
         weight, bias, op = module.weight, module.bias, torch.ops.mkldnn._linear_pointwise.default
 
         def onednn(x: torch.Tensor) -> torch.Tensor:

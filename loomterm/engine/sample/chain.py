@@ -64,6 +64,11 @@ State and randomness
 DRY sequence breakers resolved to token ids. Each row's generator is drawn from in this
 order per token: the XTC coin (only when XTC is on), then the token.
 
+``sample.ahead.DrawAhead`` draws a row's coming draws (the XTC coin, then the
+token's exponential race: what ``draw``'s ``torch.multinomial`` draws) before their
+distributions are known; ``sample_step(..., ahead=...)`` spends them in order and picks
+the same tokens as drawing then would. Drafted decoding reads them to guess.
+
 DRY's sequence breakers are strings in ``SamplingParams`` (so presets carry over); the
 engine resolves them once per model and breaker list with
 ``resolve_dry_breakers(params.dry_sequence_breakers, pieces, encode)`` (llama.cpp's
