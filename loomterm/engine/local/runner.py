@@ -277,6 +277,26 @@ class LocalRunner(Runner):
             self._free_for_oom()
             return self.forward(fed[:, None])
 
+    def verify_block(
+        self, ids: list[int], offsets: list[int], mask: torch.Tensor | None, keep: int
+    ) -> torch.Tensor:
+        """One row's block of drafted tokens after the working cache's columns
+        (``DecodeStep.block``: positions ``length + offsets``, ``mask`` (q, q) among the
+        block, None: causal): (keep, V) logits, the block's columns pending."""
+        try:
+            return self.step.block(ids, offsets, mask, keep)
+        except torch.OutOfMemoryError:
+            self._free_for_oom()
+            device, length, q = self.device, self.work.length, len(ids)
+            positions = torch.tensor([offsets], device=device) + length
+            full = torch.ones(1, 1, q, length + q, dtype=torch.bool, device=device)
+            if mask is not None:
+                full[0, 0, :, length:] = mask.to(device)
+            else:
+                full[0, 0, :, length:] = torch.ones(q, q, dtype=torch.bool).tril_()
+            ids_t = torch.tensor([ids], device=device)
+            return self.forward(ids_t, keep=keep, positions=positions, attention_mask=full)[0]
+
     def _free_for_oom(self) -> None:
         if not self.capabilities.node_kv:
             if self.device.type == "cuda":
@@ -337,6 +357,7 @@ class LocalRunner(Runner):
             kv=self.cache,
             forward=self.forward,
             decode_step=self.decode_step,
+            verify_block=self.verify_block if self.step is not None else None,
             codec=self.codec,
             eos_ids=self.eos_ids,
             device=self.device,

@@ -83,6 +83,7 @@ from dataclasses import dataclass
 
 import torch
 
+from loomterm.engine.sample.ahead import DrawAhead, race_pick
 from loomterm.engine.sample.params import (
     DRY_SEQUENCE_BREAKERS,
     NEVER,
@@ -264,20 +265,29 @@ def sample_step(
     generators: list[torch.Generator] | None = None,
     history: History | None = None,
     state: SamplerState | None = None,
+    ahead: list[DrawAhead] | None = None,
 ) -> tuple[torch.Tensor, SamplerState]:
     """Next token per row, and the state after it. logits: (B, V) -> (B,) token ids.
 
     ``history``: each row's path so far (typed text included), (B, T) or one sequence
     per row, needed when ``params.uses_history``. ``state``: from ``SamplerState.start``
     (or the previous step); None starts a fresh one (without DRY breakers).
+    ``ahead``: each row's draws drawn ahead (``sample.ahead.DrawAhead``, made from the
+    row's generator), spent instead of drawing from ``generators``: the same tokens.
     """
     if state is None:
         state = SamplerState.start(params, logits.shape[0], logits.device)
     if params.greedy:
         return adjust_logits(logits, params, history, state).argmax(-1), state
-    coins = xtc_coins(params, generators, logits.shape[0])
-    probs = sampling_probs(logits, params, history, state, coins)
-    chosen = draw(probs, generators)
+    if ahead is None:
+        coins = xtc_coins(params, generators, logits.shape[0])
+        probs = sampling_probs(logits, params, history, state, coins)
+        chosen = draw(probs, generators)
+    else:
+        drawn = [row.take() for row in ahead]
+        coins = torch.cat([coin for coin, _ in drawn]) if params.xtc_active else None
+        probs = sampling_probs(logits, params, history, state, coins)
+        chosen = race_pick(probs, [race for _, race in drawn])
     return chosen, advance(state, params, probs, chosen)
 
 
@@ -353,6 +363,7 @@ __all__ = [
     "NEVER",
     "TOP_ALTERNATIVES",
     "Bias",
+    "DrawAhead",
     "DryBreakers",
     "History",
     "SamplerState",
@@ -373,6 +384,7 @@ __all__ = [
     "make_generators",
     "min_p_filter",
     "mirostat_v2_filter",
+    "race_pick",
     "resolve_dry_breakers",
     "resolve_logit_bias",
     "sample",
