@@ -68,8 +68,14 @@ def open_or_create(args: argparse.Namespace):
     """The Loom of session ``args.session``: opened, or made and saved with the
     editor's starting samplers (llama.cpp's, or the model's generation_config, not the
     neutral raw distribution). Shared by ``generate`` and ``weave``."""
+    from loomterm.progress import end_progress_line, print_progress
+    from loomterm.session_open import import_engine
+
+    try:
+        import_engine(print_progress)  # torch: the first stage on stderr, not a silence
+    finally:
+        end_progress_line()
     from loomterm.engine import Loom
-    from loomterm.engine.models.load import end_progress_line, print_progress
     from loomterm.session import open_loom, save_loom, session_path
     from loomterm.settings import EngineOptions
     from loomterm.tui.defaults import start_new_session

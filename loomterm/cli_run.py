@@ -65,6 +65,7 @@ def run_editor(args: argparse.Namespace) -> int:
     finally:
         close_session(loom)
         if app is not None:
+            _give_up_loading(app)
             _close_last(app.loom)
     if app is not None:
         _say_where_it_ended(loom, app.loom)
@@ -75,7 +76,7 @@ def plan_opening(args: argparse.Namespace) -> tuple[SessionOpening, str] | None:
     """The session to open with the model loading in the background, and its name;
     None when the editor must wait for the model (see :func:`run_editor`)."""
     from loomterm.session import list_sessions, read_file, session_path
-    from loomterm.session_open import SessionOpening
+    from loomterm.session_open import SessionOpening, same_as_recorded
     from loomterm.store import SESSION_SUFFIX
     from loomterm.tui.defaults import start_new_session
 
@@ -83,14 +84,24 @@ def plan_opening(args: argparse.Namespace) -> tuple[SessionOpening, str] | None:
         return None
     options = EngineOptions.from_args(args)
     read_only = getattr(args, "read_only", False)
+    recent = None
     if args.session:
         path = session_path(args.session)
     else:
         recent = next((s for s in list_sessions() if s.error is None), None)
-        if recent is not None and options.model is not None:
-            return None  # another model may mean a new session: that needs the model
         path = recent.path if recent is not None else session_path(new_session_name())
     opened = read_file(path, read_only) if path.exists() else None
+    if recent is not None and opened is not None and options.model is not None:
+        # Another model means a new session: decided from the model folder's
+        # fingerprint where that can be read without torch, else by loading first.
+        same = same_as_recorded(opened.data.model, options)
+        if same is None or (not same and read_only):
+            opened.close()
+            return None
+        if not same:
+            opened.close()
+            say_new_session(recent.name, recent.model)
+            path, opened = session_path(new_session_name()), None
     wanted = getattr(args, "attach", [])
 
     def attach(loom: Loom, progress) -> None:
@@ -117,6 +128,7 @@ def run_opening(opening: SessionOpening, name: str) -> int:
         app.run()
     finally:
         opening.close()  # the model never came: the file's lock is given back
+        _give_up_loading(app)
         if opening.loom is not None:
             close_session(opening.loom)
             _close_last(app.loom)  # type: ignore[arg-type]  # the real Loom by now
@@ -127,6 +139,18 @@ def run_opening(opening: SessionOpening, name: str) -> int:
         print(f"loomterm: {kind} {opening.path}", file=sys.stderr)
         _say_where_it_ended(opening.loom, app.loom)  # type: ignore[arg-type]
     return 0
+
+
+def _give_up_loading(app) -> None:
+    """The editor quit while a session switched to was loading its model: give its file
+    back (and close its session if the load finished meanwhile)."""
+    from loomterm.session import close_session
+
+    loader = getattr(app, "loader", None)
+    if loader is not None:
+        loader.opening.close()
+        if loader.opening.loom is not None:
+            close_session(loader.opening.loom)
 
 
 def _say_where_it_ended(first: Loom, last: Loom) -> None:
@@ -171,15 +195,20 @@ def open_session(args: argparse.Namespace) -> tuple[Loom, str]:
                 return loom, recent.name
             except ModelMismatchError:
                 end_progress_line()
-                print(
-                    f"loomterm: session {recent.name!r} was made with {recent.model}; "
-                    "starting a new session on the model asked for",
-                    file=sys.stderr,
-                )
+                say_new_session(recent.name, recent.model)
         path = session_path(new_session_name())
         return _create(path, args, options, print_progress), _name(path, SESSION_SUFFIX)
     finally:
         end_progress_line()  # a failed stage leaves its line open before the error
+
+
+def say_new_session(name: str, model: str) -> None:
+    """The most recent session is on another model than ``--model``: say so."""
+    print(
+        f"loomterm: session {name!r} was made with {model}; "
+        "starting a new session on the model asked for",
+        file=sys.stderr,
+    )
 
 
 def _name(path: Path, suffix: str) -> str:
@@ -293,11 +322,15 @@ def new_session_name() -> str:
 
 
 def run_prompt(args: argparse.Namespace) -> int:
-    """Load the model, generate greedily from the prompt, stream the text to stdout."""
-    from loomterm.engine import Loom
-    from loomterm.engine.models.load import end_progress_line, print_progress
+    """Load the model, generate greedily from the prompt, stream the text to stdout
+    (the import of torch is the first stage of the progress on stderr)."""
+    from loomterm.progress import end_progress_line, print_progress
+    from loomterm.session_open import import_engine
 
     try:
+        import_engine(print_progress)
+        from loomterm.engine import Loom
+
         loom = Loom.load(**EngineOptions.from_args(args).load_kwargs(), progress=print_progress)
     finally:
         end_progress_line()  # a failed stage leaves its line open before the error

@@ -13,9 +13,11 @@ Standard library and the store only: no torch, no textual.
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from loomterm.errors import LoomError
@@ -116,6 +118,40 @@ class PreviewLoom:
         raise ModelLoading(f"{LOADING} ({name} needs it)")
 
 
+def import_engine(progress: ProgressCallback | None = None) -> None:
+    """Import the engine (torch and transformers: seconds, the longest silent wait of a
+    start otherwise) as an ``import`` stage on ``progress``; once per process."""
+    import sys
+
+    if "loomterm.engine.loom.facade" in sys.modules:
+        return
+    from loomterm.progress import Progress
+
+    with Progress(progress).timed("import"):
+        from loomterm.engine.loom import facade  # noqa: F401
+
+
+def same_as_recorded(record: dict[str, Any], options: EngineOptions) -> bool | None:
+    """Whether ``options.model`` is the model of a session's ``record``, decided
+    without torch (a model folder's fingerprint, as ``Session.open`` compares it); None
+    when that needs the model (a server, a GGUF file, a hub id, llama.cpp)."""
+    from loomterm.engine.models.fingerprint import folder_fingerprint
+    from loomterm.engine.models.source import classify
+    from loomterm.engine.remote import is_server_url
+    from loomterm.model_identity import same_model
+
+    if options.model is None or is_server_url(options.model) or options.backend == "llama.cpp":
+        return None
+    source = classify(options.model)
+    if source.kind != "folder" or source.path is None:
+        return None
+    try:
+        given = folder_fingerprint(source.path.name, source.path)
+    except (OSError, ValueError):
+        return None  # loading says what is wrong with the folder
+    return same_model(record.get("fingerprint"), given)
+
+
 def model_label(model: str | None) -> str:
     """The name the status bar gives a model value before it is loaded."""
     from loomterm.engine.models.source import DEFAULT_MODEL_NAME
@@ -127,6 +163,21 @@ def model_label(model: str | None) -> str:
         return text.split("://", 1)[1]
     name = Path(text).name
     return name.removesuffix(".gguf") if name.lower().endswith(".gguf") else name
+
+
+def folder_generation_config(model: str | None) -> SimpleNamespace | None:
+    """A local model folder's ``generation_config.json`` read as attributes (as
+    transformers' ``GenerationConfig`` gives them), without importing transformers; None
+    for anything else (the default model, a file, a server) or a file that cannot be
+    read."""
+    if not model or "://" in model:
+        return None
+    path = Path(model).expanduser() / "generation_config.json"
+    try:
+        values = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return SimpleNamespace(**values) if isinstance(values, dict) else None
 
 
 class SessionOpening:
@@ -171,7 +222,7 @@ class SessionOpening:
 
         if self.opened is None:
             label = model_label(self.options.model)
-            return PreviewLoom(Tree(), StoredTokenText({}), label, Settings())
+            return PreviewLoom(Tree(), StoredTokenText({}), label, self._starting_settings())
         data = self.opened.data
         codec = StoredTokenText.from_tree(data.tree.root.walk(), data.pieces)
         settings, _notes = Settings.from_stored(data.settings)  # warned of when loaded
@@ -188,13 +239,18 @@ class SessionOpening:
         preview.models = {key: None for key in attached if key in data.models}
         return preview
 
+    def _starting_settings(self) -> Settings:
+        """What a new session's status bar shows before the model is there: the samplers
+        it will start from (the llama.cpp preset, then a local model folder's
+        ``generation_config.json``), not neutral ones that change once it has loaded."""
+        from loomterm.presets import starting_samplers
+
+        return starting_samplers(Settings(), folder_generation_config(self.options.model))
+
     def finish(self, progress: ProgressCallback | None = None) -> Loom:
         """Load the model and make the real Loom over the previewed tree (heavy: run it
         off the UI thread). Raises what opening raises (``LoomError``)."""
-        from loomterm.progress import Progress
-
-        with Progress(progress).timed("import"):  # torch and transformers: seconds
-            from loomterm.engine.loom import facade  # noqa: F401
+        import_engine(progress)
         if self.opened is None:
             loom = self._create(progress)
         else:

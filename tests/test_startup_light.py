@@ -89,3 +89,49 @@ print(json.dumps({{"text": text, "heavy": heavy, "model": preview.runner.name}})
         "heavy": [],
         "model": name,
     }
+
+
+@pytest.mark.parametrize(
+    "command", [["--prompt", "Once"], ["generate", "-s", "g", "--prompt", "Once"]]
+)
+def test_the_import_of_torch_is_the_first_stage_of_the_progress(command, tiny_llama_dir):
+    """``--prompt`` and ``generate`` say what they are doing from the start: importing
+    torch and transformers (seconds) is a stage on stderr before the model's load."""
+    argv = [*command, "--model", str(tiny_llama_dir), "--device", "cpu", "--max-new-tokens", "2"]
+    result = subprocess.run(
+        [sys.executable, "-m", "loomterm", *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    stages = [line.split()[0] for line in result.stderr.splitlines() if " done in " in line]
+    assert stages[:1] == ["import"], result.stderr
+    assert "load" in stages[1:], result.stderr
+    assert result.stdout.startswith("Once")
+
+
+def test_a_new_sessions_status_bar_shows_the_samplers_it_will_start_with(tiny_llama_dir, tmp_path):
+    """Before the model is there, a new session's preview shows the llama.cpp preset and
+    the model folder's generation_config, as the loaded session then has them (neutral
+    samplers used to show while loading, then change)."""
+    import shutil
+
+    from loomterm.session_open import SessionOpening
+    from loomterm.settings import EngineOptions
+    from loomterm.tui.defaults import start_new_session
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_llama_dir, model)
+    config = model / "generation_config.json"
+    values = json.loads(config.read_text()) if config.exists() else {}
+    config.write_text(json.dumps({**values, "temperature": 0.6, "top_p": 0.9}))
+    options = EngineOptions(model=str(model), device="cpu")
+    opening = SessionOpening(tmp_path / "new.loom", options, prepare=start_new_session)
+    shown = opening.preview().settings
+    loom = opening.finish()
+    try:
+        assert (shown.temperature, shown.top_p) == (0.6, 0.9)
+        assert shown == loom.settings
+    finally:
+        opening.close()

@@ -76,6 +76,7 @@ from loomterm.tui.messages import (
     Moved,
     Prefill,
     SavedAs,
+    SessionPreviewed,
     SessionSwitched,
     Synced,
     TokensStreamed,
@@ -289,7 +290,12 @@ class LoomApp(App[None]):
 
     def open_loom(self, loom: Loom, name: str) -> None:
         """Put ``loom`` (another session) in place of the open one, named ``name`` (or
-        as before): a new document and history, the caches cleared."""
+        as before): a new document and history, the caches cleared. A session whose
+        model was still loading is given up (its file given back, the work held for it
+        dropped)."""
+        if self.loader is not None:
+            self.loader.opening.close()
+            self.loader = None
         self.loom = loom
         self.session_name = name or self.session_name
         self.generation.tokens_per_second = None  # the last session's speed is not this one's
@@ -304,6 +310,24 @@ class LoomApp(App[None]):
         self._text_cache.clear()
         self.rebuild_tree()
         self.show_title()
+
+    def open_preview(self, opening: SessionOpening, name: str) -> None:
+        """Put ``opening``'s session (another one) in place of the open one at once, from
+        its file, and load its model in the background as at start (the status bar
+        shows it; what needs the model waits for it, in order)."""
+        preview = opening.preview()
+        self.open_loom(preview, name)  # type: ignore[arg-type]
+        self.loader = loader = StartupLoader(self, self.jobs, opening)
+        loader.start()
+        cursor = preview.cursor
+        self.doc.show(cursor)
+        self.caret.place_saved(cursor)
+        loader.caret_at_start = self.doc.caret
+        self.history.push(Place(cursor, self.doc.caret))
+        self.navigation.remember(cursor)
+        self.view.document_changed()
+        self.refresh_bindings()
+        self.refresh_status_soon()
 
     def on_unmount(self) -> None:
         self.caret.report()  # quitting: the caret as it is now, not as it last settled
@@ -602,6 +626,8 @@ class LoomApp(App[None]):
     def on_job_failed(self, message: JobFailed) -> None:
         error = message.error
         if message.label == LOAD_JOB:
+            if self.sessions.load_failed(error):
+                return  # a session switched to: back to the one left
             # The session cannot open on this model: the command line says why, in one
             # line, as if it had failed before the editor (nothing was written).
             self.load_error = error
@@ -671,6 +697,10 @@ class LoomApp(App[None]):
     def on_session_switched(self, message: SessionSwitched) -> None:
         self.models.session_switched()
         self.sessions.switched(message)
+
+    def on_session_previewed(self, message: SessionPreviewed) -> None:
+        self.models.session_switched()
+        self.sessions.previewed(message)
 
     def on_context_assembled(self, message: ContextAssembled) -> None:
         self.context.assembled(message)

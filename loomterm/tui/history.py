@@ -3,7 +3,7 @@ deleted, so undoing an edit or a generation just goes back to where the document
 
 A state may also carry text typed on top of its node that the engine has not seen yet
 (undoing unsynced typing keeps it for redo), and the change to the tree's structure
-that led to it (a move, merge or split, ``tui.tidy``): undoing past that state
+that led to it (a move, merge or split, ``tui.tidy_changes``): undoing past that state
 reverts the change, redoing to it applies it again.
 """
 

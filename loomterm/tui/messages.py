@@ -144,6 +144,16 @@ class SessionSwitched(Message):
         self.then_generate = then_generate
 
 
+class SessionPreviewed(Message):
+    """Another session replaces the open one before its model is loaded: ``opening``'s
+    preview is shown at once and its model loads in the background."""
+
+    def __init__(self, opening: object, name: str) -> None:
+        super().__init__()
+        self.opening = opening
+        self.name = name
+
+
 class SavedAs(Message):
     """The session (a read-only one) was saved as the new session ``name``."""
 

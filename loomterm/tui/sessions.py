@@ -19,6 +19,7 @@ from loomterm.errors import SessionError
 
 if TYPE_CHECKING:
     from loomterm.engine import Loom
+    from loomterm.session_open import SessionOpening
     from loomterm.store import SessionSummary
 
 SIDE_FILES = ("-wal", "-shm", "-journal")  # SQLite's own, beside ``name.loom``
@@ -160,6 +161,34 @@ def open_in_place(current: Loom, path: Path, progress=None) -> Loom:
     if loaded:
         options |= {"device": str(loaded[0].device)}
     return Session.open(path, **options).loom
+
+
+def opening_elsewhere(current: Loom, path: Path) -> SessionOpening | None:
+    """The session at ``path`` to open on a model that is not in memory: its file read
+    (and locked) now, to show at once, its model to load in the background (as at
+    start, ``loomterm.session_open``; the device, context window and KV cap are
+    ``current``'s). None when one of ``current``'s loaded models is the session's:
+    :func:`open_in_place` opens it without loading anything."""
+    from loomterm.model_identity import same_model
+    from loomterm.session import read_file
+    from loomterm.session_open import SessionOpening
+    from loomterm.settings import EngineOptions
+
+    runner = current.runner
+    in_memory = [runner, *current.models.values()]
+    loaded = [r.loaded for r in in_memory if getattr(r, "loaded", None) is not None]
+    opened = read_file(path, False)
+    recorded = opened.data.model.get("fingerprint")
+    if any(same_model(recorded, model.fingerprint) for model in loaded):
+        opened.close()
+        return None
+    budget = getattr(runner, "kv_budget", None)
+    options = EngineOptions(
+        device=str(loaded[0].device) if loaded else "auto",
+        n_ctx=current.n_ctx,
+        kv_budget=str(budget) if budget is not None else None,
+    )
+    return SessionOpening(path, options, opened)
 
 
 def create_like(current: Loom, name: str) -> Loom:

@@ -79,3 +79,19 @@ def test_loaded_cpu_model_uses_it_and_matches_the_stock_forward(tiny_llama_dir):
     torch.testing.assert_close(ours, stock, rtol=1e-4, atol=1e-4)
     bf16 = load_model(tiny_llama_dir, device="cpu", dtype="bfloat16")
     assert not any(type(m) is OneDnnLinear for m in bf16.model.modules())  # float32 only
+
+
+def test_loaded_cpu_weights_take_the_decode_layout_with_their_values(tiny_llama_dir):
+    """The layout is made while the tokenizer loads (``load._from_pretrained``): every
+    float32 linear weight is laid out by the time ``load_model`` returns, values kept."""
+    from transformers import AutoModelForCausalLM
+
+    loaded = load_model(tiny_llama_dir, device="cpu", dtype="float32")
+    stock = AutoModelForCausalLM.from_pretrained(str(tiny_llama_dir), dtype=torch.float32)
+    stock_weights = dict(stock.named_parameters())
+    linears = [(n, m) for n, m in loaded.model.named_modules() if isinstance(m, nn.Linear)]
+    assert linears
+    for name, module in linears:
+        weight = module.weight
+        assert weight.stride() == (1, weight.shape[0]), name
+        assert torch.equal(weight, stock_weights[f"{name}.weight"]), name

@@ -6,7 +6,13 @@ import math
 
 import pytest
 
-from loomterm.engine.decode.draft_table import TABLE, WIDTH, AlternativesTable, table_near
+from loomterm.engine.decode.draft_table import (
+    TABLE,
+    WIDTH,
+    AlternativesTable,
+    propose_raced,
+    table_near,
+)
 from loomterm.engine.decode.draft_tree import DraftTree
 
 PROMPT = "Once upon a time, in a land far away, there lived a weaver who wove stories."
@@ -98,3 +104,36 @@ def test_table_sampler_reads_the_request():
     assert table_sampler(SamplingParams(temperature=0)) == (0.0, 0, 1.0, 0.0)
     params = SamplingParams(temperature=0.8, top_k=40, top_p=0.95, min_p=0.05)
     assert table_sampler(params) == (0.8, 40, 0.95, 0.05)
+
+
+def test_a_raced_chain_drafts_what_each_coming_draw_would_pick_under_the_estimate():
+    """``propose_raced``: at depth d the token with the largest q / E_d (not q's
+    likeliest), the next best of that ranking beside it at the first depths, and the
+    chain goes on after the pick."""
+    table = AlternativesTable(temperature=1.0)
+    # After (1, 2): 3 (0.5), 4 (0.3), 6 (0.2); after (2, 4): 5 only; after (2, 3): 7 only.
+    top = [(3, math.log(0.5)), (4, math.log(0.3)), (6, math.log(0.2))]
+    table.add_position([1, 2], 3, top)
+    table.add_position([2, 4], 5, [(5, 0.0)])
+    table.add_position([2, 3], 7, [(7, 0.0)])
+    # The first draw's race makes 4 win (0.3 / 0.1 > 0.5 / 1.0 > 0.2 / 2.0).
+    races = {0: {3: 1.0, 4: 0.1, 6: 2.0, 5: 1.0, 7: 1.0}, 1: {5: 1.0, 7: 1.0, 3: 1.0, 4: 1.0}}
+    asked = []
+
+    def race_at(depth, tokens):
+        asked.append(depth)
+        return [races.get(depth, {}).get(t, 1.0) for t in tokens]
+
+    tree = DraftTree(2, capacity=64)
+    added = propose_raced(table, tree, [1, 2], 4, race_at, widths=(2,))
+    first = tree.children[0]
+    assert set(first) == {4, 3}  # the race's pick and its runner-up
+    assert tree.sources[first[4]] == tree.sources[first[3]] == TABLE
+    chain = tree.children[first[4]]
+    assert list(chain) == [5]  # the chain goes on after 4, not after q's likeliest 3
+    assert tree.children[first[3]] == {}  # a runner-up is a leaf
+    assert added == len(tree) - 1 == 3  # nothing ever followed 5: the chain ends
+    assert asked[:2] == [0, 1]
+    # Without a race the same estimate drafts its likeliest token first.
+    assert table.estimate([1, 2])[0][0] == 3
+    assert propose_raced(table, DraftTree(2, capacity=64), [1, 2], 0, race_at) == 0

@@ -227,3 +227,54 @@ def test_cuda_int8_generation_equals_a_recompute(tiny_llama_dir):
     node = loom.append(loom.root, PROMPT)
     (kid,) = loom.generate(node, 12, temperature=0)
     assert_matches_recompute(loom, kid, LOW_TOL)
+
+
+def _block_both_ways(loom: Loom, ids, offsets, mask):
+    """(block, generic forward) logits and the block's KV columns, each way."""
+    runner, work = loom.runner, loom.runner.work
+    length, q = work.length, len(ids)
+    fast = runner.step.block(ids, offsets, mask, q).float()
+    assert work.pending == q
+    fast_kv = work.buf[:, :, 0, :, length : length + q].clone()
+    work.pending = 0
+    positions = torch.tensor([offsets]) + length
+    full = torch.ones(1, 1, q, length + q, dtype=torch.bool)
+    full[0, 0, :, length:] = mask if mask is not None else torch.ones(q, q).tril().bool()
+    generic = runner.forward(torch.tensor([ids]), keep=q, positions=positions, attention_mask=full)[
+        0
+    ].float()
+    generic_kv = work.buf[:, :, 0, :, length : length + q].clone()
+    work.pending = 0
+    return fast, generic, fast_kv, generic_kv
+
+
+@pytest.mark.parametrize("which", ["llama", "qwen2", "llama, the model's rotation"])
+@pytest.mark.parametrize("quant", ["none", "int8", "int4"])
+def test_a_drafted_block_equals_the_generic_forward(which, quant, tiny_llama_dir, qwen2_dir):
+    """The verification block (``DecodeStep.block``): a tree of drafts under its mask and
+    a plain chain, logits and written KV against the model's forward with the same
+    positions and mask (also through the model's own rotation and a per-layer scale)."""
+    folder = qwen2_dir if which == "qwen2" else tiny_llama_dir
+    loom = _loom(folder, dtype="float32", quant=quant)
+    if "rotation" in which:
+        loom.runner.step.rope_fast, loom.runner.step.head_scale = False, None
+    node = loom.append(loom.root, PROMPT)
+    loom.next_logits(node)
+    # root 5; children 7 and 8; 7 -> 9 -> 10; 8 -> 11 (depths 0, 1, 1, 2, 3, 2)
+    ids, offsets = [5, 7, 8, 9, 10, 11], [0, 1, 1, 2, 3, 2]
+    parents = [-1, 0, 0, 1, 3, 2]
+    mask = torch.zeros(6, 6, dtype=torch.bool)
+    for i, parent in enumerate(parents):
+        if parent >= 0:
+            mask[i] = mask[parent]
+        mask[i, i] = True
+    for block in ((ids, offsets, mask), ([5, 7, 9], [0, 1, 2], None), ([5], [0], None)):
+        fast, generic, fast_kv, generic_kv = _block_both_ways(loom, *block)
+        assert relative_error(fast, generic) < 1e-5
+        assert relative_error(fast_kv.float(), generic_kv.float()) < 1e-5
+    # A token sees only its ancestors: sibling 8's logits do not change with 7's branch.
+    other = [5, 7, 8, 12, 13, 11]
+    again, _, _, _ = _block_both_ways(loom, other, offsets, mask)
+    first, _, _, _ = _block_both_ways(loom, ids, offsets, mask)
+    assert torch.equal(again[[0, 1, 2, 5]], first[[0, 1, 2, 5]])
+    assert not torch.equal(again[3], first[3])

@@ -49,22 +49,31 @@ def make_app(loom, tmp_path):
     return make
 
 
+def _quiet(app) -> bool:
+    """No job in flight, nothing deferred, no pending typing, and no pending redraw of
+    the branch pane or the status bar (their timers have fired)."""
+    return (
+        not app.jobs.busy
+        and not app.jobs.deferred
+        and not app.doc.dirty
+        and app._sync_timer is None  # noqa: SLF001
+        and app._tree_timer is None  # noqa: SLF001
+        and app._status_timer is None  # noqa: SLF001
+    )
+
+
 async def settle(pilot, timeout: float = 20.0) -> None:
-    """Wait until the app has no job in flight, nothing deferred and no pending typing
-    (then one more pause for the pane and status timers)."""
+    """Wait until the app is quiet twice in a row, a short pause apart (a timer that
+    fires may start a job or another timer). State, not a fixed wait: a loaded machine
+    only makes it slower."""
     app = pilot.app
     loop = asyncio.get_running_loop()
     end = loop.time() + timeout
     while loop.time() < end:
         await pilot.pause(0.02)
-        if (
-            not app.jobs.busy
-            and not app.jobs.deferred
-            and not app.doc.dirty
-            and app._sync_timer is None  # noqa: SLF001
-        ):
-            await pilot.pause(0.15)  # the branch pane and status timers
-            if not app.jobs.busy and not app.doc.dirty and not app.jobs.deferred:
+        if _quiet(app):
+            await pilot.pause(0.05)
+            if _quiet(app):
                 return
     raise AssertionError("the app did not settle")
 

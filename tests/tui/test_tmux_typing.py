@@ -114,10 +114,15 @@ def test_pauses_mid_word_leave_no_fragment_siblings(tmux_run, tiny_llama_dir):
     assert len(typed) == 1 and data.text(typed[0]) == " The longer road\n\nIt was"
     assert typed[0].origin is Origin.USER  # every pause retyped the one node in place
     assert data.text(data.cursor_node).endswith(" And then more")  # one node, 3 pauses
-    # The typing after the generation may cut its last token (a character the tiny
-    # model left unfinished): then that token stays beside the new branch, no more.
+    # The typing after the generation may re-tokenize the generation's last few tokens
+    # (a character the tiny model left unfinished, or a token that merges with the typed
+    # text): then that short model tail stays beside the new branch, which starts with
+    # the same text and holds the typing. Which tokens end the generation is the seeded
+    # model's choice, so the test asserts the rule, not a token count.
     forks = [node for node in data.tree.nodes.values() if len(node.children) > 1]
     assert len(forks) <= 1
     for fork in forks:
         old, new = fork.children
-        assert old.origin is Origin.MODEL and len(old.tokens) == 1, data.text(old)
+        assert old.origin is Origin.MODEL and not old.children, data.text(old)
+        assert len(old.tokens) <= 4, data.text(old)  # a character is at most 4 bytes
+        assert new is data.cursor_node and data.text(new).startswith(data.text(old))

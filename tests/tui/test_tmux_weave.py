@@ -31,7 +31,7 @@ def test_weave_in_a_real_terminal_and_escape_keeps_what_it_made(tmux_run, tiny_l
     term.keys("400", literal=True)
     term.keys("Enter")
     # The status bar counts as it goes (the screen never holds still meanwhile).
-    seen, end = "", time.monotonic() + 60
+    seen, end = "", time.monotonic() + 180  # level 1 takes long on a loaded machine
     while time.monotonic() < end and "weave level 2/3" not in seen:
         seen = term.screen()
         time.sleep(0.1)

@@ -92,6 +92,8 @@ class DraftConfig:
         table_tokens: Tokens of the document and nearby branches whose recorded
             alternatives feed the alternatives table (``decode.draft_table``); 0: no table.
         table_budget: At most this many table drafts per step.
+        race_depth: Longest chain of table drafts that follow the coming draws
+            (sampled decoding, ``decode.draft_table.propose_raced``).
         probe_every: When no source pays, still draft one token every this many steps,
             so a source that starts to repeat is noticed.
         adaptive: Stop drafting (but for probes, further and further apart) while the
@@ -114,6 +116,7 @@ class DraftConfig:
     cost: Cost = Cost(0.6, 0.045)
     table_tokens: int = 1024
     table_budget: int = 3
+    race_depth: int = 8
     probe_every: int = 8
     adaptive: bool = False
 

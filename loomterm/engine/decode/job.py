@@ -78,6 +78,9 @@ class DecodeModel:
         kv: The runner's path cache: storing, remembering, shifting, refilling.
         forward: The model over the working cache.
         decode_step: ``forward`` for one token per row, (B,) -> (B, 1, V), faster.
+        verify_block: ``forward`` for one row's block of drafted tokens, faster:
+            (ids, offsets, mask (q, q) or None, keep) -> (keep, V); None where the
+            model has no decode step (``kernels.step``).
         codec: The tokenizer's text of tokens, for streaming.
         eos_ids: Tokens that end a continuation.
         device: Where the model runs.
@@ -100,6 +103,7 @@ class DecodeModel:
     quantized: bool
     touch: Callable[[list[Node]], None]
     enforce_budget: Callable[[list[Node]], int]
+    verify_block: Callable[..., torch.Tensor] | None = None
 
 
 @dataclass

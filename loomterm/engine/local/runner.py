@@ -31,9 +31,9 @@ from loomterm.engine.kernels import attention
 from loomterm.engine.kernels.step import make_decode_step
 from loomterm.engine.kv.cache import WorkingCache, resident_bytes
 from loomterm.engine.kv.resident import KVBytes
-from loomterm.engine.kv.rope import RopeSpec, probe_rope, rerotate_kv
+from loomterm.engine.kv.rope import RopeSpec, rerotate_kv
 from loomterm.engine.kv.window import MIN_CTX, Window
-from loomterm.engine.local import budget
+from loomterm.engine.local import budget, probes
 from loomterm.engine.local.path_cache import PathCache
 from loomterm.engine.runner import Capabilities, Runner
 from loomterm.engine.sample.chain import DryBreakers, SamplingParams, resolve_dry_breakers
@@ -103,8 +103,13 @@ class LocalRunner(Runner):
         self.attention_note = attention.install(self.model)
         if self.attention_note:
             log.warning(self.attention_note)
-        n_layers, n_heads, head_dim = self.kv_geometry()
-        self.rope: RopeSpec | None = probe_rope(self.model, self.fresh_kv, self.vocab_size)
+        # Three forward passes read the KV geometry and the RoPE convention; their
+        # answers are kept per model and setting (``local.probes``).
+        found = probes.probed(
+            loaded, self.model, self.fresh_kv, self.vocab_size, self.attention_note
+        )
+        n_layers, n_heads, head_dim = found.geometry
+        self.rope: RopeSpec | None = found.rope
         self.n_ctx = self._check_ctx(n_ctx)
         self.window = Window.for_context(self.n_ctx)
         self.work = WorkingCache(n_layers, n_heads, head_dim, self.dtype, self.device, self.n_ctx)
@@ -272,6 +277,26 @@ class LocalRunner(Runner):
             self._free_for_oom()
             return self.forward(fed[:, None])
 
+    def verify_block(
+        self, ids: list[int], offsets: list[int], mask: torch.Tensor | None, keep: int
+    ) -> torch.Tensor:
+        """One row's block of drafted tokens after the working cache's columns
+        (``DecodeStep.block``: positions ``length + offsets``, ``mask`` (q, q) among the
+        block, None: causal): (keep, V) logits, the block's columns pending."""
+        try:
+            return self.step.block(ids, offsets, mask, keep)
+        except torch.OutOfMemoryError:
+            self._free_for_oom()
+            device, length, q = self.device, self.work.length, len(ids)
+            positions = torch.tensor([offsets], device=device) + length
+            full = torch.ones(1, 1, q, length + q, dtype=torch.bool, device=device)
+            if mask is not None:
+                full[0, 0, :, length:] = mask.to(device)
+            else:
+                full[0, 0, :, length:] = torch.ones(q, q, dtype=torch.bool).tril_()
+            ids_t = torch.tensor([ids], device=device)
+            return self.forward(ids_t, keep=keep, positions=positions, attention_mask=full)[0]
+
     def _free_for_oom(self) -> None:
         if not self.capabilities.node_kv:
             if self.device.type == "cuda":
@@ -332,6 +357,7 @@ class LocalRunner(Runner):
             kv=self.cache,
             forward=self.forward,
             decode_step=self.decode_step,
+            verify_block=self.verify_block if self.step is not None else None,
             codec=self.codec,
             eos_ids=self.eos_ids,
             device=self.device,

@@ -16,6 +16,8 @@ inside transformers.
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -198,18 +200,24 @@ def load_model(
     load_dtype = torch.float32 if quant != "none" else torch_dtype
     _quiet_libraries()
     kind, value = _classify(model)
+    # Unquantized on a CPU, the weights take the decode layout while the tokenizer loads.
+    layout = torch_device.type == "cpu" and quant == "none"
     if kind == "default":
         folder = default_model_dir(report)
         loaded = _load_folder(
-            folder, DEFAULT_MODEL_NAME, DEFAULT_MODEL_NAME, torch_device, load_dtype, report
+            folder, DEFAULT_MODEL_NAME, DEFAULT_MODEL_NAME, torch_device, load_dtype, report, layout
         )
     elif kind == "folder":
-        loaded = _load_folder(value, value.name, str(value), torch_device, load_dtype, report)
+        loaded = _load_folder(
+            value, value.name, str(value), torch_device, load_dtype, report, layout
+        )
     elif kind == "gguf":
         folder = _gguf_folder(value, report)
-        loaded = _load_folder(folder, value.stem, str(value), torch_device, load_dtype, report)
+        loaded = _load_folder(
+            folder, value.stem, str(value), torch_device, load_dtype, report, layout
+        )
     else:
-        loaded = _load_hub(value, torch_device, load_dtype, report)
+        loaded = _load_hub(value, torch_device, load_dtype, report, layout)
     if quant != "none":
         _quantize(loaded, quant, torch_dtype, report)
     if torch_device.type == "cpu":
@@ -277,15 +285,16 @@ def _load_folder(
     device: torch.device,
     dtype: torch.dtype,
     report: Progress,
+    layout: bool = False,
 ) -> LoadedModel:
     """Load a local Hugging Face folder."""
-    model, tokenizer = _from_pretrained(str(folder), source, device, dtype, report, {})
+    model, tokenizer = _from_pretrained(str(folder), source, device, dtype, report, {}, layout)
     fingerprint = folder_fingerprint(name, folder, report)
     return LoadedModel(model, tokenizer, name, source, device, dtype, fingerprint)
 
 
 def _load_hub(
-    repo_id: str, device: torch.device, dtype: torch.dtype, report: Progress
+    repo_id: str, device: torch.device, dtype: torch.dtype, report: Progress, layout: bool = False
 ) -> LoadedModel:
     """Load a hub id: from the local hub cache when it is all there, else from the hub."""
     from huggingface_hub.utils import HFValidationError, validate_repo_id
@@ -298,7 +307,7 @@ def _load_hub(
         ) from None
     try:
         loaded = _from_pretrained(
-            repo_id, repo_id, device, dtype, report, {"local_files_only": True}
+            repo_id, repo_id, device, dtype, report, {"local_files_only": True}, layout
         )
     except NotCausalLMError:
         raise
@@ -310,7 +319,7 @@ def _load_hub(
             ) from None
         _probe_hub(repo_id)
         with report.timed("download"):
-            loaded = _from_pretrained(repo_id, repo_id, device, dtype, Progress(), {})
+            loaded = _from_pretrained(repo_id, repo_id, device, dtype, Progress(), {}, layout)
     model, tokenizer = loaded
     folder = _hub_snapshot_folder(repo_id)
     name = repo_id.rsplit("/", 1)[-1]
@@ -367,8 +376,10 @@ def _from_pretrained(
     dtype: torch.dtype,
     report: Progress,
     hub_kwargs: dict,
+    layout: bool = False,
 ):
-    """Config check, then model and tokenizer, on ``device`` in ``dtype``."""
+    """Config check, then model and tokenizer, on ``device`` in ``dtype``; ``layout``:
+    the float32 CPU weights in ``quant.decode_layout``'s layout too."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     with quiet_warnings():
@@ -382,13 +393,48 @@ def _from_pretrained(
     with report.timed("load"), quiet_warnings():
         try:
             model = _model_with_attention(AutoModelForCausalLM, where, config, dtype, hub_kwargs)
-            tokenizer = AutoTokenizer.from_pretrained(where, **hub_kwargs)
+            model.to(device)
+            model.eval()
+            model.requires_grad_(False)
+            # The decode layout's copies release the GIL: they run while the tokenizer
+            # loads (Python work), and are done before the model is handed on.
+            laid_out = _in_background(_decode_layout, model) if layout else None
+            try:
+                tokenizer = AutoTokenizer.from_pretrained(where, **hub_kwargs)
+            finally:
+                if laid_out is not None:
+                    laid_out()
         except Exception as exc:
             raise ModelLoadError(f"cannot load model {source}: {short_reason(exc)}") from None
-        model.to(device)
-        model.eval()
-        model.requires_grad_(False)
     return model, tokenizer
+
+
+def _decode_layout(model) -> None:
+    from loomterm.engine.kernels.quant import decode_layout
+
+    decode_layout(model)
+
+
+def _in_background(work: Callable[..., object], *args: object) -> Callable[[], None]:
+    """Start ``work(*args)`` on a helper thread; the function returned waits for it and
+    raises what it raised."""
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work(*args)
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+            failed.append(exc)
+
+    thread = threading.Thread(target=run, name="loomterm-layout", daemon=True)
+    thread.start()
+
+    def wait() -> None:
+        thread.join()
+        if failed:
+            raise failed[0]
+
+    return wait
 
 
 def _model_with_attention(auto_class, where: str, config, dtype: torch.dtype, hub_kwargs: dict):

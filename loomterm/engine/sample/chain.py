@@ -64,6 +64,11 @@ State and randomness
 DRY sequence breakers resolved to token ids. Each row's generator is drawn from in this
 order per token: the XTC coin (only when XTC is on), then the token.
 
+``sample.ahead.DrawAhead`` draws a row's coming draws (the XTC coin, then the
+token's exponential race: what ``draw``'s ``torch.multinomial`` draws) before their
+distributions are known; ``sample_step(..., ahead=...)`` spends them in order and picks
+the same tokens as drawing then would. Drafted decoding reads them to guess.
+
 DRY's sequence breakers are strings in ``SamplingParams`` (so presets carry over); the
 engine resolves them once per model and breaker list with
 ``resolve_dry_breakers(params.dry_sequence_breakers, pieces, encode)`` (llama.cpp's
@@ -83,6 +88,7 @@ from dataclasses import dataclass
 
 import torch
 
+from loomterm.engine.sample.ahead import DrawAhead, race_pick
 from loomterm.engine.sample.params import (
     DRY_SEQUENCE_BREAKERS,
     NEVER,
@@ -264,20 +270,29 @@ def sample_step(
     generators: list[torch.Generator] | None = None,
     history: History | None = None,
     state: SamplerState | None = None,
+    ahead: list[DrawAhead] | None = None,
 ) -> tuple[torch.Tensor, SamplerState]:
     """Next token per row, and the state after it. logits: (B, V) -> (B,) token ids.
 
     ``history``: each row's path so far (typed text included), (B, T) or one sequence
     per row, needed when ``params.uses_history``. ``state``: from ``SamplerState.start``
     (or the previous step); None starts a fresh one (without DRY breakers).
+    ``ahead``: each row's draws drawn ahead (``sample.ahead.DrawAhead``, made from the
+    row's generator), spent instead of drawing from ``generators``: the same tokens.
     """
     if state is None:
         state = SamplerState.start(params, logits.shape[0], logits.device)
     if params.greedy:
         return adjust_logits(logits, params, history, state).argmax(-1), state
-    coins = xtc_coins(params, generators, logits.shape[0])
-    probs = sampling_probs(logits, params, history, state, coins)
-    chosen = draw(probs, generators)
+    if ahead is None:
+        coins = xtc_coins(params, generators, logits.shape[0])
+        probs = sampling_probs(logits, params, history, state, coins)
+        chosen = draw(probs, generators)
+    else:
+        drawn = [row.take() for row in ahead]
+        coins = torch.cat([coin for coin, _ in drawn]) if params.xtc_active else None
+        probs = sampling_probs(logits, params, history, state, coins)
+        chosen = race_pick(probs, [race for _, race in drawn])
     return chosen, advance(state, params, probs, chosen)
 
 
@@ -353,6 +368,7 @@ __all__ = [
     "NEVER",
     "TOP_ALTERNATIVES",
     "Bias",
+    "DrawAhead",
     "DryBreakers",
     "History",
     "SamplerState",
@@ -373,6 +389,7 @@ __all__ = [
     "make_generators",
     "min_p_filter",
     "mirostat_v2_filter",
+    "race_pick",
     "resolve_dry_breakers",
     "resolve_logit_bias",
     "sample",

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from textual.widget import Widget
 
     from loomterm.engine import Loom
+    from loomterm.session_open import SessionOpening
     from loomterm.tree import Node
     from loomterm.tui.document import DocumentModel
     from loomterm.tui.history import History
@@ -81,6 +82,7 @@ class Editor(Protocol):
     def let_go(self, loom: Loom) -> None: ...
     def show_title(self) -> None: ...
     def open_loom(self, loom: Loom, name: str) -> None: ...
+    def open_preview(self, opening: SessionOpening, name: str) -> None: ...
 
     # -- Textual's App ---------------------------------------------------------------------
     theme: str

@@ -14,10 +14,12 @@ from typing import TYPE_CHECKING
 
 from loomterm.errors import SessionError
 from loomterm.tui import sessions
-from loomterm.tui.messages import SessionSwitched
+from loomterm.tui.messages import SessionPreviewed, SessionSwitched
 from loomterm.tui.widgets.sessions import SessionChoice, SessionsScreen
 
 if TYPE_CHECKING:
+    from loomterm.engine import Loom
+    from loomterm.session_open import SessionOpening
     from loomterm.tui.controllers.caret import Caret
     from loomterm.tui.controllers.editor import Editor
     from loomterm.tui.controllers.generation import Generation
@@ -50,6 +52,10 @@ class Sessions:
         self.progress = progress  # a session opening loads its model: the status bar shows it
         self.previous: Path | None = None
         """The session open before this one (``Back to previous session``)."""
+        self.fallback: tuple[Loom, Path | None, Path | None] | None = None
+        """While a session switched to loads its model: the session left (its closed
+        Loom, whose models are still in memory, and its file), to go back to if the
+        model cannot load, and the previous session before the switch."""
 
     def pick(self) -> None:
         """The session picker; its choice is opened, made or renamed."""
@@ -88,6 +94,11 @@ class Sessions:
             name = name_of(path)
             if choice.kind == "rename":
                 path, name = self.rename_open(path, choice.name), choice.name
+            else:
+                opening = sessions.opening_elsewhere(old, path)
+                if opening is not None:  # on a model not in memory: shown first
+                    app.post_message(SessionPreviewed(opening, name))
+                    return
             new = sessions.open_in_place(old, path, progress=self.progress.report)
             app.post_message(SessionSwitched(new, name, new.cursor, False))
 
@@ -112,13 +123,14 @@ class Sessions:
             self.app.call_from_thread(self.app.notify, f"not renamed: {exc}", severity="error")
             return path
 
-    def switched(self, message: SessionSwitched) -> None:
-        """Put the new session in place of the old one, which is saved and closed (and
-        deleted if nothing was ever written in it)."""
+    def let_go_of_open(self, new_path: Path | None) -> tuple[Loom, Path | None]:
+        """Save and close the open session (deleted if nothing was ever written in it),
+        remembered as the one to go back to unless it is ``new_path``; returns its Loom
+        and file."""
         from loomterm.session import close_session
 
         app = self.app
-        old, new = app.loom, message.loom
+        old = app.loom
         old_path = sessions.session_file(old)
         self.caret.report()  # the old session keeps where its caret was
         app.let_go(old)
@@ -126,10 +138,17 @@ class Sessions:
         if sessions.discard_if_empty(old):
             old_path = None
         # A renamed session is this one under its new name: not a session to go back to.
-        if (
-            old_path is not None and old_path.exists() and old_path != sessions.session_file(new)  # type: ignore[arg-type]
-        ):
+        if old_path is not None and old_path.exists() and old_path != new_path:
             self.previous = old_path
+        return old, old_path
+
+    def switched(self, message: SessionSwitched) -> None:
+        """Put the new session in place of the old one, which is saved and closed (and
+        deleted if nothing was ever written in it)."""
+        app = self.app
+        new = message.loom
+        self.let_go_of_open(sessions.session_file(new))  # type: ignore[arg-type]
+        self.fallback = None
         app.open_loom(new, message.name)  # type: ignore[arg-type]
         caret = self.caret.saved(message.node)
         if caret is None:
@@ -138,7 +157,47 @@ class Sessions:
                 self.jobs.when_idle(lambda: self.generation.generate(1), sync=False)
         else:  # where the user left the caret in that session
             self.navigation.show_node(message.node, caret)
+        self.say_where()
+
+    def say_where(self) -> None:
+        """Name the session now open, and the one 'Back to previous session' returns to."""
         back = ""
         if self.previous is not None:
             back = f"; 'Back to previous session' returns to {name_of(self.previous)!r}"
-        app.notify(f"Now in session {app.session_name!r}{back}", timeout=5)
+        self.app.notify(f"Now in session {self.app.session_name!r}{back}", timeout=5)
+
+    def previewed(self, message: SessionPreviewed) -> None:
+        """A session on a model not in memory: on the screen at once (its file's
+        preview), its model loading in the background as at start; what needs the
+        model waits for it, in order. If it cannot load, the session left is opened
+        again (:meth:`load_failed`)."""
+        opening: SessionOpening = message.opening  # type: ignore[assignment]
+        before = self.previous
+        old, old_path = self.let_go_of_open(opening.path)
+        self.fallback = (old, old_path, before)
+        self.app.open_preview(opening, message.name)
+        self.say_where()
+
+    def load_failed(self, error: BaseException) -> bool:
+        """The model of a session switched to did not load: say why and go back to the
+        session left (a new one on its model if that one is gone). False when no switch
+        was loading (the start's own load: the editor ends with the error)."""
+        if self.fallback is None:
+            return False
+        old, old_path, self.previous = self.fallback  # as if it had never been left
+        self.fallback = None
+        app = self.app
+        text = str(error).splitlines()[0] if str(error) else type(error).__name__
+        app.notify(f"cannot open that session: {text}", severity="error", timeout=8)
+
+        def job() -> None:
+            if old_path is not None and old_path.exists():
+                new = sessions.open_in_place(old, old_path, progress=self.progress.report)
+                app.post_message(SessionSwitched(new, name_of(old_path), new.cursor, False))
+            else:
+                name = sessions.new_name()
+                new = sessions.create_like(old, name)
+                app.post_message(SessionSwitched(new, name, new.root, False))
+
+        self.jobs.submit("session", job, lock=True)
+        return True

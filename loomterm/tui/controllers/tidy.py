@@ -2,7 +2,7 @@
 merge the node at the caret into its parent (alt+j), pick up the branch at the caret
 (alt+c) and move it to hang at the caret somewhere else (alt+y, "yank" it there).
 
-Each runs in the engine worker (``tui.tidy``), is saved in the session as it
+Each runs in the engine worker (``tui.tidy_changes``), is saved in the session as it
 happens, and goes on the undo history as a change: ctrl+z reverts it (the same nodes
 come back, ids and all), ctrl+y applies it again. :meth:`Tidy.undo` and
 :meth:`Tidy.redo` take over from navigation's when the place being left or re-entered
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from textual.message import Message
 
 from loomterm.tree import Node
-from loomterm.tui import ops, tidy
+from loomterm.tui import ops, tidy_changes
 from loomterm.tui.history import Place
 from loomterm.tui.sanitize import safe_line
 from loomterm.tui.tree_places import branch_of
@@ -39,7 +39,7 @@ class Tidied(Message):
         self,
         node: Node,
         caret: int | None,
-        change: tidy.Change | None,
+        change: tidy_changes.Change | None,
         focus: Node | None,
         done: str = "",
     ) -> None:
@@ -81,7 +81,7 @@ class Tidy:
         loom, caret = app.loom, app.doc.caret
 
         def job() -> None:
-            change = tidy.split_at(loom, node, position)
+            change = tidy_changes.split_at(loom, node, position)
             app.post_message(Tidied(node, caret, change, None))
 
         self.jobs.submit("split", job, lock=True)
@@ -97,7 +97,7 @@ class Tidy:
         loom, caret = app.loom, app.doc.caret
 
         def job() -> None:
-            change = tidy.merge_into_parent(loom, node)
+            change = tidy_changes.merge_into_parent(loom, node)
             app.post_message(Tidied(shown, caret, change, None))
 
         self.jobs.submit("merge", job, lock=True)
@@ -130,7 +130,7 @@ class Tidy:
         loom = app.loom
 
         def job() -> None:
-            change = tidy.move_here(loom, branch, node, position)
+            change = tidy_changes.move_here(loom, branch, node, position)
             app.post_message(Tidied(branch, None, change, branch))
 
         self.jobs.submit("move", job, lock=True)
@@ -139,7 +139,7 @@ class Tidy:
     def tidied(self, message: Tidied) -> None:
         """On the UI thread: show what a tidying job left, and put it on the history."""
         app = self.app
-        if message.change is not None and isinstance(message.change, tidy.Move):
+        if message.change is not None and isinstance(message.change, tidy_changes.Move):
             self.picked_up = None
         app.note_change()
         app.rebuild_tree_soon()
