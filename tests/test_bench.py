@@ -209,3 +209,27 @@ def test_peer_llama_cpp_on_a_tiny_gguf(tiny_llama_dir, tmp_path):
     assert not isinstance(runs, str), runs
     (run,) = runs
     assert run.tokens == 6 and run.rate > 0 and run.decode_rate >= run.rate
+
+
+def test_the_transformers_baseline_is_a_freshly_loaded_model(tiny_llama_dir):
+    """The peer as its users run it: ``from_pretrained`` afresh, not loomterm's model
+    with stock layers swapped back (loomterm stores linear weights transposed for its
+    decode kernels and installs its own attention)."""
+    import torch
+
+    from loomterm.bench.common import fresh_transformers
+    from loomterm.bench.decoding import hf_generate
+
+    loaded = load_model(str(tiny_llama_dir), device="cpu", dtype="float32")
+    with fresh_transformers(loaded) as model:
+        assert model is not loaded.model
+        linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+        assert linears and all(m.weight.is_contiguous() for m in linears)
+        assert not any(p is q for p in model.parameters() for q in loaded.model.parameters())
+        ids = torch.tensor([[1, 5, 9, 13]])  # (1, T)
+        theirs = hf_generate(model, ids, 6)[0, 4:].tolist()
+    from loomterm.engine import Loom
+
+    loom = Loom.from_loaded(loaded)
+    ours = loom.generate(loom.append_tokens(loom.root, [1, 5, 9, 13]), 6, temperature=0)[0]
+    assert list(ours.tokens) == theirs[: len(ours.tokens)]

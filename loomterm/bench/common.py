@@ -84,6 +84,26 @@ def stock_layout(model):
             weight.data = data
 
 
+@contextlib.contextmanager
+def fresh_transformers(loaded: LoadedModel, dtype: torch.dtype | None = None) -> Iterator[Any]:
+    """The peer as its users run it: the same model loaded afresh by transformers'
+    ``AutoModelForCausalLM.from_pretrained`` (its own attention, layout and kernels,
+    none of loomterm's), on ``loaded``'s device, in ``dtype`` (default: ``loaded``'s).
+    Freed on leaving, so that only one extra copy is ever held."""
+    from transformers import AutoModelForCausalLM
+
+    where = loaded.model.name_or_path  # the folder (or hub id) loomterm loaded it from
+    model = AutoModelForCausalLM.from_pretrained(where, dtype=dtype or loaded.dtype)
+    model = model.to(loaded.device).eval()
+    model.requires_grad_(False)
+    try:
+        yield model
+    finally:
+        del model
+        if loaded.device.type == "cuda":
+            torch.cuda.empty_cache()
+
+
 @torch.inference_mode()
 def full_recompute(loaded: LoadedModel, tokens: list[int]) -> torch.Tensor:
     """Next-token logits of ``tokens`` from scratch: one forward pass, no cache. (V,)"""

@@ -5,12 +5,12 @@ from __future__ import annotations
 import torch
 
 from loomterm.bench import regen
-from loomterm.bench.common import make_loom, stock_attention, stock_layout
+from loomterm.bench.common import fresh_transformers, make_loom
 from loomterm.bench.report import Row, ratio
 from loomterm.bench.timing import median, timed
 
 DECODE = "Plain decode"
-DECODE_NOTE = "greedy, prompt prefill included on both sides; baseline: transformers generate()"
+DECODE_NOTE = "greedy, prompt prefill included on both sides; baseline: generate() of the model freshly loaded by transformers"
 SIBLINGS = "Siblings"
 SIBLINGS_NOTE = "N sampled continuations in one batch; baseline: N sequential generations"
 MEMORY = "KV memory"
@@ -25,9 +25,13 @@ def plain_decode(loaded, prompt: list[int], new_tokens: int, reps: int, log) -> 
     timed from the prompt's tokens (prefill included). The target row decodes plainly
     (drafting off); a second row shows the default settings (drafting auto)."""
     log(f"plain decode: {new_tokens} tokens after a {len(prompt)}-token prompt")
+    with fresh_transformers(loaded) as model:
+        return _plain_decode(loaded, model, prompt, new_tokens, reps)
+
+
+def _plain_decode(loaded, model, prompt: list[int], new_tokens: int, reps: int) -> list[Row]:
     looms = {mode: make_loom(loaded, drafting=mode) for mode in ("off", "auto")}
     device = loaded.device
-    model = loaded.model
     ids = torch.tensor([prompt], device=device)  # (1, T)
     for loom in looms.values():
         loom.generate(loom.append_tokens(loom.root, prompt), 4, temperature=0)  # warm-up
@@ -80,19 +84,18 @@ def plain_decode(loaded, prompt: list[int], new_tokens: int, reps: int, log) -> 
 
 @torch.inference_mode()
 def hf_generate(model, ids: torch.Tensor, new_tokens: int) -> torch.Tensor:
-    """transformers' own greedy ``generate`` with its own attention and weight layout:
-    (1, T + new)."""
-    with stock_attention(model), stock_layout(model):
-        return model.generate(
-            ids,
-            attention_mask=torch.ones_like(ids),
-            max_new_tokens=new_tokens,
-            do_sample=False,
-            temperature=None,
-            top_p=None,
-            top_k=None,
-            pad_token_id=model.generation_config.eos_token_id,
-        )
+    """transformers' own greedy ``generate`` on a freshly loaded model
+    (:func:`~loomterm.bench.common.fresh_transformers`): (1, T + new)."""
+    return model.generate(
+        ids,
+        attention_mask=torch.ones_like(ids),
+        max_new_tokens=new_tokens,
+        do_sample=False,
+        temperature=None,
+        top_p=None,
+        top_k=None,
+        pad_token_id=model.generation_config.eos_token_id,
+    )
 
 
 # -- siblings and their memory ------------------------------------------------------------------

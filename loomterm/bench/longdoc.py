@@ -4,8 +4,8 @@
   snapshot, no per-token records yet) is opened fresh and asked for one greedy token;
   loomterm reads the path in chunks, keeps every token's log-probability and top-10,
   and shows progress. Baseline: one plain transformers forward of the same window
-  (``model(input_ids)``, stock SDPA attention and weight layout, all logits, as a
-  user of transformers would run it), then its argmax. Same model, dtype and threads.
+  (``model(input_ids)`` on the model freshly loaded by transformers, all logits, as a
+  user of transformers runs it), then its argmax. Same model, dtype and threads.
 - Window switches: two siblings at the end of a path longer than ``n_ctx``. In the
   same window the switch computes only the sibling's own tokens (exact); across a
   window shift the columns already held are re-rotated (approximate, flagged, as a
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from loomterm.bench.common import full_recompute, make_loom, stock_attention, stock_layout
+from loomterm.bench.common import fresh_transformers, full_recompute, make_loom
 from loomterm.bench.report import Row, speedup
 from loomterm.bench.timing import median, timed
 from loomterm.engine.sample.chain import token_record_tensor, unpack_token_records
@@ -47,11 +47,11 @@ def _window_tokens(loom, tokens: list[int]) -> list[int]:
 
 
 @torch.inference_mode()
-def plain_forward(loaded, tokens: list[int]) -> torch.Tensor:
-    """A plain transformers forward of ``tokens``: every position's logits, (T, V)."""
-    ids = torch.tensor([tokens], device=loaded.device)  # (1, T)
-    with stock_attention(loaded.model), stock_layout(loaded.model):
-        return loaded.model(input_ids=ids).logits[0]  # (T, V)
+def plain_forward(model, tokens: list[int]) -> torch.Tensor:
+    """A plain transformers forward of ``tokens`` on a freshly loaded ``model``
+    (``fresh_transformers``): every position's logits, (T, V)."""
+    ids = torch.tensor([tokens], device=model.device)  # (1, T)
+    return model(input_ids=ids).logits[0]  # (T, V)
 
 
 @torch.inference_mode()
@@ -81,9 +81,14 @@ def open_first_token(loaded, corpus: list[int], length: int, reps: int, log) -> 
     against a plain forward of the window; a fresh open per repetition. Two sessions:
     one saved by loomterm (every token's records stored: the read keeps only the last
     logits) and one imported (no records: the read computes them all)."""
+    log(f"open a session with a {length:,}-token path, first token")
+    with fresh_transformers(loaded) as plain:
+        return _open_first_token(loaded, plain, corpus, length, reps)
+
+
+def _open_first_token(loaded, plain, corpus: list[int], length: int, reps: int) -> list[Row]:
     from loomterm.session import Session
 
-    log(f"open a session with a {length:,}-token path, first token")
     tokens = _far(corpus, 0, length)
     seconds: dict[str, list[float]] = {"base": [], "saved": [], "imported": []}
     cpu: dict[str, list[float]] = {"base": [], "saved": [], "imported": []}
@@ -95,7 +100,7 @@ def open_first_token(loaded, corpus: list[int], length: int, reps: int, log) -> 
         window = _window_tokens(loom, tokens)
         first = None
         for rep in range(reps):
-            took, used, logits = _timed_cpu(loaded.device, lambda: plain_forward(loaded, window))
+            took, used, logits = _timed_cpu(loaded.device, lambda: plain_forward(plain, window))
             seconds["base"].append(took)
             cpu["base"].append(used)
             first = int(logits[-1].argmax())

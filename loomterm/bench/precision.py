@@ -11,19 +11,20 @@ in the same run on the same work:
   and whether the most likely token is the same (top-1 agreement).
 
 A last row sets int8's decode against transformers' own ``generate`` in float32 on
-the same prompt: the issue's int8 target. Then the peer rows: llama.cpp on the GGUF
+the same prompt, the model freshly loaded by transformers: the issue's int8 target. Then the peer rows: llama.cpp on the GGUF
 file the model came from (``peer``), against loomterm's float32 and int8.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from dataclasses import dataclass
 
 import torch
 
 from loomterm.bench import peer
-from loomterm.bench.common import make_loom
+from loomterm.bench.common import fresh_transformers, make_loom
 from loomterm.bench.decoding import hf_generate
 from loomterm.bench.report import Row, ratio
 from loomterm.bench.timing import percentile, timed
@@ -72,7 +73,9 @@ def precision_table(
         loom.generate(loom.append_tokens(loom.root, prompt), 2, temperature=0)
     reference = models["float32"]
     ids = torch.tensor([prompt], device=reference.device)
-    hf_generate(reference.model, ids, 2)
+    transformers_side = contextlib.ExitStack()  # the fresh model, freed after the loop
+    hf_model = transformers_side.enter_context(fresh_transformers(reference, torch.float32))
+    hf_generate(hf_model, ids, 2)
     decode: dict[str, list[float]] = {label: [] for label in looms}
     prefill: dict[str, list[float]] = {label: [] for label in looms}
     only: dict[str, list[float]] = {label: [] for label in looms}  # decode without prefill
@@ -92,10 +95,9 @@ def precision_table(
                 lambda loom=loom: loom.next_logits(loom.append_tokens(loom.root, doc)),
             )
             prefill[label].append(len(doc) / seconds)
-        seconds, out = timed(
-            reference.device, lambda: hf_generate(reference.model, ids, new_tokens)
-        )
+        seconds, out = timed(reference.device, lambda: hf_generate(hf_model, ids, new_tokens))
         hf.append((out.shape[1] - len(prompt)) / seconds)
+    transformers_side.close()
     want = _logprobs(reference, doc)
     rows: list[Row] = []
     base_decode, base_prefill = best(decode["float32"]), best(prefill["float32"])
