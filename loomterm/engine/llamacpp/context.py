@@ -34,6 +34,7 @@ PIECE_BYTES = 256
 _LOG_KEEP = 4  # GGML_LOG_LEVEL_ERROR: llama.cpp's chatter (model loading) is dropped
 _init_lock = threading.Lock()
 _initialized: list[object] = []  # the log callback, kept alive for llama.cpp
+_muted = threading.Event()  # set while a failure is expected and handled (seq_restore)
 
 
 def default_threads() -> int:
@@ -51,7 +52,7 @@ def _backend(lib) -> None:
 
         @lib.llama_log_callback
         def quiet(level: int, text: bytes, _data) -> None:  # pragma: no cover - C calls it
-            if level == _LOG_KEEP and text:
+            if level == _LOG_KEEP and text and not _muted.is_set():
                 os.write(2, text)
 
         lib.llama_log_set(quiet, ctypes.c_void_p(0))
@@ -212,7 +213,11 @@ class LlamaContext:
         """Put a :meth:`seq_save` copy back as the (empty) sequence ``seq``, in cells of
         its own; False when the cache has no room for it."""
         buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
-        return int(self.lib.llama_state_seq_set_data(self.ctx, buf, len(data), seq)) > 0
+        _muted.set()  # no room is an answer here, not an error to print
+        try:
+            return int(self.lib.llama_state_seq_set_data(self.ctx, buf, len(data), seq)) > 0
+        finally:
+            _muted.clear()
 
     # -- evaluation --------------------------------------------------------------------
     def decode(
