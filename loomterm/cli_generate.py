@@ -69,8 +69,9 @@ def open_or_create(args: argparse.Namespace):
     editor's starting samplers (llama.cpp's, or the model's generation_config, not the
     neutral raw distribution). Shared by ``generate`` and ``weave``."""
     from loomterm.progress import end_progress_line, print_progress
-    from loomterm.session_open import import_engine
+    from loomterm.session_open import check_server, import_engine
 
+    check_server(getattr(args, "model", None))  # absent: the session's recorded model
     try:
         import_engine(print_progress)  # torch: the first stage on stderr, not a silence
     finally:

@@ -325,8 +325,9 @@ def run_prompt(args: argparse.Namespace) -> int:
     """Load the model, generate greedily from the prompt, stream the text to stdout
     (the import of torch is the first stage of the progress on stderr)."""
     from loomterm.progress import end_progress_line, print_progress
-    from loomterm.session_open import import_engine
+    from loomterm.session_open import check_server, import_engine
 
+    check_server(getattr(args, "model", None))  # absent: the default model
     try:
         import_engine(print_progress)
         from loomterm.engine import Loom

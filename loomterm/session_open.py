@@ -131,6 +131,17 @@ def import_engine(progress: ProgressCallback | None = None) -> None:
         from loomterm.engine.loom import facade  # noqa: F401
 
 
+def check_server(model: str | None) -> None:
+    """With a server's URL for ``model``: say at once, before torch is imported, when
+    nothing listens there (the one line connecting would give); nothing otherwise."""
+    from loomterm.engine.remote import is_server_url
+
+    if is_server_url(model):
+        from loomterm.engine.remote.http import check_reachable
+
+        check_reachable(str(model))
+
+
 def same_as_recorded(record: dict[str, Any], options: EngineOptions) -> bool | None:
     """Whether ``options.model`` is the model of a session's ``record``, decided
     without torch (a model folder's fingerprint, as ``Session.open`` compares it); None

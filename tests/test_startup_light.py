@@ -135,3 +135,17 @@ def test_a_new_sessions_status_bar_shows_the_samplers_it_will_start_with(tiny_ll
         assert shown == loom.settings
     finally:
         opening.close()
+
+
+@pytest.mark.parametrize("command", [["--prompt", "Hi"], ["generate", "-s", "g"]])
+def test_a_server_that_is_not_running_is_said_before_torch_is_imported(command, tmp_path):
+    """``--model URL`` with nothing listening: the one line connecting gives, at once
+    (it used to come after seconds of importing torch, behind an ``import`` line)."""
+    from loomterm.serving.llama_server import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    outcome, err = run_probe(*command, "--model", url)
+    assert outcome == {"code": 1, "heavy": []}
+    assert (
+        err == f"loomterm: cannot reach the server at {url} (connection refused): is it running?\n"
+    )

@@ -200,6 +200,27 @@ class ServerClient:
         )
 
 
+def check_reachable(url: str, connect_timeout: float | None = None) -> None:
+    """Raise the one-line :class:`ServerError` that connecting would give when nothing
+    accepts a connection at ``url`` (refused, unknown host, connect timeout); any
+    answer, even an HTTP error, passes. Needs only httpx: the command line calls it
+    before importing torch, so a server that is not running is said at once."""
+    base = Timeouts()
+    timeouts = Timeouts(
+        connect=connect_timeout if connect_timeout is not None else base.connect,
+        read=base.connect,  # an answer of any kind will do: no long wait for one
+    )
+    client = ServerClient(url, timeouts)
+    try:
+        client.http.send(client.http.build_request("GET", "/"))
+    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+        raise translate(exc, client) from None
+    except httpx.HTTPError:
+        pass  # it accepted the connection: the real connect reports anything else
+    finally:
+        client.close()
+
+
 class _Faults:
     """Turns httpx's transport errors inside the block into one-line ServerErrors."""
 
