@@ -18,7 +18,7 @@ import pytest
 
 from loomterm.session import load_session, session_path
 from tests.helpers import require_or_skip
-from tests.tui.test_tmux import Tmux, document_lines, idle, loomterm_command
+from tests.tui.test_tmux import Tmux, bars, document_lines, idle, loomterm_command
 
 pytestmark = pytest.mark.default_model
 
@@ -44,7 +44,7 @@ def term(tmp_path, isolated_dirs, monkeypatch):
 
 def settled(screen: str) -> bool:
     """Nothing running: no state on the status bar, and no "esc Stop" in the footer."""
-    return idle(screen) and "esc Stop" not in screen
+    return idle(screen) and "esc Stop" not in bars(screen)
 
 
 def quiet(term, predicate, what: str, timeout: float = 120.0, still: float = 3.0) -> str:
