@@ -144,23 +144,64 @@ def check_server(model: str | None) -> None:
 
 def same_as_recorded(record: dict[str, Any], options: EngineOptions) -> bool | None:
     """Whether ``options.model`` is the model of a session's ``record``, decided
-    without torch (a model folder's fingerprint, as ``Session.open`` compares it); None
-    when that needs the model (a server, a GGUF file, a hub id, llama.cpp)."""
+    without torch, as ``Session.open`` would compare the loaded model's fingerprint:
+    a model folder's own fingerprint; a GGUF file's digest (on llama.cpp, the weights'
+    digest is the file's) or the fingerprint of its conversion, where one is cached.
+    None when that needs the model (a server, a hub id, a GGUF file not converted yet)."""
     from loomterm.engine.models.fingerprint import folder_fingerprint
-    from loomterm.engine.models.source import classify
     from loomterm.engine.remote import is_server_url
     from loomterm.model_identity import same_model
 
-    if options.model is None or is_server_url(options.model) or options.backend == "llama.cpp":
+    if options.model is None or is_server_url(options.model):
         return None
-    source = classify(options.model)
-    if source.kind != "folder" or source.path is None:
+    source = _local_source(options.model)
+    if source is None or source.path is None:
         return None
+    recorded = record.get("fingerprint") or {}
     try:
-        given = folder_fingerprint(source.path.name, source.path)
+        if options.backend == "llama.cpp":
+            return _same_gguf_file(source, record, recorded)
+        if source.kind == "gguf":
+            folder = _conversion_of(source.path)
+            if folder is None:
+                return None  # the first load converts it: the model decides then
+            return same_model(recorded, folder_fingerprint(source.path.stem, folder))
+        return same_model(recorded, folder_fingerprint(source.path.name, source.path))
     except (OSError, ValueError):
-        return None  # loading says what is wrong with the folder
-    return same_model(record.get("fingerprint"), given)
+        return None  # loading says what is wrong with the folder or file
+
+
+def _local_source(model: str):
+    """The model value as a local folder or GGUF file; None for anything else (a hub id,
+    the default model's name) or a value that loading will refuse with its reason."""
+    from loomterm.engine.models.source import classify
+    from loomterm.errors import ModelLoadError
+
+    try:
+        source = classify(model)
+    except ModelLoadError:
+        return None
+    return source if source.kind in ("folder", "gguf") else None
+
+
+def _same_gguf_file(source, record: dict[str, Any], recorded: dict[str, Any]) -> bool | None:
+    """On llama.cpp the fingerprint's weights are the GGUF file's digest, and its config
+    and tokenizer digests follow from the file: the same file is the same model."""
+    from loomterm.engine.models.fingerprint import file_sha256
+
+    if source.kind != "gguf":
+        return None  # llama.cpp refuses it, with its reason
+    if recorded.get("weights") != file_sha256(source.path):
+        return False
+    return True if record.get("backend") == "llama.cpp" else None
+
+
+def _conversion_of(gguf: Path) -> Path | None:
+    """The cached conversion of a GGUF file, if it was converted before."""
+    from loomterm.engine.models.conversions import find_conversion
+    from loomterm.engine.models.fingerprint import file_sha256
+
+    return find_conversion(file_sha256(gguf))
 
 
 def model_label(model: str | None) -> str:

@@ -9,13 +9,13 @@ from __future__ import annotations
 import pytest
 import torch
 
+from loomterm.engine.models.conversions import MARKER
 from loomterm.engine.models.default import (
     DEFAULT_GGUF_SHA256,
     default_gguf_path,
     default_model_dir,
 )
 from loomterm.engine.models.fingerprint import file_sha256
-from loomterm.engine.models.gguf import MARKER
 from loomterm.engine.models.load import DEFAULT_MODEL_NAME, load_model
 
 pytestmark = pytest.mark.default_model

@@ -149,3 +149,51 @@ def test_a_server_that_is_not_running_is_said_before_torch_is_imported(command, 
     assert (
         err == f"loomterm: cannot reach the server at {url} (connection refused): is it running?\n"
     )
+
+
+@pytest.mark.default_model
+def test_whether_a_gguf_file_is_a_sessions_model_is_told_without_torch(tiny_llama_dir, tmp_path):
+    """``loomterm --model FILE.gguf`` with no -s: whether the most recent session was
+    written on that file is told from the file's digest and its cached conversion, in
+    a fresh interpreter without torch, so the editor paints that session at once; it
+    answers what loading would (another model: a new session), and None only where
+    that needs the model (``session_open.same_as_recorded``)."""
+    from loomterm.engine import Loom
+    from loomterm.engine.models.default import default_gguf_path
+    from loomterm.session import close_session, save_loom
+
+    gguf = default_gguf_path()
+    records = {}
+    for name, model in (("gguf", gguf), ("other", tiny_llama_dir)):
+        loom = Loom.load(str(model), device="cpu")  # the GGUF: the default's conversion
+        loom.cursor = loom.append(loom.root, "Once upon a time")
+        records[name] = tmp_path / f"{name}.loom"
+        save_loom(loom, records[name])
+        close_session(loom)
+    script = f"""
+import json, sys
+from loomterm.session import read_file
+from loomterm.session_open import same_as_recorded
+from loomterm.settings import EngineOptions
+answers = {{}}
+for name, path in {({k: str(v) for k, v in records.items()})!r}.items():
+    record = read_file(path, True)
+    for backend in ("auto", "llama.cpp"):
+        options = EngineOptions(model={str(gguf)!r}, backend=backend)
+        answers[name + " " + backend] = same_as_recorded(record.data.model, options)
+    record.close()
+heavy = sorted(m for m in ("torch", "transformers") if m in sys.modules)
+print(json.dumps({{"answers": answers, "heavy": heavy}}))
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert json.loads(result.stdout) == {
+        "answers": {
+            "gguf auto": True,  # the torch runner's fingerprint: the conversion's folder
+            "gguf llama.cpp": False,  # llama.cpp's weights are the file's digest
+            "other auto": False,
+            "other llama.cpp": False,
+        },
+        "heavy": [],
+    }

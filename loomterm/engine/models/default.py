@@ -22,8 +22,9 @@ import zipfile
 from pathlib import Path
 
 from loomterm import locations
+from loomterm.engine.models.conversions import find_conversion, is_converted
 from loomterm.engine.models.fingerprint import file_sha256, remember_sha256
-from loomterm.engine.models.gguf import ensure_converted, find_conversion, is_converted
+from loomterm.engine.models.gguf import ensure_converted
 from loomterm.engine.models.source import DEFAULT_MODEL_NAME
 from loomterm.errors import ModelLoadError
 from loomterm.progress import Progress, ProgressCallback

@@ -26,46 +26,21 @@ from pathlib import Path
 
 import torch
 
-from loomterm import locations
+from loomterm.engine.models.conversions import (
+    CONVERSION_FORMAT,
+    MARKER,
+    find_conversion,
+    is_converted,
+)
 from loomterm.errors import ModelLoadError
 from loomterm.progress import Progress
 
-MARKER = "loomterm-conversion.json"
-# Bump when the layout of converted folders changes: older folders are then redone.
-CONVERSION_FORMAT = 1
 # Partial folders older than this are leftovers of a crash, not a conversion under way.
 STALE_PARTIAL_S = 3600
 
 # Conversions patch a module global of transformers for progress (see _count_tensors):
 # one at a time per process.
 _convert_lock = threading.Lock()
-
-
-def converted_dir(gguf_path: Path, sha256: str) -> Path:
-    """Where the conversion of a GGUF file lives: ``models/<stem>-<12 hex of its SHA-256>``."""
-    return locations.cache_dir() / "models" / f"{Path(gguf_path).stem}-{sha256[:12]}"
-
-
-def is_converted(folder: Path, sha256: str) -> bool:
-    """Whether ``folder`` holds a finished conversion of the GGUF file with this digest."""
-    try:
-        marker = json.loads((Path(folder) / MARKER).read_text())
-    except (OSError, ValueError):
-        return False
-    return marker.get("format") == CONVERSION_FORMAT and marker.get("gguf_sha256") == sha256
-
-
-def find_conversion(sha256: str) -> Path | None:
-    """A finished conversion of the GGUF file with this digest, wherever it was made: a
-    file is converted once, whatever path or name it is attached by (the default
-    model's own GGUF file, attached by its path, reuses the default's folder)."""
-    try:
-        folders = sorted((locations.cache_dir() / "models").iterdir())
-    except OSError:
-        return None
-    return next(
-        (f for f in folders if not f.name.startswith(".") and is_converted(f, sha256)), None
-    )
 
 
 def ensure_converted(

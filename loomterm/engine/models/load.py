@@ -24,16 +24,10 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from loomterm.engine.models.conversions import converted_dir, find_conversion, is_converted
 from loomterm.engine.models.default import default_model_dir
 from loomterm.engine.models.fingerprint import file_sha256, folder_fingerprint
-from loomterm.engine.models.gguf import (
-    converted_dir,
-    ensure_converted,
-    find_conversion,
-    is_converted,
-    quiet_warnings,
-    short_reason,
-)
+from loomterm.engine.models.gguf import ensure_converted, quiet_warnings, short_reason
 from loomterm.engine.models.source import DEFAULT_MODEL_NAME, classify
 from loomterm.errors import ModelLoadError, NotCausalLMError
 from loomterm.progress import Progress, ProgressCallback, end_progress_line, print_progress

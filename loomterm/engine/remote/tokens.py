@@ -79,9 +79,10 @@ def _gguf_tokenizer(path: Path) -> Any:
     """A GGUF file's tokenizer, read once (seconds) and kept in the cache by digest."""
     from transformers import AutoTokenizer
 
+    from loomterm.engine.models.conversions import is_converted
     from loomterm.engine.models.default import DEFAULT_GGUF_SHA256
     from loomterm.engine.models.fingerprint import file_sha256
-    from loomterm.engine.models.gguf import is_converted, quiet_warnings
+    from loomterm.engine.models.gguf import quiet_warnings
 
     digest = file_sha256(path)
     if digest == DEFAULT_GGUF_SHA256:
