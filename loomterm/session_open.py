@@ -146,8 +146,9 @@ def same_as_recorded(record: dict[str, Any], options: EngineOptions) -> bool | N
     """Whether ``options.model`` is the model of a session's ``record``, decided
     without torch, as ``Session.open`` would compare the loaded model's fingerprint:
     a model folder's own fingerprint; a GGUF file's digest (on llama.cpp, the weights'
-    digest is the file's) or the fingerprint of its conversion, where one is cached.
-    None when that needs the model (a server, a hub id, a GGUF file not converted yet)."""
+    digest is the file's) or the fingerprint of its conversion, where those are cached.
+    None when that needs the model (a server, a hub id, a GGUF file not hashed or
+    converted yet: loading does that with its progress shown)."""
     from loomterm.engine.models.fingerprint import folder_fingerprint
     from loomterm.engine.remote import is_server_url
     from loomterm.model_identity import same_model
@@ -187,21 +188,23 @@ def _local_source(model: str):
 def _same_gguf_file(source, record: dict[str, Any], recorded: dict[str, Any]) -> bool | None:
     """On llama.cpp the fingerprint's weights are the GGUF file's digest, and its config
     and tokenizer digests follow from the file: the same file is the same model."""
-    from loomterm.engine.models.fingerprint import file_sha256
+    from loomterm.engine.models.fingerprint import known_sha256
 
-    if source.kind != "gguf":
-        return None  # llama.cpp refuses it, with its reason
-    if recorded.get("weights") != file_sha256(source.path):
+    digest = known_sha256(source.path) if source.kind == "gguf" else None
+    if digest is None:
+        return None  # llama.cpp refuses what is no GGUF file; a new file is hashed then
+    if recorded.get("weights") != digest:
         return False
     return True if record.get("backend") == "llama.cpp" else None
 
 
 def _conversion_of(gguf: Path) -> Path | None:
-    """The cached conversion of a GGUF file, if it was converted before."""
+    """The cached conversion of a GGUF file, if it was converted (and so hashed) before."""
     from loomterm.engine.models.conversions import find_conversion
-    from loomterm.engine.models.fingerprint import file_sha256
+    from loomterm.engine.models.fingerprint import known_sha256
 
-    return find_conversion(file_sha256(gguf))
+    digest = known_sha256(gguf)
+    return find_conversion(digest) if digest is not None else None
 
 
 def model_label(model: str | None) -> str:

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from loomterm.engine.models import gguf as gguf_convert
-from loomterm.engine.models.fingerprint import CACHE_MIN_BYTES, file_sha256
+from loomterm.engine.models.fingerprint import CACHE_MIN_BYTES, file_sha256, known_sha256
 from loomterm.engine.models.load import (
     LoadedModel,
     check_causal_lm,
@@ -413,6 +413,27 @@ def test_large_file_digests_are_cached_by_size_and_mtime(tmp_path):
     big.write_bytes(changed)
     os.utime(big, ns=(1, 1))
     assert file_sha256(big) == hashlib.sha256(changed).hexdigest()
+
+
+def test_a_digest_is_known_without_reading_only_once_it_was_hashed(tmp_path):
+    """``known_sha256`` (asked before the editor paints) never reads a large file: None
+    until a hash recorded it, and None again once the file changed; a small file is
+    hashed at once."""
+    import hashlib
+
+    big = tmp_path / "big.bin"
+    payload = os.urandom(1024) * (CACHE_MIN_BYTES // 1024 + 1)
+    big.write_bytes(payload)
+    assert known_sha256(big) is None
+    assert known_sha256(big) is None  # asking recorded nothing
+    file_sha256(big)
+    assert known_sha256(big) == hashlib.sha256(payload).hexdigest()
+    big.write_bytes(b"x" + payload[1:])
+    os.utime(big, ns=(1, 1))
+    assert known_sha256(big) is None
+    small = tmp_path / "small.bin"
+    small.write_bytes(b"hello")
+    assert known_sha256(small) == hashlib.sha256(b"hello").hexdigest()
 
 
 # -- command line ---------------------------------------------------------------------

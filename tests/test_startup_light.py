@@ -170,13 +170,14 @@ def test_whether_a_gguf_file_is_a_sessions_model_is_told_without_torch(tiny_llam
         records[name] = tmp_path / f"{name}.loom"
         save_loom(loom, records[name])
         close_session(loom)
+    paths = {name: str(path) for name, path in records.items()}
     script = f"""
 import json, sys
 from loomterm.session import read_file
 from loomterm.session_open import same_as_recorded
 from loomterm.settings import EngineOptions
 answers = {{}}
-for name, path in {({k: str(v) for k, v in records.items()})!r}.items():
+for name, path in {paths!r}.items():
     record = read_file(path, True)
     for backend in ("auto", "llama.cpp"):
         options = EngineOptions(model={str(gguf)!r}, backend=backend)

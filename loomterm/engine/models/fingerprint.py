@@ -38,15 +38,10 @@ def file_sha256(path: Path, progress: Progress | None = None, stage: str = "hash
     """Hex SHA-256 of a file's bytes, cached for large files."""
     path = Path(path).resolve()
     stat = path.stat()
-    key = {"path": str(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    cached = _cached_sha256(path, stat)
+    if cached is not None:
+        return cached
     record = _digest_record(path) if stat.st_size >= CACHE_MIN_BYTES else None
-    if record is not None:
-        try:
-            cached = json.loads(record.read_text())
-            if {k: cached.get(k) for k in key} == key:
-                return cached["sha256"]
-        except (OSError, ValueError, KeyError):
-            pass  # a missing or damaged record: hash again
     if stat.st_size < CACHE_MIN_BYTES:
         progress = None  # too quick to be worth a progress line
     digest = hashlib.sha256()
@@ -61,6 +56,31 @@ def file_sha256(path: Path, progress: Progress | None = None, stage: str = "hash
     if record is not None:
         remember_sha256(path, hex_digest)
     return hex_digest
+
+
+def known_sha256(path: Path) -> str | None:
+    """The file's digest where it takes no reading of a large file: cached from an
+    earlier hash, or the file is small; None otherwise (hashing gigabytes takes seconds,
+    which the caller would spend with nothing on the screen)."""
+    path = Path(path).resolve()
+    stat = path.stat()
+    if stat.st_size < CACHE_MIN_BYTES:
+        return file_sha256(path)
+    return _cached_sha256(path, stat)
+
+
+def _cached_sha256(path: Path, stat) -> str | None:
+    """The digest recorded for this path at its size and modification time, if any."""
+    if stat.st_size < CACHE_MIN_BYTES:
+        return None
+    key = {"path": str(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    try:
+        cached = json.loads(_digest_record(path).read_text())
+        if {k: cached.get(k) for k in key} == key:
+            return cached["sha256"]
+    except (OSError, ValueError, KeyError):
+        pass  # a missing or damaged record: hash again
+    return None
 
 
 def remember_sha256(path: Path, hex_digest: str) -> None:
