@@ -11,6 +11,8 @@ from pathlib import Path
 
 from platformdirs import user_cache_dir, user_config_dir, user_data_dir
 
+from loomterm.cpu_target import this_build_name
+
 APP_NAME = "loomterm"
 # The test suite's cache (tests/conftest.py): its llama.cpp build is found from here too.
 TEST_CACHE_NAME = "loomterm-tests"
@@ -50,9 +52,11 @@ LLAMA_CPP_VERSION = "0.3.36"
 
 
 def llama_cpp_dir() -> Path:
-    """The llama.cpp build: ``bin/llama-server``, ``lib/`` (libllama and libggml*, shared)
-    and ``python/`` (the ``llama_cpp`` binding, pure Python). Not created here."""
-    return cache_dir() / "llama.cpp" / LLAMA_CPP_VERSION
+    """The llama.cpp build for this CPU: ``bin/llama-server``, ``lib/`` (libllama and
+    libggml*, shared) and ``python/`` (the ``llama_cpp`` binding, pure Python), in a
+    folder named for the instruction sets it is compiled for (``cpu_target``): a cache
+    moved to another CPU builds again rather than crash. Not created here."""
+    return cache_dir() / "llama.cpp" / LLAMA_CPP_VERSION / this_build_name()
 
 
 def test_cache_dir() -> Path:
@@ -65,5 +69,6 @@ def llama_cpp_dirs() -> list[Path]:
     """Where an existing llama.cpp build of this version may be, first to last: this
     cache's (``llama_cpp_dir``), then the test suite's (the tests build it there), so
     that a build made by either serves the runner and the bench. Not created here."""
-    folders = [llama_cpp_dir(), test_cache_dir() / "llama.cpp" / LLAMA_CPP_VERSION]
+    tests = test_cache_dir() / "llama.cpp" / LLAMA_CPP_VERSION / this_build_name()
+    folders = [llama_cpp_dir(), tests]
     return list(dict.fromkeys(folders))

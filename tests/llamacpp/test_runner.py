@@ -210,3 +210,32 @@ def test_bad_input_is_one_line(binding, default_gguf, tmp_path):
             loom.generate(node, 4, banned_strings=["the"])
     finally:
         loom.runner.close()
+
+
+def test_a_session_on_llama_cpp_is_told_by_its_gguf_file_without_the_model(
+    loom, default_gguf, tmp_path, isolated_dirs
+):
+    """``loomterm --backend llama.cpp --model FILE.gguf`` with no -s paints the most recent
+    session at once when it was written on that file: its recorded weights are the
+    file's digest (``session_open.same_as_recorded``); on the torch runner the same
+    file is another fingerprint (its conversion's), so a new session, as loading says."""
+    from loomterm.session import close_session, read_file, save_loom
+    from loomterm.session_open import same_as_recorded
+    from loomterm.settings import EngineOptions
+
+    loom.cursor = loom.append(loom.root, PROMPT)
+    path = tmp_path / "llama.loom"
+    save_loom(loom, path)
+    close_session(loom)
+    opened = read_file(path, True)
+    try:
+        record = opened.data.model
+        on = {
+            backend: same_as_recorded(
+                record, EngineOptions(model=str(default_gguf), backend=backend)
+            )
+            for backend in ("llama.cpp", "torch")
+        }
+    finally:
+        opened.close()
+    assert on == {"llama.cpp": True, "torch": False}
