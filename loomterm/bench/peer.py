@@ -4,7 +4,7 @@ Two ways to reach it, the first that is present:
 
 - a ``llama-server`` binary: ``LOOMTERM_LLAMA_SERVER``, else ``llama-server`` on the
   ``PATH``, else one built by ``serving.llama_build`` into loomterm's cache folder or
-  the test suite's (``<cache>/llama.cpp/<version>/bin/llama-server``,
+  the test suite's (``<cache>/llama.cpp/<version>/<cpu>/bin/llama-server``,
   ``locations.llama_cpp_dirs``). It is
   started on a free loopback port for the measurement and stopped after it; its own timings (prompt and
   predicted milliseconds, measured inside the server) are used, so HTTP costs nothing;
