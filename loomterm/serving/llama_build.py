@@ -143,6 +143,7 @@ def ensure_llama_cpp(log: Log | None = None, jobs: int | None = None, binding: b
     built first where it is missing. Returns ``home()``; raises :class:`BuildError`
     with one line."""
     say = log or (lambda _line: None)
+    remove_unnamed_build()
     if _complete(binding):
         return home()
     reason = why_cannot_build()
@@ -199,6 +200,15 @@ def _build(say: Log, jobs: int, binding: bool) -> None:
     if binding_ready():  # kept until then: the binding installs from it
         (home() / SOURCE_ARCHIVE).unlink(missing_ok=True)
     say(f"llama.cpp: built {home()} in {_minutes(time.monotonic() - start)}")
+
+
+def remove_unnamed_build() -> None:
+    """Delete a build of this version from before builds were named for their CPU
+    (``bin/``, ``lib/`` and ``python/`` straight in the version's folder): nothing looks
+    there any more, and it may be another CPU's."""
+    version = home().parent
+    for name in ("bin", "lib", "python"):
+        shutil.rmtree(version / name, ignore_errors=True)
 
 
 def _install(build: Path) -> None:

@@ -57,3 +57,23 @@ def test_a_cached_or_named_binary_is_used_as_is(empty_cache, tmp_path, monkeypat
     with pytest.raises(BuildError, match="LOOMTERM_LLAMA_SERVER=.* is not an executable file"):
         find_llama_server()
     assert os.access(cached, os.X_OK)
+
+
+def test_a_build_from_before_builds_were_named_for_their_cpu_is_removed(empty_cache):
+    """``llama.cpp/<version>/{bin,lib,python}`` (another CPU's, perhaps) is deleted; the
+    build named for this CPU beside it is kept and used."""
+    version = llama_build.home().parent
+    for name in ("bin", "lib", "python"):
+        (version / name).mkdir(parents=True)
+        (version / name / "old").write_bytes(b"")
+    server = llama_build.binary_path()
+    server.parent.mkdir(parents=True)
+    server.write_text("#!/bin/sh\n")
+    server.chmod(0o755)
+    llama_build.library_dir().mkdir()
+    (llama_build.library_dir() / "libllama.so").write_bytes(b"")
+    (llama_build.binding_dir() / "llama_cpp").mkdir(parents=True)
+    (llama_build.binding_dir() / "llama_cpp" / "llama_cpp.py").write_text("")
+    assert llama_build.ensure_llama_cpp() == llama_build.home()
+    assert sorted(p.name for p in version.iterdir()) == [llama_build.home().name]
+    assert llama_build.binding_ready()
