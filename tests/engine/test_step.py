@@ -9,6 +9,7 @@ import torch
 from transformers.models.llama.modeling_llama import LlamaRMSNorm, apply_rotary_pos_emb
 
 from loomterm.engine import Loom
+from loomterm.engine.kernels import cpu_linear
 from loomterm.engine.kernels import fused as fused_module
 from loomterm.engine.kernels import step as step_module
 from loomterm.engine.kernels.step import GRAPH_BATCHES, DecodeStep, unsupported
@@ -60,6 +61,47 @@ def _assert_step_is_forward(loom: Loom, tol: float = 1e-5) -> None:
         step, generic = _both_ways(loom, fed)
         assert relative_error(step, generic) < tol
     runner.work.select_row(0, runner.work.segments)
+
+
+def _linear_kernels(run) -> dict[str, int]:
+    """How many times ``run()`` called oneDNN's inner product and aten's ``mm``/``addmm``
+    (where ``F.linear`` of one row goes), from torch's profiler."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        run()
+    counts = {event.key: event.count for event in prof.key_averages()}
+    return {
+        "onednn": counts.get("mkldnn::_linear_pointwise", 0),
+        "aten": counts.get("aten::mm", 0) + counts.get("aten::addmm", 0),
+    }
+
+
+@pytest.mark.skipif(not cpu_linear.onednn_available(), reason="oneDNN's inner product is not here")
+def test_one_row_of_a_float_model_goes_to_f_linear_and_blocks_to_onednn(tiny_llama_dir):
+    """A plain step of an unquantized float32 model multiplies its one row with
+    ``F.linear`` (faster for one row when the weights stream from memory); a drafted
+    block's rows go to oneDNN; a quantized model's float layers keep oneDNN for one row
+    too (its products quantize their input rows: other float noise, other rounding)."""
+    loom = _loom(tiny_llama_dir, dtype="float32")
+    node = loom.append(loom.root, PROMPT)
+    loom.next_logits(node)
+    runner = loom.runner
+    layers = len(runner.model.model.layers)
+
+    def step():
+        runner.step(torch.tensor([5]))
+        runner.work.pending = 0
+
+    def block():
+        runner.step.block([5, 7, 9], [0, 1, 2], None, 3)
+        runner.work.pending = 0
+
+    one = _linear_kernels(step)
+    assert one["onednn"] == 0 and one["aten"] >= 7 * layers + 1  # every product, the head
+    assert _linear_kernels(block)["onednn"] >= 7 * layers + 1
+    quantized = _loom(tiny_llama_dir, dtype="float32", quant="int4")
+    assert runner.step.one_row and not quantized.runner.step.one_row
 
 
 @pytest.mark.parametrize("quant", ["none", "int4"])

@@ -7,10 +7,11 @@ that is slow for small row counts: on SmolLM2-135M (one thread, AVX-512) a forwa
 2 tokens costs 1.51x one token, 8 tokens 1.98x, 256 tokens 24x. oneDNN's inner-product
 primitive (``torch.ops.mkldnn._linear_pointwise``, the op PyTorch's own compiler emits
 for CPU linear layers) reads the same transposed weight and costs 1.10x, 1.28x and 13.6x;
-one row costs what ``F.linear`` does (measured again later on an AMD EPYC, one thread,
-under load: oneDNN cost 1.25-1.55x ``F.linear`` for one row, the main gap left between
-loomterm's plain decode and transformers'; a single-row switch is to be made with the
-quantized models' float layers in view). The values are the same products summed in
+one row costs what ``F.linear`` does with the weights in the cache -- but a real decode
+step streams them from memory, and there oneDNN's one-row product costs about 1.4x
+``F.linear``'s (an AMD EPYC, one thread), while from two rows on it is the faster one.
+So the decode step (``kernels.step``) sends one row of an unquantized float32 model to
+``F.linear`` and everything else here. The values are the same products summed in
 another order (float32 noise, about 1e-6 relative).
 
 :func:`use_onednn` switches the float32 ``nn.Linear`` layers of a loaded CPU model to

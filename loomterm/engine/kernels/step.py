@@ -44,7 +44,9 @@ generic forward: the same logits and KV (tested), and on SmolLM2-135M (float32, 
 thread, a loaded machine) a 6-token tree cost 1.45x a plain step against 1.65x
 through the generic forward. Float32 oneDNN layers (``cpu_linear.OneDnnLinear``) are
 called as the op their forward runs, without the module call: 0.92x the step's time in
-an A/B in one process, the same logits bit for bit.
+an A/B in one process, the same logits bit for bit. One row of an unquantized float32
+model goes to ``F.linear`` instead (``_product``): 0.71x the step's time (SmolLM2-135M,
+one thread, an AMD EPYC), the logits equal to float32 noise.
 """
 
 from __future__ import annotations
@@ -129,7 +131,11 @@ class DecodeStep:
         self._pool = None
         dtype = base.embed_tokens.weight.dtype
         self.final_norm = _rms_norm(base.norm, dtype)
-        self.head = _product(model.lm_head)
+        # One row of a float32 layer goes to F.linear (see _product) where no layer is
+        # quantized: a quantized model's products quantize their input rows, which
+        # would turn the two kernels' float32 noise into other rounding.
+        self.one_row = not any(isinstance(m, (Int8Linear, Int4Linear)) for m in model.modules())
+        self.head = _product(model.lm_head, self.one_row)
         self.plan = tuple(_layer_plan(self, layer, dtype) for layer in base.layers)
         self.rope_fast = _rotation_matches(self.rotate, self.head_dim, self.device, dtype)
         # A power-of-two scale multiplies exactly wherever it is applied: then q's rows
@@ -385,19 +391,29 @@ def _layer_plan(step: DecodeStep, layer, dtype: torch.dtype) -> tuple:
     fused = fuse_layer(layer)
     return (
         _rms_norm(layer.input_layernorm, dtype),
-        _qkv(fused.attention, step.q_heads, step.kv_heads, step.head_dim),
-        _product(layer.self_attn.o_proj),
+        _qkv(fused.attention, step.q_heads, step.kv_heads, step.head_dim, step.one_row),
+        _product(layer.self_attn.o_proj, step.one_row),
         _rms_norm(layer.post_attention_layernorm, dtype),
-        _mlp(layer.mlp, fused.mlp, dtype),
+        _mlp(layer.mlp, fused.mlp, dtype, step.one_row),
     )
 
 
-def _product(module) -> Callable[[torch.Tensor], torch.Tensor]:
+def _product(module, one_row: bool = False) -> Callable[[torch.Tensor], torch.Tensor]:
     """(B, in) -> (B, out) by ``module``. A quantized layer's output is left in its
     kernel's dtype (``Int8Linear.product``); a oneDNN float32 layer
     (``cpu_linear.OneDnnLinear``) runs the op its forward would, called directly; any
     other layer runs its own forward (a float layer's choice of kernel is its own, and
-    so are its numbers)."""
+    so are its numbers).
+
+    ``one_row``: a single row of a oneDNN layer goes to ``F.linear`` on the same
+    transposed weight instead. Streaming weights that are not in the cache (a real
+    step), one row costs oneDNN's inner product about 1.4x what ``F.linear`` costs: on
+    SmolLM2-135M, one thread, an AMD EPYC, a plain float32 step took 43.7 ms this way
+    against 61.5 ms (min of 30, interleaved), the 49,152 x 576 output layer alone 5.0
+    against 10.2 ms. Blocks of rows stay with oneDNN, faster there (``cpu_linear``).
+    The values are the same products summed in another order (float32 noise, about
+    1e-6 relative; oneDNN's own results for a row alone and in a block already differ
+    so for some shapes)."""
     if isinstance(module, (Int8Linear, Int4Linear)):
         return module.product
     if isinstance(module, OneDnnLinear):
@@ -408,19 +424,21 @@ def _product(module) -> Callable[[torch.Tensor], torch.Tensor]:
         def onednn(x: torch.Tensor) -> torch.Tensor:
             if x.dtype != torch.float32:
                 return module(x)
+            if one_row and x.shape[0] == 1:
+                return F.linear(x, weight, bias)
             return op(x, weight, bias, "none", [], "")
 
         return onednn
     return module
 
 
-def _qkv(groups, hq: int, hk: int, d: int) -> Callable:
+def _qkv(groups, hq: int, hk: int, d: int, one_row: bool = False) -> Callable:
     """x (B, E) -> (q and k as (B, Hq + Hk, D), v as (B, Hk, D)): one product when q,
     k and v fused, two when q and k did (the value projection kept float)."""
     names = tuple(n for g in groups for n in g.names)
     assert names == ("q_proj", "k_proj", "v_proj"), names
     width = hq + hk
-    products = [_product(g.module) for g in groups]
+    products = [_product(g.module, one_row) for g in groups]
     if len(groups) == 1:
         (both,) = products
 
@@ -458,15 +476,17 @@ def _qkv(groups, hq: int, hk: int, d: int) -> Callable:
     return parts_of
 
 
-def _mlp(mlp, groups, dtype: torch.dtype) -> Callable[[torch.Tensor], torch.Tensor]:
+def _mlp(
+    mlp, groups, dtype: torch.dtype, one_row: bool = False
+) -> Callable[[torch.Tensor], torch.Tensor]:
     """``down(silu(gate(x)) * up(x))`` with gate and up as one product where fused.
     silu runs in ``dtype`` (the quantized product is cast for it, as the layer's own
     forward does); up's bfloat16 promotes in the product, exactly."""
     if not groups or not hasattr(mlp, "down_proj"):
         return mlp
-    down = _product(mlp.down_proj)
+    down = _product(mlp.down_proj, one_row)
     if len(groups) == 1:
-        both_product, width = _product(groups[0].module), groups[0].widths[0]
+        both_product, width = _product(groups[0].module, one_row), groups[0].widths[0]
 
         def fused(x: torch.Tensor) -> torch.Tensor:
             both = both_product(x)  # (B, 2I)
@@ -474,7 +494,7 @@ def _mlp(mlp, groups, dtype: torch.dtype) -> Callable[[torch.Tensor], torch.Tens
             return down(F.silu(gate if gate.dtype == dtype else gate.to(dtype)) * up)
 
         return fused
-    gate_product, up_product = _product(mlp.gate_proj), _product(mlp.up_proj)
+    gate_product, up_product = _product(mlp.gate_proj, one_row), _product(mlp.up_proj, one_row)
 
     def separate(x: torch.Tensor) -> torch.Tensor:
         gate = gate_product(x)
