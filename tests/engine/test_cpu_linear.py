@@ -95,3 +95,31 @@ def test_loaded_cpu_weights_take_the_decode_layout_with_their_values(tiny_llama_
         weight = module.weight
         assert weight.stride() == (1, weight.shape[0]), name
         assert torch.equal(weight, stock_weights[f"{name}.weight"]), name
+
+
+def _ran_onednn(run) -> bool:
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        run()
+    return any(event.key == "mkldnn::_linear_pointwise" for event in prof.key_averages())
+
+
+@needs_onednn
+def test_one_row_of_an_unquantized_model_goes_to_f_linear(tiny_llama_dir):
+    """A one-token forward of an unquantized model (a typed token's append) multiplies
+    by ``F.linear``, faster than oneDNN for one row; two tokens go to oneDNN; a quantized
+    model's float layers keep oneDNN for one row too (see ``use_onednn``)."""
+    loaded = load_model(tiny_llama_dir, device="cpu", dtype="float32")
+    layers = [m for m in loaded.model.modules() if type(m) is OneDnnLinear]
+    assert layers and all(m.one_row for m in layers)
+    with torch.inference_mode():
+        assert not _ran_onednn(lambda: loaded.model(torch.tensor([[7]])))
+        assert _ran_onednn(lambda: loaded.model(torch.tensor([[7, 9]])))
+        one = loaded.model(torch.tensor([[7]])).logits
+        with stock_linears(loaded.model):
+            stock = loaded.model(torch.tensor([[7]])).logits
+    torch.testing.assert_close(one, stock, rtol=1e-5, atol=1e-5)
+    quantized = load_model(tiny_llama_dir, device="cpu", dtype="float32", quant="int4")
+    kept = [m for m in quantized.model.modules() if type(m) is OneDnnLinear]
+    assert kept and not any(m.one_row for m in kept)  # v_proj stays float in int4
