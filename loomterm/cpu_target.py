@@ -17,6 +17,7 @@ serve those CPUs.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import platform
 from pathlib import Path
@@ -74,8 +75,10 @@ def build_name(machine: str, flags: frozenset[str], described: str = "") -> str:
     return f"{machine.lower() or 'cpu'}-{digest}"
 
 
+@functools.cache
 def this_cpu() -> tuple[str, frozenset[str], str]:
-    """(machine, flags, description) of the CPU this process runs on."""
+    """(machine, flags, description) of the CPU this process runs on (read once:
+    ``/proc/cpuinfo`` of a many-core machine is long)."""
     try:
         text = CPUINFO.read_text(errors="replace")
     except OSError:

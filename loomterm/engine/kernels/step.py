@@ -131,11 +131,7 @@ class DecodeStep:
         self._pool = None
         dtype = base.embed_tokens.weight.dtype
         self.final_norm = _rms_norm(base.norm, dtype)
-        # One row of a float32 layer goes to F.linear (see _product) where no layer is
-        # quantized: a quantized model's products quantize their input rows, which
-        # would turn the two kernels' float32 noise into other rounding.
-        self.one_row = not any(isinstance(m, (Int8Linear, Int4Linear)) for m in model.modules())
-        self.head = _product(model.lm_head, self.one_row)
+        self.head = _product(model.lm_head)
         self.plan = tuple(_layer_plan(self, layer, dtype) for layer in base.layers)
         self.rope_fast = _rotation_matches(self.rotate, self.head_dim, self.device, dtype)
         # A power-of-two scale multiplies exactly wherever it is applied: then q's rows
@@ -144,6 +140,12 @@ class DecodeStep:
         if self.rope_fast and math.frexp(self.scale)[0] == 0.5:
             column = [self.scale] * self.q_heads + [1.0] * self.kv_heads
             self.head_scale = torch.tensor(column, device=self.device).view(-1, 1).to(dtype)
+
+    @property
+    def one_row(self) -> bool:
+        """Whether one row of the float32 layers goes to ``F.linear`` (see
+        :func:`_product`): an unquantized model's, set when it was loaded."""
+        return any(isinstance(m, OneDnnLinear) and m.one_row for m in self.model.modules())
 
     @torch.inference_mode()
     def __call__(self, fed: torch.Tensor) -> torch.Tensor:
@@ -391,22 +393,23 @@ def _layer_plan(step: DecodeStep, layer, dtype: torch.dtype) -> tuple:
     fused = fuse_layer(layer)
     return (
         _rms_norm(layer.input_layernorm, dtype),
-        _qkv(fused.attention, step.q_heads, step.kv_heads, step.head_dim, step.one_row),
-        _product(layer.self_attn.o_proj, step.one_row),
+        _qkv(fused.attention, step.q_heads, step.kv_heads, step.head_dim),
+        _product(layer.self_attn.o_proj),
         _rms_norm(layer.post_attention_layernorm, dtype),
-        _mlp(layer.mlp, fused.mlp, dtype, step.one_row),
+        _mlp(layer.mlp, fused.mlp, dtype),
     )
 
 
-def _product(module, one_row: bool = False) -> Callable[[torch.Tensor], torch.Tensor]:
+def _product(module) -> Callable[[torch.Tensor], torch.Tensor]:
     """(B, in) -> (B, out) by ``module``. A quantized layer's output is left in its
     kernel's dtype (``Int8Linear.product``); a oneDNN float32 layer
     (``cpu_linear.OneDnnLinear``) runs the op its forward would, called directly; any
     other layer runs its own forward (a float layer's choice of kernel is its own, and
     so are its numbers).
 
-    ``one_row``: a single row of a oneDNN layer goes to ``F.linear`` on the same
-    transposed weight instead. Streaming weights that are not in the cache (a real
+    A oneDNN layer marked ``one_row`` (an unquantized model's: ``cpu_linear.use_onednn``)
+    sends a single row to ``F.linear`` on the same transposed weight, as its forward
+    does. Streaming weights that are not in the cache (a real
     step), one row costs oneDNN's inner product about 1.4x what ``F.linear`` costs: on
     SmolLM2-135M, one thread, an AMD EPYC, a plain float32 step took 43.7 ms this way
     against 61.5 ms (min of 30, interleaved), the 49,152 x 576 output layer alone 5.0
@@ -420,6 +423,7 @@ def _product(module, one_row: bool = False) -> Callable[[torch.Tensor], torch.Te
         # The op its forward runs (the step is under inference mode, float32 in),
         # without a module call's frames (see the module docstring).
         weight, bias, op = module.weight, module.bias, torch.ops.mkldnn._linear_pointwise.default
+        one_row = module.one_row
 
         def onednn(x: torch.Tensor) -> torch.Tensor:
             if x.dtype != torch.float32:
@@ -432,13 +436,13 @@ def _product(module, one_row: bool = False) -> Callable[[torch.Tensor], torch.Te
     return module
 
 
-def _qkv(groups, hq: int, hk: int, d: int, one_row: bool = False) -> Callable:
+def _qkv(groups, hq: int, hk: int, d: int) -> Callable:
     """x (B, E) -> (q and k as (B, Hq + Hk, D), v as (B, Hk, D)): one product when q,
     k and v fused, two when q and k did (the value projection kept float)."""
     names = tuple(n for g in groups for n in g.names)
     assert names == ("q_proj", "k_proj", "v_proj"), names
     width = hq + hk
-    products = [_product(g.module, one_row) for g in groups]
+    products = [_product(g.module) for g in groups]
     if len(groups) == 1:
         (both,) = products
 
@@ -476,17 +480,15 @@ def _qkv(groups, hq: int, hk: int, d: int, one_row: bool = False) -> Callable:
     return parts_of
 
 
-def _mlp(
-    mlp, groups, dtype: torch.dtype, one_row: bool = False
-) -> Callable[[torch.Tensor], torch.Tensor]:
+def _mlp(mlp, groups, dtype: torch.dtype) -> Callable[[torch.Tensor], torch.Tensor]:
     """``down(silu(gate(x)) * up(x))`` with gate and up as one product where fused.
     silu runs in ``dtype`` (the quantized product is cast for it, as the layer's own
     forward does); up's bfloat16 promotes in the product, exactly."""
     if not groups or not hasattr(mlp, "down_proj"):
         return mlp
-    down = _product(mlp.down_proj, one_row)
+    down = _product(mlp.down_proj)
     if len(groups) == 1:
-        both_product, width = _product(groups[0].module, one_row), groups[0].widths[0]
+        both_product, width = _product(groups[0].module), groups[0].widths[0]
 
         def fused(x: torch.Tensor) -> torch.Tensor:
             both = both_product(x)  # (B, 2I)
@@ -494,7 +496,7 @@ def _mlp(
             return down(F.silu(gate if gate.dtype == dtype else gate.to(dtype)) * up)
 
         return fused
-    gate_product, up_product = _product(mlp.gate_proj, one_row), _product(mlp.up_proj, one_row)
+    gate_product, up_product = _product(mlp.gate_proj), _product(mlp.up_proj)
 
     def separate(x: torch.Tensor) -> torch.Tensor:
         gate = gate_product(x)
