@@ -6,7 +6,8 @@ on the same GGUF file and threads, in one run.
   the same tokens; the torch runner's rate on the same prompt beside them;
 - truncate and branch switch on a ~1,000-token path, against a fresh llama.cpp
   evaluation of the resulting path (its own one-sequence context);
-- 4 siblings in one batch against 4 sequential generations;
+- 4 siblings in one generation (one batch a step, or one decode each where that has
+  cost less: ``batching``) against 4 sequential generations;
 - fast splice: KL of the next-token distribution to a fresh (exact) evaluation of the
   spliced path, and its time against an exact splice;
 - llama.cpp's own batch, the ceiling of the siblings row: one ``llama_decode`` of one
@@ -172,9 +173,23 @@ def _siblings(loom, prompt, new_tokens, label, log) -> list[Row]:
     made = sum(len(k.tokens) for k in batched) or 1
     made_apart = sum(len(k.tokens) for k in alone) or 1
     per_together, per_apart = together / made, apart / made_apart
+    costs = loom.runner.batching  # how the siblings' steps went to llama.cpp
+    batch, single = costs.batch.get(4), costs.single
+    fed = (
+        "one batch"
+        if single is None or (batch is not None and batch <= single)
+        else "one decode each"
+    )
+    measured = ", ".join(
+        f"{name} {1e3 * cost:.1f} ms/token"
+        for name, cost in (("batch", batch), ("single", single))
+        if cost is not None
+    )
     return [
-        Row(LLAMACPP, "4 siblings in one batch vs four sequential", per_apart, per_together,
-            "s/tok", speedup(per_apart, per_together), ">=2", note=label),
+        Row(LLAMACPP, "4 siblings in one generation vs four sequential", per_apart, per_together,
+            "s/tok", speedup(per_apart, per_together), ">=2",
+            note=f"{label}; fed to llama.cpp as {fed} a step ({measured})",
+            extra={"batch_s_per_token": batch, "single_s_per_token": single}),
     ]  # fmt: skip
 
 

@@ -42,7 +42,7 @@ def test_every_row_is_measured(rows):
         "torch runner (same prompt)",
         "truncate at 300",
         "branch switch at 300",
-        "4 siblings in one batch",
+        "4 siblings in one generation",
         "fast splice KL",
         "fast splice vs exact",
         "llama.cpp's own batch",

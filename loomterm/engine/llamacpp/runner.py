@@ -10,9 +10,10 @@ data). The operations map onto llama.cpp's sequence API:
   it is another branch worth keeping (``seq_cp``), cuts it (``seq_rm``) and evaluates
   only the tokens after it. Returns the (V,) logits; they go to loomterm's own sampler
   chain, so every sampler works as on the torch runner.
-- ``decode`` samples ``n`` siblings as one batch: each sibling is a sequence sharing the
-  parent's cells, one token per sibling per ``llama_decode``; each keeps its sequence
-  afterwards, so switching between siblings computes nothing.
+- ``decode`` samples ``n`` siblings together: each sibling is a sequence sharing the
+  parent's cells, one token per sibling per ``llama_decode`` (or one decode per sibling
+  a step, where llama.cpp's batch has cost more per token: ``batching``); each keeps its
+  sequence afterwards, so switching between siblings computes nothing.
 - a fast splice (``rerope``) removes the replaced cells (``seq_rm``), moves the suffix's
   cells to their new positions (``seq_add``: llama.cpp re-rotates their keys) and
   evaluates only the inserted tokens. The moved suffix is flagged approximate, and so is
@@ -43,6 +44,7 @@ import torch
 from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter
 from loomterm.engine.kv.resident import KVBytes
 from loomterm.engine.kv.window import MIN_CTX, Window
+from loomterm.engine.llamacpp.batching import BatchCosts
 from loomterm.engine.llamacpp.context import CELL_BLOCK, LlamaContext
 from loomterm.engine.llamacpp.parked import Parked, ParkedStore
 from loomterm.engine.llamacpp.siblings import decode_siblings
@@ -115,6 +117,7 @@ class LlamaCppRunner(Runner):
         self.vocab_size = self.llama.vocab_size
         self.eos_ids = frozenset(t for t in self.codec.special_ids if self.llama.is_eog(t))
         self.slots = [Slot(seq) for seq in range(self.llama.n_seq)]
+        self.batching = BatchCosts()  # siblings: one batch a step, or one decode each
         self.clock = 0
         self.evictions = 0
         self.kept_copies = 0  # old paths kept whole across a fast splice (state_seq)

@@ -3,19 +3,22 @@
 Every sibling's sequence shares the parent's cells (``seq_cp``), so the prompt is
 evaluated once. Each step samples one token per live sibling with loomterm's own
 sampler chain (``sampling.sample_step``: every sampler, seeded as on the torch runner),
-writes it into the tree, and feeds the live siblings' tokens to llama.cpp as one
-``llama_decode`` (one token per sequence), which returns their next logits. A sibling
+writes it into the tree, and feeds the live siblings' tokens to llama.cpp, which
+returns their next logits: as one ``llama_decode`` (one token per sequence), or as one
+decode per sibling where that has cost less per token in this runner (``batching``). A sibling
 that ends (end of sequence) drops out of the batch. Afterwards each sibling's sequence
 holds its path, so going to any of them computes nothing.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Protocol
 
 import torch
 
 from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter
+from loomterm.engine.llamacpp.batching import BatchCosts
 from loomterm.engine.llamacpp.context import LlamaContext
 from loomterm.engine.llamacpp.slots import Slot, Want
 from loomterm.engine.llamacpp.text import LlamaTokenText
@@ -38,6 +41,7 @@ class SiblingHost(Protocol):
     llama: LlamaContext
     codec: LlamaTokenText
     slots: list[Slot]
+    batching: BatchCosts
     eos_ids: frozenset[int]
     clock: int  # a step counter: a slot's ``used`` orders eviction
 
@@ -115,7 +119,7 @@ def _group(runner, request, writer, want, parent_slot, logits, max_new, first, n
                 feed.append(row)
         if feed:
             batch = [(picks[row], base + step, slots[row].seq) for row in feed]
-            out = runner.llama.decode_rows(batch)  # (len(feed), V)
+            out = _feed(runner, batch)  # (len(feed), V)
             for i, row in enumerate(feed):
                 rows[row] = out[i]
                 owner = kids[row].id if approx else None
@@ -126,3 +130,19 @@ def _group(runner, request, writer, want, parent_slot, logits, max_new, first, n
     for slot in slots:
         slot.used = runner.clock
     return kids
+
+
+def _feed(runner: SiblingHost, batch: list[tuple[int, int, int]]) -> torch.Tensor:
+    """The (rows, V) next logits of ``batch``'s (token, position, sequence) rows: one
+    ``llama_decode`` of them all, or one each, whichever ``runner.batching`` picks; the
+    step's time is recorded for the next pick."""
+    if len(batch) == 1:
+        return runner.llama.decode_rows(batch)
+    together = runner.batching.batched(len(batch))
+    start = time.perf_counter()
+    if together:
+        out = runner.llama.decode_rows(batch)
+    else:
+        out = torch.cat([runner.llama.decode_rows([row]) for row in batch])
+    runner.batching.record(together, len(batch), time.perf_counter() - start)
+    return out
