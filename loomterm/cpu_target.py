@@ -23,7 +23,8 @@ import platform
 from pathlib import Path
 
 CPUINFO = Path("/proc/cpuinfo")
-X86_MACHINES = frozenset({"x86_64", "amd64", "x64"})
+X86_MACHINES = frozenset({"x86_64", "amd64", "x64"})  # 64-bit: ggml's x86-64 options
+X86_ANY = X86_MACHINES | {"i386", "i686", "x86"}  # and 32-bit: oneDNN runs on both
 AVX512_BASE = ("avx512f", "avx512cd", "avx512vl", "avx512dq", "avx512bw")
 # ggml's cmake option for an instruction set: the /proc/cpuinfo flags it needs.
 X86_OPTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (

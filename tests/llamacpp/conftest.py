@@ -9,9 +9,6 @@ failure instead.
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,15 +18,6 @@ from loomterm.errors import LoomError
 from tests.helpers import build_log, require_or_skip
 
 THREADS = 1  # steady on a busy machine; the results do not depend on it
-# One decode in a child process before the binding is loaded into pytest's: a build that
-# crashes on this CPU (a native build from another machine's cache did, in ggml) fails
-# these tests with a line saying so, instead of killing the whole run with a segfault.
-FIRST_DECODE = """
-import sys
-from pathlib import Path
-from loomterm.engine.llamacpp.context import LlamaContext
-LlamaContext(Path(sys.argv[1]), cells=64, n_seq=1, threads=1).decode([1, 2, 3], 0, 0)
-"""
 
 
 @pytest.fixture(scope="session")
@@ -47,28 +35,20 @@ def llama_build(test_cache_dir) -> Path:
 @pytest.fixture(scope="session")
 def binding(llama_build, default_gguf):
     """The ``llama_cpp.llama_cpp`` module, loaded from the build once a child process
-    decoded with it."""
+    decoded with it (``first_decode``)."""
     from loomterm.engine.llamacpp import binding as finder
-
-    child = subprocess.run(
-        [sys.executable, "-c", FIRST_DECODE, str(default_gguf)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    if child.returncode < 0:
-        pytest.fail(
-            f"the llama.cpp build in {llama_build} dies on its first decode on this CPU "
-            f"({signal.Signals(-child.returncode).name}); delete it to build again",
-            pytrace=False,
-        )
+    from loomterm.engine.llamacpp.first_decode import check_first_decode
 
     try:
-        return finder.load()
+        module = finder.load()
     except LoomError as exc:
         require_or_skip(False, str(exc))
         raise AssertionError("unreachable") from None
+    try:  # a build that crashes on this CPU fails these tests, not the whole run
+        check_first_decode(module, default_gguf)
+    except LoomError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    return module
 
 
 @pytest.fixture(scope="session")

@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-_X86 = ("x86_64", "amd64", "i686", "x86")
+from loomterm.cpu_target import X86_ANY
 
 
 class OneDnnLinear(nn.Linear):
@@ -55,7 +55,7 @@ def onednn_available() -> bool:
     """Whether oneDNN's float32 inner product is there and gives ``F.linear``'s numbers."""
     if os.environ.get("LOOMTERM_ONEDNN", "1").strip().lower() in ("0", "off", "false", "no"):
         return False
-    if platform.machine().lower() not in _X86 or not torch.backends.mkldnn.is_available():
+    if platform.machine().lower() not in X86_ANY or not torch.backends.mkldnn.is_available():
         return False
     try:
         with torch.inference_mode():

@@ -40,9 +40,12 @@ def open_gguf(
 ) -> LlamaCppRunner:
     """A llama.cpp runner on ``model`` (see ``gguf_file``); ``kv_budget`` caps its KV
     bytes as the torch runner's (``runner.LlamaCppRunner``)."""
+    from loomterm.engine.llamacpp import binding
+    from loomterm.engine.llamacpp.first_decode import check_first_decode
     from loomterm.engine.llamacpp.runner import LlamaCppRunner
 
     path = gguf_file(model, progress)
+    check_first_decode(binding.load(), path, progress)
     if progress is not None:
         progress("load", 0, None)
     return LlamaCppRunner(path, n_ctx=n_ctx, threads=threads, kv_budget=kv_budget)

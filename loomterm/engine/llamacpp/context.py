@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from loomterm.engine.llamacpp import binding
+from loomterm.engine.llamacpp.first_decode import check_first_decode
 from loomterm.errors import LoomError, ModelLoadError, PrefillCancelled
 
 # llama_decode's return values: 0 done, 1 no KV slot for the batch, 2 aborted.
@@ -88,6 +89,7 @@ class LlamaContext:
         threads: int | None = None,
     ) -> None:
         lib = binding.load()
+        check_first_decode(lib, path)  # once per library: a build that crashes says so
         _backend(lib)
         self.lib = lib
         self.path = path

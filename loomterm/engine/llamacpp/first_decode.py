@@ -1,0 +1,84 @@
+"""A llama.cpp library's first decode, tried once in a child process.
+
+A build whose kernels crash on this CPU kills the process that decodes with it by a
+signal: a build for another CPU's instruction sets (a cache carried between machines)
+did, and so did a native build's AMX kernels (in ``ggml_backend_amx_mul_mat``). In the
+editor that process would be the editor, gone without a word. So before a library
+decodes in this process the first time, the model's first three tokens are decoded in a
+child process. A child killed by a signal becomes one line (:class:`BindingError`) that
+says what to do; a child that decoded is remembered by a marker file named for the
+library (its path, size and time), so the check costs one model load per build, not one
+per start. A child that fails otherwise (a file llama.cpp cannot read) is not
+remembered, and the load in this process then says what is wrong, as without the check.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from loomterm import locations
+from loomterm.engine.llamacpp.binding import BUILD_HINT, BindingError, library_path
+from loomterm.progress import Progress, ProgressCallback
+
+CHILD_ENV = "LOOMTERM_LLAMA_FIRST_DECODE"  # set in the child: it does not check again
+STAGE = "llama.cpp check"
+TIMEOUT_S = 600
+CHILD = """
+import sys
+from pathlib import Path
+from loomterm.engine.llamacpp.context import LlamaContext
+LlamaContext(Path(sys.argv[1]), cells=64, n_seq=1, threads=1).decode([1, 2, 3], 0, 0)
+"""
+
+_checked: set[str] = set()  # libraries this process has checked
+
+
+def check_first_decode(
+    module: ModuleType, gguf: Path, progress: ProgressCallback | None = None
+) -> None:
+    """Decode with ``module``'s library in a child process first, once per library;
+    raises :class:`BindingError` if that kills the child."""
+    if os.environ.get(CHILD_ENV):
+        return
+    library = library_path(module)
+    marker = marker_path(library)
+    if library in _checked or marker is None or marker.exists():
+        _checked.add(library)
+        return
+    with Progress(progress).timed(STAGE):
+        child = subprocess.run(
+            [sys.executable, "-c", CHILD, str(gguf)],
+            env={**os.environ, CHILD_ENV: "1"},
+            capture_output=True,
+            timeout=TIMEOUT_S,
+            check=False,
+        )
+    if child.returncode < 0:
+        name = signal.Signals(-child.returncode).name
+        raise BindingError(
+            f"llama.cpp's library {library} dies on its first decode on this CPU ({name}): "
+            f"delete its build and run `{BUILD_HINT}` to build it for this CPU"
+        )
+    _checked.add(library)
+    if child.returncode == 0:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(f"{library}\n")
+
+
+def marker_path(library: str) -> Path | None:
+    """Where a library that decoded is remembered; None when it cannot be found."""
+    if not library:
+        return None
+    try:
+        stat = Path(library).stat()
+    except OSError:
+        return None
+    key = f"{Path(library).resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return locations.cache_dir() / "llama.cpp" / "decodes" / digest
