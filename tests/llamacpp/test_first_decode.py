@@ -23,13 +23,16 @@ def unchecked(monkeypatch, tmp_path):
 
 
 def test_a_library_that_decoded_is_remembered(binding, default_gguf, unchecked, monkeypatch):
-    marker = first_decode.marker_path(library_path(binding))
+    marker = first_decode.marker_path(library_path(binding), default_gguf)
     assert marker is not None and not marker.exists()
     first_decode.check_first_decode(binding, default_gguf)
     assert marker.is_file()  # the real child decoded
     monkeypatch.setattr(first_decode, "_checked", set())  # a later start of the editor
     monkeypatch.setattr(first_decode, "CHILD", CRASH)
     first_decode.check_first_decode(binding, default_gguf)  # no child ran: it would die
+    other = unchecked / "other.gguf"  # another model file is checked for itself
+    other.write_bytes(b"GGUF")
+    assert first_decode.marker_path(library_path(binding), other) not in (None, marker)
 
 
 def test_a_build_that_crashes_is_one_line_and_not_remembered(
@@ -40,7 +43,7 @@ def test_a_build_that_crashes_is_one_line_and_not_remembered(
         Loom.load(model=str(default_gguf), backend="llama.cpp", n_ctx=256, threads=THREADS)
     text = str(caught.value)
     assert "\n" not in text and "SIGSEGV" in text and "loomterm.serving.llama_build" in text
-    assert not first_decode.marker_path(library_path(binding)).exists()
+    assert not first_decode.marker_path(library_path(binding), default_gguf).exists()
     with pytest.raises(BindingError):  # asked again at the next start
         first_decode.check_first_decode(binding, default_gguf)
 
