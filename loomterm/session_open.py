@@ -145,10 +145,11 @@ def check_server(model: str | None) -> None:
 def same_as_recorded(record: dict[str, Any], options: EngineOptions) -> bool | None:
     """Whether ``options.model`` is the model of a session's ``record``, decided
     without torch, as ``Session.open`` would compare the loaded model's fingerprint:
-    a model folder's own fingerprint; a GGUF file's digest (on llama.cpp, the weights'
-    digest is the file's) or the fingerprint of its conversion, where those are cached.
-    None when that needs the model (a server, a hub id, a GGUF file not hashed or
-    converted yet: loading does that with its progress shown)."""
+    a model folder's own fingerprint (a hub id's: its folder in the local Hugging Face
+    cache); a GGUF file's digest (on llama.cpp, the weights' digest is the file's) or the
+    fingerprint of its conversion, where those are cached. None when that needs the
+    model (a server, a hub id not all in the cache, a GGUF file not hashed or converted
+    yet: loading does that with its progress shown)."""
     from loomterm.engine.models.fingerprint import folder_fingerprint
     from loomterm.engine.remote import is_server_url
     from loomterm.model_identity import same_model
@@ -156,10 +157,12 @@ def same_as_recorded(record: dict[str, Any], options: EngineOptions) -> bool | N
     if options.model is None or is_server_url(options.model):
         return None
     source = _local_source(options.model)
-    if source is None or source.path is None:
+    if source is None:
         return None
     recorded = record.get("fingerprint") or {}
     try:
+        if source.kind == "hub":
+            return _same_hub_model(source.hub_id, recorded, options.backend)
         if options.backend == "llama.cpp":
             return _same_gguf_file(source, record, recorded)
         if source.kind == "gguf":
@@ -173,8 +176,8 @@ def same_as_recorded(record: dict[str, Any], options: EngineOptions) -> bool | N
 
 
 def _local_source(model: str):
-    """The model value as a local folder or GGUF file; None for anything else (a hub id,
-    the default model's name) or a value that loading will refuse with its reason."""
+    """The model value as a local folder, GGUF file or hub id; None for the default
+    model's name or a value that loading will refuse with its reason."""
     from loomterm.engine.models.source import classify
     from loomterm.errors import ModelLoadError
 
@@ -182,7 +185,33 @@ def _local_source(model: str):
         source = classify(model)
     except ModelLoadError:
         return None
-    return source if source.kind in ("folder", "gguf") else None
+    return source if source.kind in ("folder", "gguf", "hub") else None
+
+
+def _same_hub_model(repo_id: str, recorded: dict[str, Any], backend: str) -> bool | None:
+    """A hub id's fingerprint, as loading takes it: its folder in the local cache, when
+    the weights are all there (else loading downloads them first, and decides)."""
+    from loomterm.engine.models.fingerprint import folder_fingerprint, weight_files
+    from loomterm.engine.models.source import hub_snapshot_folder
+    from loomterm.model_identity import same_model
+
+    if backend == "llama.cpp":
+        return None  # llama.cpp runs a GGUF file: loading refuses the id with its reason
+    folder = hub_snapshot_folder(repo_id)
+    if folder is None or not _all_shards(folder, weight_files(folder)):
+        return None
+    return same_model(recorded, folder_fingerprint(repo_id.rsplit("/", 1)[-1], folder))
+
+
+def _all_shards(folder: Path, weights: list[Path]) -> bool:
+    """Whether ``weights`` are there and hold every shard a sharded folder's index names."""
+    if not weights:
+        return False
+    for index in folder.glob("*.index.json"):
+        names = set(json.loads(index.read_text()).get("weight_map", {}).values())
+        if any(not (folder / name).is_file() for name in names):
+            return False
+    return True
 
 
 def _same_gguf_file(source, record: dict[str, Any], recorded: dict[str, Any]) -> bool | None:

@@ -198,3 +198,74 @@ print(json.dumps({{"answers": answers, "heavy": heavy}}))
         },
         "heavy": [],
     }
+
+
+HUB_SESSIONS = """
+import sys
+from loomterm.engine import Loom
+from loomterm.session import close_session, save_loom
+for model, path in (("loomterm-tests/tiny", sys.argv[1]), (sys.argv[3], sys.argv[2])):
+    loom = Loom.load(model, device="cpu")  # the hub id: from the local cache (offline)
+    loom.cursor = loom.append(loom.root, "Once upon a time")
+    save_loom(loom, path)
+    close_session(loom)
+"""
+HUB_ANSWERS = """
+import json, sys
+from loomterm.session import read_file
+from loomterm.session_open import same_as_recorded
+from loomterm.settings import EngineOptions
+answers = {}
+for name, path in (("hub", sys.argv[1]), ("other", sys.argv[2])):
+    record = read_file(path, True)
+    for model in ("loomterm-tests/tiny", "loomterm-tests/absent"):
+        options = EngineOptions(model=model)
+        answers[name + " " + model.split("/")[1]] = same_as_recorded(record.data.model, options)
+    record.close()
+heavy = sorted(m for m in ("torch", "transformers") if m in sys.modules)
+print(json.dumps({"answers": answers, "heavy": heavy}))
+"""
+
+
+def test_whether_a_hub_id_is_a_sessions_model_is_told_without_torch(
+    tiny_llama_dir, tiny_gpt2_dir, tmp_path
+):
+    """``loomterm --model owner/name`` with no -s: a hub id whose files are all in the
+    local Hugging Face cache is told by that folder's fingerprint, in a fresh
+    interpreter without torch, so the editor paints the recent session at once; an id
+    not in the cache, or missing its weights, is None (loading decides, downloading
+    with its progress shown)."""
+    import os
+    import shutil
+
+    repo = tmp_path / "hf" / "hub" / "models--loomterm-tests--tiny"
+    snapshot = repo / "snapshots" / "0123abcd"
+    shutil.copytree(tiny_llama_dir, snapshot)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0123abcd")
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"}
+    hub, other = tmp_path / "hub.loom", tmp_path / "other.loom"
+    subprocess.run(
+        [sys.executable, "-c", HUB_SESSIONS, str(hub), str(other), str(tiny_gpt2_dir)],
+        env=env, capture_output=True, timeout=300, check=True,
+    )  # fmt: skip
+
+    def answers() -> dict:
+        result = subprocess.run(
+            [sys.executable, "-c", HUB_ANSWERS, str(hub), str(other)],
+            env=env, capture_output=True, text=True, timeout=120, check=True,
+        )  # fmt: skip
+        return json.loads(result.stdout)
+
+    assert answers() == {
+        "answers": {
+            "hub tiny": True,
+            "hub absent": None,  # not in the cache: the load downloads it, then decides
+            "other tiny": False,  # another model: a new session, as loading would say
+            "other absent": None,
+        },
+        "heavy": [],
+    }
+    for weights in snapshot.glob("*.safetensors"):
+        weights.unlink()  # half a download: only the load can tell
+    assert answers()["answers"]["hub tiny"] is None

@@ -28,7 +28,7 @@ from loomterm.engine.models.conversions import converted_dir, find_conversion, i
 from loomterm.engine.models.default import default_model_dir
 from loomterm.engine.models.fingerprint import file_sha256, folder_fingerprint
 from loomterm.engine.models.gguf import ensure_converted, quiet_warnings, short_reason
-from loomterm.engine.models.source import DEFAULT_MODEL_NAME, classify
+from loomterm.engine.models.source import DEFAULT_MODEL_NAME, classify, hub_snapshot_folder
 from loomterm.errors import ModelLoadError, NotCausalLMError
 from loomterm.progress import Progress, ProgressCallback, end_progress_line, print_progress
 
@@ -315,7 +315,7 @@ def _load_hub(
         with report.timed("download"):
             loaded = _from_pretrained(repo_id, repo_id, device, dtype, Progress(), {}, layout)
     model, tokenizer = loaded
-    folder = _hub_snapshot_folder(repo_id)
+    folder = hub_snapshot_folder(repo_id)
     name = repo_id.rsplit("/", 1)[-1]
     if folder is not None:
         fingerprint = folder_fingerprint(name, folder, report)
@@ -354,13 +354,6 @@ def _probe_hub(repo_id: str) -> None:
             f"cannot load model {repo_id!r}: not a local folder or .gguf file, and the "
             f"Hugging Face hub could not be reached ({short_reason(exc, 100)})"
         ) from None
-
-
-def _hub_snapshot_folder(repo_id: str) -> Path | None:
-    from huggingface_hub import try_to_load_from_cache
-
-    found = try_to_load_from_cache(repo_id, "config.json")
-    return Path(found).parent if isinstance(found, str) else None
 
 
 def _from_pretrained(

@@ -1,8 +1,8 @@
 """What a ``--model`` value names, decided without loading anything.
 
-Standard library only: the command line checks a model value here before it imports
-torch, so a typo in a path answers at once. ``engine.models.load_model`` uses the same
-reading.
+Standard library only (``hub_snapshot_folder`` asks huggingface_hub's cache, which
+needs no torch): the command line checks a model value here before it imports torch, so
+a typo in a path answers at once. ``engine.models.load_model`` uses the same reading.
 """
 
 from __future__ import annotations
@@ -59,3 +59,12 @@ def looks_like_path(text: str) -> bool:
     if any(sep in text for sep in {os.sep, os.altsep} - {None, "/"}):  # Windows separators
         return True
     return text.count("/") > 1 or (len(text) > 1 and text[1] == ":")  # a Windows drive
+
+
+def hub_snapshot_folder(repo_id: str) -> Path | None:
+    """The local Hugging Face cache's folder of ``repo_id`` (its current snapshot), or
+    None where the cache has no config for it. Asks nothing of the network."""
+    from huggingface_hub import try_to_load_from_cache
+
+    found = try_to_load_from_cache(repo_id, "config.json")
+    return Path(found).parent if isinstance(found, str) else None
