@@ -17,11 +17,10 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static, TextArea
 
 from loomterm.settings import SettingError, Settings
-from loomterm.tui.widgets.dialogs import DIALOG_CSS
+from loomterm.tui.widgets.dialogs import DIALOG_CSS, FormScreen
 
 KIND_LABELS = {"memory": "memory", "world_info": "world info", "authors_note": "author's note"}
 
@@ -54,9 +53,12 @@ def parse_world_info(text: str, scan_depth: str) -> dict[str, Any]:
     return {"scan_depth": depth, "entries": entries}
 
 
-class ContextScreen(ModalScreen["dict[str, Any] | None"]):
+class ContextScreen(FormScreen["dict[str, Any] | None"]):
     """Edit memory, the author's note (and its depth) and world info; dismisses with
     the four settings, checked, or None."""
+
+    SUBMIT = "save"
+    SUBMIT_ON_ENTER = False  # enter in the depth field is no save (as before)
 
     DEFAULT_CSS = (
         "ContextScreen {"
@@ -75,7 +77,7 @@ class ContextScreen(ModalScreen["dict[str, Any] | None"]):
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel", id="context_cancel"),
-        Binding("ctrl+s", "save", "Save", id="context_save"),
+        Binding("ctrl+s", "submit", "Save", id="context_save"),
     ]
 
     def __init__(self, settings: Settings) -> None:
@@ -135,7 +137,7 @@ class ContextScreen(ModalScreen["dict[str, Any] | None"]):
         checked = self.settings.replace(**values)  # the same check update_settings makes
         return {name: getattr(checked, name) for name in values}
 
-    def action_save(self) -> None:
+    def submit(self) -> None:
         try:
             values = self.values()
         except (ValueError, SettingError) as exc:
@@ -143,15 +145,6 @@ class ContextScreen(ModalScreen["dict[str, Any] | None"]):
             self.query_one("#context-problem", Label).update(self.problem)
             return
         self.dismiss(values)
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "save":
-            self.action_save()
-        else:
-            self.dismiss(None)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,15 @@
-"""Small modal dialogs: a yes/no confirmation, a new chat, a new chat turn."""
+"""Small modal dialogs: a yes/no confirmation, a new chat, a new chat turn; and
+:class:`FormScreen`, the submit-or-cancel behaviour the form dialogs share."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Generic
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
+from textual.screen import ModalScreen, ScreenResultType
 from textual.widgets import Button, Input, Label, TextArea
 
 DEFAULT_SYSTEM = "You are a helpful assistant."
@@ -30,6 +31,36 @@ DIALOG_CSS = """
     & .dialog--buttons { height: auto; align-horizontal: right; margin-top: 1; }
     & .dialog--buttons Button { margin-left: 1; }
 """
+
+
+class FormScreen(ModalScreen[ScreenResultType], Generic[ScreenResultType]):
+    """A form dialog: its submit button (id ``SUBMIT``), its own key bound to
+    ``submit``, and (with ``SUBMIT_ON_ENTER``) enter in one of its inputs run
+    :meth:`submit`, which checks the form and dismisses with its result or says what
+    is missing; any other button and escape (``cancel``) dismiss it with None."""
+
+    SUBMIT: ClassVar[str] = "ok"
+    SUBMIT_ON_ENTER: ClassVar[bool] = True
+
+    def submit(self) -> None:
+        """Check the form; dismiss with its result, or say what is wrong and stay."""
+        raise NotImplementedError
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == self.SUBMIT:
+            self.submit()
+        else:
+            self.dismiss(None)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if self.SUBMIT_ON_ENTER:
+            self.submit()
+
+    def action_submit(self) -> None:
+        self.submit()
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -74,8 +105,11 @@ class ChatRequest:
     generate: bool = True
 
 
-class ChatScreen(ModalScreen["ChatRequest | None"]):
+class ChatScreen(FormScreen["ChatRequest | None"]):
     """A new chat: a system message and the first user message."""
+
+    SUBMIT = "start"
+    SUBMIT_ON_ENTER = False  # enter in the name field is no start: the messages follow
 
     DEFAULT_CSS = (
         "ChatScreen {"
@@ -87,7 +121,7 @@ class ChatScreen(ModalScreen["ChatRequest | None"]):
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel", id="chat_cancel"),
-        Binding("ctrl+s", "start", "Start", id="chat_start"),
+        Binding("ctrl+s", "submit", "Start", id="chat_start"),
     ]
 
     def __init__(self, system: str = DEFAULT_SYSTEM) -> None:
@@ -111,13 +145,7 @@ class ChatScreen(ModalScreen["ChatRequest | None"]):
     def on_mount(self) -> None:
         self.query_one("#name", Input).focus()  # the first field: typing goes where it shows
 
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "start":
-            self.action_start()
-        else:
-            self.dismiss(None)
-
-    def action_start(self) -> None:
+    def submit(self) -> None:
         user = self.query_one("#user", TextArea).text.strip()
         if not user:
             self.notify("Write the user message first", severity="warning")
@@ -129,9 +157,6 @@ class ChatScreen(ModalScreen["ChatRequest | None"]):
                 name=self.query_one("#name", Input).value.strip(),
             )
         )
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
 
 
 @dataclass(frozen=True)
@@ -236,7 +261,7 @@ class SaveAsScreen(ModalScreen["str | None"]):
         self.dismiss(None)
 
 
-class NameScreen(ModalScreen["str | None"]):
+class NameScreen(FormScreen["str | None"]):
     """Ask for a name (a new session, a rename); dismisses with it, or None."""
 
     DEFAULT_CSS = "NameScreen {" + DIALOG_CSS + "}"
@@ -262,21 +287,9 @@ class NameScreen(ModalScreen["str | None"]):
     def on_mount(self) -> None:
         self.query_one("#name", Input).focus()
 
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        self._ok()
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "ok":
-            self._ok()
-        else:
-            self.dismiss(None)
-
-    def _ok(self) -> None:
+    def submit(self) -> None:
         name = self.query_one("#name", Input).value.strip()
         if not name:
             self.notify("Write a name first", severity="warning")
             return
         self.dismiss(name)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)

@@ -12,10 +12,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
-from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select
 
-from loomterm.tui.widgets.dialogs import DIALOG_CSS
+from loomterm.tui.widgets.dialogs import DIALOG_CSS, FormScreen
 
 FORMAT_LABELS = {
     "md": "Markdown (who wrote what)",
@@ -36,10 +35,12 @@ class ExportRequest:
     branch: str
 
 
-class ExportScreen(ModalScreen[None]):
+class ExportScreen(FormScreen[None]):
     """Choose where and how to export. Posts :class:`ExportScreen.Requested` (the app
     writes the file in its worker) and stays open until :meth:`finished` says how it
     went: dismissed once written, or the reason shown in the dialog."""
+
+    SUBMIT = "export"
 
     class Requested(Message):
         """The user asked for ``request`` to be written."""
@@ -61,7 +62,7 @@ class ExportScreen(ModalScreen[None]):
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel", id="export_cancel"),
-        Binding("ctrl+s", "export", "Export", id="export_go"),
+        Binding("ctrl+s", "submit", "Export", id="export_go"),
     ]
 
     def __init__(
@@ -131,16 +132,7 @@ class ExportScreen(ModalScreen[None]):
             path_input.cursor_position = len(path_input.value)
         self.fmt = event.value
 
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.action_export()
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "export":
-            self.action_export()
-        else:
-            self.dismiss(None)
-
-    def action_export(self) -> None:
+    def submit(self) -> None:
         if self.working:
             return
         path = self.query_one("#path", Input).value.strip()
@@ -170,6 +162,3 @@ class ExportScreen(ModalScreen[None]):
         status.update(text)
         status.set_class(working, "-working")
         status.display = bool(text)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)

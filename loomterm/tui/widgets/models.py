@@ -11,11 +11,10 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Button, Input, Label
 
-from loomterm.tui.widgets.dialogs import DIALOG_CSS, NameScreen
+from loomterm.tui.widgets.dialogs import DIALOG_CSS, FormScreen, NameScreen
 
 SWATCH = "\u25a0"  # ■
 
@@ -83,7 +82,7 @@ class AttachScreen(NameScreen):
             action="Attach",
         )
 
-    def _ok(self) -> None:
+    def submit(self) -> None:
         source = self.query_one("#name", Input).value.strip()
         if not source:
             self.notify("Write a URL, a folder or a model name first", severity="warning")
@@ -91,7 +90,7 @@ class AttachScreen(NameScreen):
         self.dismiss(source)
 
 
-class SiblingsScreen(ModalScreen["list[tuple[str, int]] | None"]):
+class SiblingsScreen(FormScreen["list[tuple[str, int]] | None"]):
     """Siblings from several models at once: a count per model (0 leaves it out)."""
 
     DEFAULT_CSS = (
@@ -130,16 +129,7 @@ class SiblingsScreen(ModalScreen["list[tuple[str, int]] | None"]):
     def on_mount(self) -> None:
         self.query_one("#count-0", Input).focus()
 
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        self._ok()
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "ok":
-            self._ok()
-        else:
-            self.dismiss(None)
-
-    def _ok(self) -> None:
+    def submit(self) -> None:
         plan = []
         for i, (key, _count) in enumerate(self.counts):
             value = self.query_one(f"#count-{i}", Input).value.strip() or "0"
@@ -155,6 +145,3 @@ class SiblingsScreen(ModalScreen["list[tuple[str, int]] | None"]):
             self.notify("Ask at least one model for a sibling", severity="warning")
             return
         self.dismiss(plan)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)

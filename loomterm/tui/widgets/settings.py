@@ -16,11 +16,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
-from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select
 
 from loomterm.settings import SettingError, Settings, Spec
-from loomterm.tui.widgets.dialogs import DIALOG_CSS
+from loomterm.tui.widgets.dialogs import DIALOG_CSS, FormScreen
 
 # Rows of the dialog: typed into an input, or chosen from a list (choices, on/off).
 DIALOG: tuple[Spec, ...] = tuple(spec for spec in Settings.SPECS.values() if spec.dialog)
@@ -98,8 +97,10 @@ def refusal(spec: Spec, text: str) -> str:
     return f"{spec.label} takes {what}: {text!r} was not typed"
 
 
-class SettingsScreen(ModalScreen["dict[str, Any] | None"]):
+class SettingsScreen(FormScreen["dict[str, Any] | None"]):
     """Edit the session's settings; dismisses with the changed values."""
+
+    SUBMIT = "save"
 
     DEFAULT_CSS = (
         "SettingsScreen {"
@@ -127,7 +128,7 @@ class SettingsScreen(ModalScreen["dict[str, Any] | None"]):
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel", id="settings_cancel"),
-        Binding("ctrl+s", "save", "Save", id="settings_save"),
+        Binding("ctrl+s", "submit", "Save", id="settings_save"),
     ]
 
     def __init__(
@@ -201,15 +202,6 @@ class SettingsScreen(ModalScreen["dict[str, Any] | None"]):
         self.set_class(self.size.width < self.NARROW, "-narrow")
         self.set_class(self.size.height < self.SHORT, "-short")
 
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "save":
-            self.action_save()
-        else:
-            self.dismiss(None)
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.action_save()
-
     def on_setting_input_refused(self, event: SettingInput.Refused) -> None:
         spec = Settings.spec(str(event.field.id).removeprefix("setting-"))
         self.refused = True
@@ -220,7 +212,7 @@ class SettingsScreen(ModalScreen["dict[str, Any] | None"]):
             self.refused = False
             self.query_one("#problems", Label).update("")
 
-    def action_save(self) -> None:
+    def submit(self) -> None:
         values = {s.name: self.query_one(f"#setting-{s.name}", Input).value for s in FIELDS}
         parsed, problems = parse_settings(values)
         for spec in CHOICES:
@@ -237,6 +229,3 @@ class SettingsScreen(ModalScreen["dict[str, Any] | None"]):
             return
         # Only what changed: the app says "saved" only when something was.
         self.dismiss({k: v for k, v in parsed.items() if getattr(self.settings, k) != v})
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)

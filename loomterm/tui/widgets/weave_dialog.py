@@ -10,10 +10,9 @@ from typing import ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select
 
-from loomterm.tui.widgets.dialogs import DIALOG_CSS
+from loomterm.tui.widgets.dialogs import DIALOG_CSS, FormScreen
 
 # Kept in step with ``engine.loom.weave`` (SCORES, MAX_N, MAX_DEPTH), which the editor's
 # tests check; the dialog does not import the engine (it would load torch).
@@ -63,8 +62,10 @@ def parse_choice(values: dict[str, str], score: str) -> tuple[WeaveChoice | None
     return WeaveChoice(score=score, **numbers), []
 
 
-class WeaveScreen(ModalScreen["WeaveChoice | None"]):
+class WeaveScreen(FormScreen["WeaveChoice | None"]):
     """Ask for a weave's shape; dismisses with a :class:`WeaveChoice` or None."""
+
+    SUBMIT = "start"
 
     DEFAULT_CSS = (
         "WeaveScreen {"
@@ -78,7 +79,7 @@ class WeaveScreen(ModalScreen["WeaveChoice | None"]):
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel", id="weave_cancel"),
-        Binding("ctrl+s", "start", "Weave", id="weave_start"),
+        Binding("ctrl+s", "submit", "Weave", id="weave_start"),
     ]
 
     def __init__(self, choice: WeaveChoice | None = None) -> None:
@@ -120,16 +121,7 @@ class WeaveScreen(ModalScreen["WeaveChoice | None"]):
     def on_mount(self) -> None:
         self.query_one("#weave-n", Input).focus()
 
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "start":
-            self.action_start()
-        else:
-            self.dismiss(None)
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.action_start()
-
-    def action_start(self) -> None:
+    def submit(self) -> None:
         values = {name: self.query_one(f"#weave-{name}", Input).value for name in LABELS}
         score = self.query_one("#weave-score", Select).value
         choice, problems = parse_choice(values, str(score))
@@ -137,6 +129,3 @@ class WeaveScreen(ModalScreen["WeaveChoice | None"]):
             self.query_one("#weave-problems", Label).update("\n".join(problems))
             return
         self.dismiss(choice)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
