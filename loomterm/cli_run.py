@@ -49,24 +49,28 @@ def run_editor(args: argparse.Namespace) -> int:
     On a terminal the editor opens at once on the session file and loads the model in
     the background (:func:`plan_opening`); otherwise, or where the model decides what
     is opened (``--retokenize``, the most recent session under another ``--model``),
-    the model is loaded first, with its progress on stderr."""
-    opening = plan_opening(args)
-    if opening is not None:
-        return run_opening(*opening)
-    loom, name = open_session(args)
-    from loomterm.session import close_session
+    the model is loaded first, with its progress on stderr. Keys typed meanwhile
+    reach the editor as typed (``early_keys``)."""
+    from loomterm.tui.early_keys import keys_as_typed
 
-    app = None
-    try:
-        from loomterm.tui.app import LoomApp
+    with keys_as_typed():
+        opening = plan_opening(args)
+        if opening is not None:
+            return run_opening(*opening)
+        loom, name = open_session(args)
+        from loomterm.session import close_session
 
-        app = LoomApp(loom, session_name=name)
-        app.run()
-    finally:
-        close_session(loom)
-        if app is not None:
-            _give_up_loading(app)
-            _close_last(app.loom)
+        app = None
+        try:
+            from loomterm.tui.app import LoomApp
+
+            app = LoomApp(loom, session_name=name)
+            app.run()
+        finally:
+            close_session(loom)
+            if app is not None:
+                _give_up_loading(app)
+                _close_last(app.loom)
     if app is not None:
         _say_where_it_ended(loom, app.loom)
     return 0

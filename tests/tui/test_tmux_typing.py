@@ -8,6 +8,7 @@ with pauses mid-word and mid-line and checks that the tree holds no fragment sib
 
 from __future__ import annotations
 
+import subprocess
 import time
 
 from tests.tui.test_tmux import idle
@@ -126,3 +127,40 @@ def test_pauses_mid_word_leave_no_fragment_siblings(tmux_run, tiny_llama_dir):
         assert old.origin is Origin.MODEL and not old.children, data.text(old)
         assert len(old.tokens) <= 4, data.text(old)  # a character is at most 4 bytes
         assert new is data.cursor_node and data.text(new).startswith(data.text(old))
+
+
+def pane_mode(term) -> set[str]:
+    """The flags ``stty -a`` reads off the pane's terminal (``icrnl``, ``-echo``...)."""
+    tty = term.tmux("display-message", "-p", "-t", "t", "#{pane_tty}").strip()
+    return set(
+        subprocess.run(["stty", "-F", tty, "-a"], capture_output=True, text=True).stdout.split()
+    )
+
+
+def test_keys_typed_before_the_editor_has_the_terminal_arrive_as_typed(tmux_run, tiny_llama_dir):
+    """With the model loaded before the editor starts (``--retokenize``: seconds of
+    torch and the model), a burst typed meanwhile (keys, enters, a bracketed and a raw
+    CRLF paste) reaches the session as typed: the terminal stops turning CR into LF
+    (and echoing) as soon as the editor's run begins (``tui.early_keys``), not only once
+    Textual takes it. Afterwards the terminal is as it was."""
+    term = tmux_run(["--model", str(tiny_llama_dir), *START, "--retokenize", "-s", "early"])
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # the mode is switched, the editor not painted yet
+        mode = pane_mode(term)
+        if "-icrnl" in mode and "^p" not in term.screen():
+            break
+        time.sleep(0.02)
+    else:
+        raise AssertionError(f"the terminal kept its cooked mode: {mode}")
+    assert {"-echo", "-icanon", "isig"} <= mode  # no echo, no line buffering; ctrl+c stops
+    editor = PlainEditor()
+    term.keys("first", "Enter", "second")
+    editor.keys("first", "Enter", "second")
+    for data, bracketed in ((b"\r\nPaste one.\r\nPaste two.", True), (b"\r\nRaw.\r\n", False)):
+        paste(term, data, bracketed, raw=True)
+        editor.paste(data, raw=True)
+    assert "^p" not in term.screen(), "the editor started before the burst was typed"
+    term.wait_for(lambda s: "Raw." in s and idle(s), what="the burst", timeout=90)
+    quit_when_synced(term)
+    assert saved_text("early") == editor.text == "first\nsecond\nPaste one.\nPaste two.\nRaw.\n"
+    assert {"icrnl", "icanon", "echo"} <= pane_mode(term)
