@@ -192,7 +192,7 @@ def _same_hub_model(repo_id: str, recorded: dict[str, Any], backend: str) -> boo
     """A hub id's fingerprint, as loading takes it: its folder in the local cache, when
     the weights are all there (else loading downloads them first, and decides)."""
     from loomterm.engine.models.fingerprint import folder_fingerprint, weight_files
-    from loomterm.engine.models.source import hub_snapshot_folder
+    from loomterm.engine.models.source import hub_model_name, hub_snapshot_folder
     from loomterm.model_identity import same_model
 
     if backend == "llama.cpp":
@@ -200,7 +200,7 @@ def _same_hub_model(repo_id: str, recorded: dict[str, Any], backend: str) -> boo
     folder = hub_snapshot_folder(repo_id)
     if folder is None or not _all_shards(folder, weight_files(folder)):
         return None
-    return same_model(recorded, folder_fingerprint(repo_id.rsplit("/", 1)[-1], folder))
+    return same_model(recorded, folder_fingerprint(hub_model_name(repo_id), folder))
 
 
 def _all_shards(folder: Path, weights: list[Path]) -> bool:

@@ -141,12 +141,6 @@ class DecodeStep:
             column = [self.scale] * self.q_heads + [1.0] * self.kv_heads
             self.head_scale = torch.tensor(column, device=self.device).view(-1, 1).to(dtype)
 
-    @property
-    def one_row(self) -> bool:
-        """Whether one row of the float32 layers goes to ``F.linear`` (see
-        :func:`_product`): an unquantized model's, set when it was loaded."""
-        return any(isinstance(m, OneDnnLinear) and m.one_row for m in self.model.modules())
-
     @torch.inference_mode()
     def __call__(self, fed: torch.Tensor) -> torch.Tensor:
         """Feed ``fed`` (B,) at column ``work.length`` of every row; the new KV is

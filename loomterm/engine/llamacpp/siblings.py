@@ -5,8 +5,8 @@ evaluated once. Each step samples one token per live sibling with loomterm's own
 sampler chain (``sampling.sample_step``: every sampler, seeded as on the torch runner),
 writes it into the tree, and feeds the live siblings' tokens to llama.cpp, which
 returns their next logits: as one ``llama_decode`` (one token per sequence), or as one
-decode per sibling where that has cost less per token in this runner (``batching``). A sibling
-that ends (end of sequence) drops out of the batch. Afterwards each sibling's sequence
+decode per sibling where that has cost less per token in this runner (``batching``).
+A sibling that ends (end of sequence) drops out of the batch. Afterwards each sibling's sequence
 holds its path, so going to any of them computes nothing.
 """
 

@@ -28,7 +28,12 @@ from loomterm.engine.models.conversions import converted_dir, find_conversion, i
 from loomterm.engine.models.default import default_model_dir
 from loomterm.engine.models.fingerprint import file_sha256, folder_fingerprint
 from loomterm.engine.models.gguf import ensure_converted, quiet_warnings, short_reason
-from loomterm.engine.models.source import DEFAULT_MODEL_NAME, classify, hub_snapshot_folder
+from loomterm.engine.models.source import (
+    DEFAULT_MODEL_NAME,
+    classify,
+    hub_model_name,
+    hub_snapshot_folder,
+)
 from loomterm.errors import ModelLoadError, NotCausalLMError
 from loomterm.progress import Progress, ProgressCallback, end_progress_line, print_progress
 
@@ -316,7 +321,7 @@ def _load_hub(
             loaded = _from_pretrained(repo_id, repo_id, device, dtype, Progress(), {}, layout)
     model, tokenizer = loaded
     folder = hub_snapshot_folder(repo_id)
-    name = repo_id.rsplit("/", 1)[-1]
+    name = hub_model_name(repo_id)
     if folder is not None:
         fingerprint = folder_fingerprint(name, folder, report)
     else:  # not reachable in practice: the files were just loaded from the cache

@@ -61,6 +61,12 @@ def looks_like_path(text: str) -> bool:
     return text.count("/") > 1 or (len(text) > 1 and text[1] == ":")  # a Windows drive
 
 
+def hub_model_name(repo_id: str) -> str:
+    """The name a hub model goes by (in its fingerprint and the status bar): the id's
+    last part."""
+    return repo_id.rsplit("/", 1)[-1]
+
+
 def hub_snapshot_folder(repo_id: str) -> Path | None:
     """The local Hugging Face cache's folder of ``repo_id`` (its current snapshot), or
     None where the cache has no config for it. Asks nothing of the network."""

@@ -137,7 +137,7 @@ class ContextScreen(FormScreen["dict[str, Any] | None"]):
         checked = self.settings.replace(**values)  # the same check update_settings makes
         return {name: getattr(checked, name) for name in values}
 
-    def submit(self) -> None:
+    def action_submit(self) -> None:
         try:
             values = self.values()
         except (ValueError, SettingError) as exc:

@@ -36,28 +36,25 @@ DIALOG_CSS = """
 class FormScreen(ModalScreen[ScreenResultType], Generic[ScreenResultType]):
     """A form dialog: its submit button (id ``SUBMIT``), its own key bound to
     ``submit``, and (with ``SUBMIT_ON_ENTER``) enter in one of its inputs run
-    :meth:`submit`, which checks the form and dismisses with its result or says what
+    :meth:`action_submit`, which checks the form and dismisses with its result or says what
     is missing; any other button and escape (``cancel``) dismiss it with None."""
 
     SUBMIT: ClassVar[str] = "ok"
     SUBMIT_ON_ENTER: ClassVar[bool] = True
 
-    def submit(self) -> None:
+    def action_submit(self) -> None:
         """Check the form; dismiss with its result, or say what is wrong and stay."""
         raise NotImplementedError
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == self.SUBMIT:
-            self.submit()
+            self.action_submit()
         else:
             self.dismiss(None)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if self.SUBMIT_ON_ENTER:
-            self.submit()
-
-    def action_submit(self) -> None:
-        self.submit()
+            self.action_submit()
 
     def action_cancel(self) -> None:
         self.dismiss(None)
@@ -145,7 +142,7 @@ class ChatScreen(FormScreen["ChatRequest | None"]):
     def on_mount(self) -> None:
         self.query_one("#name", Input).focus()  # the first field: typing goes where it shows
 
-    def submit(self) -> None:
+    def action_submit(self) -> None:
         user = self.query_one("#user", TextArea).text.strip()
         if not user:
             self.notify("Write the user message first", severity="warning")
@@ -287,7 +284,7 @@ class NameScreen(FormScreen["str | None"]):
     def on_mount(self) -> None:
         self.query_one("#name", Input).focus()
 
-    def submit(self) -> None:
+    def action_submit(self) -> None:
         name = self.query_one("#name", Input).value.strip()
         if not name:
             self.notify("Write a name first", severity="warning")

@@ -132,7 +132,7 @@ class ExportScreen(FormScreen[None]):
             path_input.cursor_position = len(path_input.value)
         self.fmt = event.value
 
-    def submit(self) -> None:
+    def action_submit(self) -> None:
         if self.working:
             return
         path = self.query_one("#path", Input).value.strip()

@@ -82,7 +82,7 @@ class AttachScreen(NameScreen):
             action="Attach",
         )
 
-    def submit(self) -> None:
+    def action_submit(self) -> None:
         source = self.query_one("#name", Input).value.strip()
         if not source:
             self.notify("Write a URL, a folder or a model name first", severity="warning")
@@ -129,7 +129,7 @@ class SiblingsScreen(FormScreen["list[tuple[str, int]] | None"]):
     def on_mount(self) -> None:
         self.query_one("#count-0", Input).focus()
 
-    def submit(self) -> None:
+    def action_submit(self) -> None:
         plan = []
         for i, (key, _count) in enumerate(self.counts):
             value = self.query_one(f"#count-{i}", Input).value.strip() or "0"

@@ -212,7 +212,7 @@ class SettingsScreen(FormScreen["dict[str, Any] | None"]):
             self.refused = False
             self.query_one("#problems", Label).update("")
 
-    def submit(self) -> None:
+    def action_submit(self) -> None:
         values = {s.name: self.query_one(f"#setting-{s.name}", Input).value for s in FIELDS}
         parsed, problems = parse_settings(values)
         for spec in CHOICES:

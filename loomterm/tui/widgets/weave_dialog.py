@@ -121,7 +121,7 @@ class WeaveScreen(FormScreen["WeaveChoice | None"]):
     def on_mount(self) -> None:
         self.query_one("#weave-n", Input).focus()
 
-    def submit(self) -> None:
+    def action_submit(self) -> None:
         values = {name: self.query_one(f"#weave-{name}", Input).value for name in LABELS}
         score = self.query_one("#weave-score", Select).value
         choice, problems = parse_choice(values, str(score))
