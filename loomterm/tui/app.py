@@ -63,6 +63,7 @@ from loomterm.tui.controllers.tidy import Tidied, Tidy
 from loomterm.tui.controllers.weave import Weave, WeaveDone, WeaveProgress
 from loomterm.tui.document import DocumentModel
 from loomterm.tui.history import History, Place
+from loomterm.tui.key_order import FOCUS_BINDINGS
 from loomterm.tui.keymap import app_bindings
 from loomterm.tui.messages import (
     Exported,
@@ -116,6 +117,7 @@ class EditorScreen(Screen):
     ``on_mount`` could move the focus) are text, not branch-pane keys."""
 
     AUTO_FOCUS = "#document"
+    BINDINGS: ClassVar[list[BindingType]] = list(FOCUS_BINDINGS)
 
 
 class LoomApp(App[None]):

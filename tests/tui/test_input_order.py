@@ -44,3 +44,53 @@ async def test_input_while_the_document_is_held_waits_and_keeps_its_order(make_a
         await settle(pilot)
         assert app.doc.text == "ab\npasted\nlineec"
         assert loom.text(loom.cursor) == "ab\npasted\nlineec"
+
+
+async def test_a_burst_in_a_dialog_reaches_the_fields_it_was_typed_for(make_app, loom):
+    """Tab moves the focus before the next key is handed on, and a field's backspace
+    and arrows apply in order with its characters (Textual runs them once they have
+    bubbled up to the app, behind the characters typed after them)."""
+    from textual.widgets import Input
+
+    from loomterm.tui.widgets.weave_dialog import WeaveScreen
+
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        app.push_screen(WeaveScreen())
+        await settle(pilot)
+        # tokens per node: "16" selected on focus, erased, "400", caret two left,
+        # erase the 4, "1": "100"; back to kept per level: "2" selected, "3".
+        keys = ["tab", "tab", "tab", "backspace", *"400", "left", "left", "backspace"]
+        burst(app, [*keys, "1", "shift+tab", "3", "shift+tab", "shift+tab", "backspace"])
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, WeaveScreen)
+        values = {n: screen.query_one(f"#weave-{n}", Input).value for n in ("n", "depth", "keep", "tokens")}  # fmt: skip
+        assert values == {"n": "", "depth": "3", "keep": "3", "tokens": "100"}
+
+
+async def test_keys_typed_after_the_enter_that_closes_a_dialog_go_to_the_document(make_app, loom):
+    from loomterm.tui.widgets.dialogs import NameScreen
+
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        named: list[str | None] = []
+        app.push_screen(NameScreen("Name it"), named.append)
+        await settle(pilot)
+        burst(app, [*"draft", "backspace", "enter", *"Once", "enter", *"upon"])
+        await settle(pilot)
+        assert named == ["draf"]
+        assert app.doc.text == "Once\nupon"
+        assert loom.text(loom.cursor) == "Once\nupon"
+
+
+async def test_keys_typed_before_a_tab_stay_in_the_document(make_app, loom):
+    """Tab moves the focus to the branch pane as the app reads it; the caret move and
+    the character typed before it, still on their way to the document, apply there."""
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        burst(app, [*"ab", "left", "c", "tab"])
+        await settle(pilot)
+        assert app.doc.text == "acb"
+        assert app.focused is app.branches
+        assert loom.text(loom.cursor) == "acb"

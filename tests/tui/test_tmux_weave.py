@@ -49,3 +49,35 @@ def test_weave_in_a_real_terminal_and_escape_keeps_what_it_made(tmux_run, tiny_l
     woven = [n for n in data.tree.nodes.values() if "weave" in n.meta]
     assert 4 < len(woven) < 20  # level 1 whole, then stopped in level 2
     assert "weave" in data.cursor_node.meta  # the document stood on the best branch
+
+
+def field(screen: str, label: str) -> str | None:
+    """The value shown right of ``label`` in a dialog drawn on ``screen``."""
+    for line in screen.splitlines():
+        if label in line:
+            return line.split(label, 1)[1].strip(" \u2588")
+    return None
+
+
+def test_a_burst_in_the_weave_dialog_reaches_the_fields_it_was_typed_for(tmux_run, tiny_llama_dir):  # noqa: F811
+    """Tab, backspace, arrows and digits sent in one write, ten times over: each lands in
+    the field it was typed for, in order (Textual's own tab and backspace used to land
+    late: 5 bursts in 40 went to another field)."""
+    args = ["--model", str(tiny_llama_dir), "--device", "cpu", "-s", "burst"]
+    term = tmux_run(args)
+    term.wait_for(lambda s: "^g" in s and "0 tok" in s, what="the editor to start")
+    labels = ("Children per node (n)", "Depth (levels)", "Kept per level (k)", "Tokens per node")
+    # tokens: "16" selected on focus, erased, "400", two left, erase the 4, "1" -> "100";
+    # shift+tab to kept per level: "2" selected, "3".
+    burst = ["Tab", "Tab", "Tab", "BSpace", "4", "0", "0", "Left", "Left", "BSpace", "1"]
+    burst += ["BTab", "3"]
+    for _ in range(10):
+        term.keys("M-e")
+        term.wait_for(lambda s: "Weave from the caret" in s, what="the weave dialog")
+        term.keys(*burst)
+        screen = term.wait_for(lambda s: field(s, labels[3]) == "100", timeout=10, what="the burst")
+        assert [field(screen, label) for label in labels] == ["4", "3", "3", "100"]
+        term.keys("Escape")
+        term.wait_for(lambda s: "Weave from the caret" not in s, what="the dialog to close")
+    term.keys("C-q")
+    assert term.exit_status() == "0"

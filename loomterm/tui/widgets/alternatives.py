@@ -11,12 +11,11 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Label, OptionList
 from textual.widgets.option_list import Option
 
 from loomterm.tui.sanitize import safe_line
-from loomterm.tui.widgets.dialogs import DIALOG_CSS
+from loomterm.tui.widgets.dialogs import DIALOG_CSS, DialogScreen
 
 BAR = 12
 
@@ -65,7 +64,7 @@ def chosen_summary(rows: list[Alternative], logprob: float | None) -> str:
     return f"{probability:.2%}, {where}"
 
 
-class AlternativesScreen(ModalScreen["Pick | None"]):
+class AlternativesScreen(DialogScreen["Pick | None"]):
     """Pick an alternative token. Enter picks; ctrl+g picks and generates."""
 
     DEFAULT_CSS = (

@@ -17,10 +17,11 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import Button, Input, Label, Static, TextArea
+from textual.widgets import Button, Label, Static, TextArea
 
 from loomterm.settings import SettingError, Settings
 from loomterm.tui.widgets.dialogs import DIALOG_CSS, FormScreen
+from loomterm.tui.widgets.fields import Field, FieldArea
 
 KIND_LABELS = {"memory": "memory", "world_info": "world info", "authors_note": "author's note"}
 
@@ -90,22 +91,22 @@ class ContextScreen(FormScreen["dict[str, Any] | None"]):
         with Vertical():
             yield Label("What the model sees besides the document", classes="dialog--title")
             yield Label("Memory: before the document in every request", classes="context--help")
-            yield TextArea(s.memory, id="context-memory", soft_wrap=True)
+            yield FieldArea(s.memory, id="context-memory", soft_wrap=True)
             yield Label("Author's note: inside the document, near its end", classes="context--help")  # fmt: skip
-            yield TextArea(s.authors_note, id="context-note", soft_wrap=True)
+            yield FieldArea(s.authors_note, id="context-note", soft_wrap=True)
             with Horizontal(classes="context--row"):
                 yield Label("Depth (lines from the end)")
-                yield Input(str(s.authors_note_depth), id="context-depth", type="integer", compact=True)  # fmt: skip
+                yield Field(str(s.authors_note_depth), id="context-depth", type="integer", compact=True)  # fmt: skip
             yield Label(
                 "World info: one entry per line: its keys, comma-separated, a colon, then "
                 "the text (fox, the red fox: Foxes are red.)",
                 classes="context--help",
                 markup=False,
             )
-            yield TextArea(world_info_text(s.world_info), id="context-world", soft_wrap=True)
+            yield FieldArea(world_info_text(s.world_info), id="context-world", soft_wrap=True)
             with Horizontal(classes="context--row"):
                 yield Label("Scan depth (tokens)")
-                yield Input(str(s.world_info["scan_depth"]), id="context-scan", type="integer", compact=True)  # fmt: skip
+                yield Field(str(s.world_info["scan_depth"]), id="context-scan", type="integer", compact=True)  # fmt: skip
             yield Label("", id="context-problem")
             with Horizontal(classes="dialog--buttons"):
                 yield Button("Cancel", id="cancel", compact=True)
@@ -115,23 +116,23 @@ class ContextScreen(FormScreen["dict[str, Any] | None"]):
     def on_mount(self) -> None:
         for area in self.query(TextArea):  # typing adds to what is there, not before it
             area.move_cursor(area.document.end)
-        self.query_one("#context-memory", TextArea).focus()
+        self.query_one("#context-memory", FieldArea).focus()
 
     def values(self) -> dict[str, Any]:
         """The four settings as typed, checked by ``Settings.replace``; raises
         ``ValueError`` or :class:`SettingError` with one line."""
-        depth = self.query_one("#context-depth", Input).value.strip()
+        depth = self.query_one("#context-depth", Field).value.strip()
         try:
             depth_value = int(depth or "0")
         except ValueError:
             raise ValueError(f"depth must be a whole number (got {depth!r})") from None
         values = {
-            "memory": self.query_one("#context-memory", TextArea).text,
-            "authors_note": self.query_one("#context-note", TextArea).text,
+            "memory": self.query_one("#context-memory", FieldArea).text,
+            "authors_note": self.query_one("#context-note", FieldArea).text,
             "authors_note_depth": depth_value,
             "world_info": parse_world_info(
-                self.query_one("#context-world", TextArea).text,
-                self.query_one("#context-scan", Input).value,
+                self.query_one("#context-world", FieldArea).text,
+                self.query_one("#context-scan", Field).value,
             ),
         }
         checked = self.settings.replace(**values)  # the same check update_settings makes

@@ -26,15 +26,12 @@ from typing import TYPE_CHECKING
 
 from textual import events
 
+from loomterm.tui.key_order import bindings_now, is_text, run_bound
 from loomterm.tui.paste import paste_text
 
 if TYPE_CHECKING:
-    from textual.dom import DOMNode
-
     from loomterm.tui.document import DocumentModel
 
-# A key with one of these is a binding, even when the terminal sends it as a character.
-MODIFIER_PREFIXES = ("alt+", "ctrl+", "super+", "meta+", "hyper+")
 # The document's own actions that change the text: held, like characters, while locked.
 EDIT_ACTIONS = frozenset({"backspace", "delete_right", "newline"})
 # Actions that run at once even behind held input: they interrupt what holds it.
@@ -83,22 +80,8 @@ class DocumentKeys:
         return not self.locked
 
     # -- the ordered input path ---------------------------------------------------------
-    def _binding_for(self, key: str) -> tuple[DOMNode, str] | None:
-        """The action ``key`` runs here and now, and where: the active bindings of the
-        screen (this widget's first, then its containers', the screen's and the app's),
-        as the user's key map left them."""
-        found = self.screen.active_bindings.get(key)
-        if found is None or found.binding.priority:
-            return None  # unbound, or the app ran it before the key got here
-        return found.node, found.binding.action
-
     async def _on_key(self, event: events.Key) -> None:
-        # A terminal sends alt+s as ESC s: a printable character, but a key for a binding.
-        if (
-            event.is_printable
-            and event.character is not None
-            and not event.key.startswith(MODIFIER_PREFIXES)
-        ):
+        if is_text(event):
             event.stop()
             event.prevent_default()
             if self._held or self.locked:
@@ -106,18 +89,18 @@ class DocumentKeys:
             else:
                 self._type(event.character)
             return
-        found = self._binding_for(event.key)
-        if found is None:
+        found = bindings_now(self, event.key)
+        if not found:
             return  # nothing here uses it: it bubbles on
         event.stop()
         event.prevent_default()
-        node, action = found
+        node, action = found[0]
         if action not in INTERRUPTS and (
             self._held or (self.locked and node is self and action in EDIT_ACTIONS)
         ):
             self._held.append(event)
             return
-        await self.app.run_action(action, node)
+        await run_bound(self, found)
 
     def _on_paste(self, event: events.Paste) -> None:
         event.stop()
@@ -148,10 +131,10 @@ class DocumentKeys:
             if isinstance(item, events.Paste):
                 self._type(paste_text(item.text))
             elif isinstance(item, events.Key):
-                if item.is_printable and item.character is not None:
+                if is_text(item):
                     self._type(item.character)
-                elif (found := self._binding_for(item.key)) is not None:
-                    await self.app.run_action(found[1], found[0])
+                else:
+                    await run_bound(self, bindings_now(self, item.key))
             else:
                 item()
 

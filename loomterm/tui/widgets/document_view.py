@@ -31,7 +31,7 @@ from textual.strip import Strip
 from loomterm.tui.blocks import PENDING, Block
 from loomterm.tui.document import DocumentModel
 from loomterm.tui.sanitize import display
-from loomterm.tui.widgets.document_keys import MODIFIER_PREFIXES, DocumentKeys  # noqa: F401
+from loomterm.tui.widgets.document_keys import DocumentKeys
 
 GUTTER = 11  # "assistant" and a bar
 # Probability buckets: the chosen token's probability at least this -> bucket index.

@@ -12,9 +12,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
-from textual.widgets import Button, Input, Label, Select
+from textual.widgets import Button, Label, Select
 
 from loomterm.tui.widgets.dialogs import DIALOG_CSS, FormScreen
+from loomterm.tui.widgets.fields import Field
 
 FORMAT_LABELS = {
     "md": "Markdown (who wrote what)",
@@ -103,7 +104,7 @@ class ExportScreen(FormScreen[None]):
                 )
             with Horizontal(classes="export--row"):
                 yield Label("File")
-                yield Input(
+                yield Field(
                     self._default_path(self.fmt), id="path", compact=True, select_on_focus=False
                 )
             yield Label("", id="export-status", markup=False)
@@ -123,7 +124,7 @@ class ExportScreen(FormScreen[None]):
     def on_select_changed(self, event: Select.Changed) -> None:
         if event.select.id != "format" or not isinstance(event.value, str):
             return
-        path_input = self.query_one("#path", Input)
+        path_input = self.query_one("#path", Field)
         current = Path(path_input.value)
         if current.suffix.lstrip(".") in self.formats:
             # The caret goes to the end of the new name: left where it was, typing
@@ -135,7 +136,7 @@ class ExportScreen(FormScreen[None]):
     def action_submit(self) -> None:
         if self.working:
             return
-        path = self.query_one("#path", Input).value.strip()
+        path = self.query_one("#path", Field).value.strip()
         if not path:
             self.show_status("Name a file to export to")
             return
@@ -152,7 +153,7 @@ class ExportScreen(FormScreen[None]):
         self.working = False
         if error:
             self.show_status(error)
-            self.query_one("#path", Input).focus()
+            self.query_one("#path", Field).focus()
         else:
             self.dismiss(None)
 

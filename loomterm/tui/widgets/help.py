@@ -9,17 +9,16 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label
 
-from loomterm.tui.widgets.dialogs import DIALOG_CSS
+from loomterm.tui.widgets.dialogs import DIALOG_CSS, DialogScreen
 
 HelpRow = tuple[str, str, str, str, str]  # (group, keys, action id, title, help)
 KEY_WIDTH = 15  # "alt+shift+right"
 ID_WIDTH = 17  # "toggle_boundaries"; wider when a row's id is longer (never wrapped)
 
 
-class HelpScreen(ModalScreen[None]):
+class HelpScreen(DialogScreen[None]):
     """A table of keys, a heading per group. Rows come from the app (so remapped keys
     show as remapped)."""
 

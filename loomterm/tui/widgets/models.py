@@ -12,9 +12,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
-from textual.widgets import Button, Input, Label
+from textual.widgets import Button, Label
 
 from loomterm.tui.widgets.dialogs import DIALOG_CSS, FormScreen, NameScreen
+from loomterm.tui.widgets.fields import Field
 
 SWATCH = "\u25a0"  # ■
 
@@ -83,7 +84,7 @@ class AttachScreen(NameScreen):
         )
 
     def action_submit(self) -> None:
-        source = self.query_one("#name", Input).value.strip()
+        source = self.query_one("#name", Field).value.strip()
         if not source:
             self.notify("Write a URL, a folder or a model name first", severity="warning")
             return
@@ -117,7 +118,7 @@ class SiblingsScreen(FormScreen["list[tuple[str, int]] | None"]):
             for i, (key, count) in enumerate(self.counts):
                 with Horizontal(classes="siblings--row"):
                     yield Label(key, markup=False)
-                    yield Input(str(count), id=f"count-{i}", type="integer", compact=True)
+                    yield Field(str(count), id=f"count-{i}", type="integer", compact=True)
             with Horizontal(classes="dialog--buttons"):
                 yield Button("Cancel", id="cancel", compact=True)
                 yield Button("Generate", id="ok", variant="primary", compact=True)
@@ -127,12 +128,12 @@ class SiblingsScreen(FormScreen["list[tuple[str, int]] | None"]):
             yield Label(hint, classes="dialog--hint")
 
     def on_mount(self) -> None:
-        self.query_one("#count-0", Input).focus()
+        self.query_one("#count-0", Field).focus()
 
     def action_submit(self) -> None:
         plan = []
         for i, (key, _count) in enumerate(self.counts):
-            value = self.query_one(f"#count-{i}", Input).value.strip() or "0"
+            value = self.query_one(f"#count-{i}", Field).value.strip() or "0"
             try:
                 count = int(value)
             except ValueError:

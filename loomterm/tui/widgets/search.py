@@ -18,7 +18,6 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
 from textual.timer import Timer
 from textual.widgets import Checkbox, Input, Label, OptionList
 from textual.widgets.option_list import Option
@@ -26,7 +25,8 @@ from textual.widgets.option_list import Option
 from loomterm.errors import InputError
 from loomterm.search import Hit, Query, SearchResult, branch_label
 from loomterm.tui.sanitize import safe_line
-from loomterm.tui.widgets.dialogs import DIALOG_CSS
+from loomterm.tui.widgets.dialogs import DIALOG_CSS, DialogScreen
+from loomterm.tui.widgets.fields import Field, FieldForm
 
 SHOWN = 200  # hits listed at most (the count says how many there are)
 DELAY = 0.05  # seconds of no typing before searching
@@ -41,7 +41,7 @@ class SearchPick:
     index: int
 
 
-class SearchScreen(ModalScreen["SearchPick | None"]):
+class SearchScreen(DialogScreen["SearchPick | None"], FieldForm):
     """Search every branch; dismisses with the chosen hit (None: escape)."""
 
     DEFAULT_CSS = (
@@ -79,7 +79,7 @@ class SearchScreen(ModalScreen["SearchPick | None"]):
         start = self.query_start
         with Vertical():
             yield Label("Search every branch", classes="dialog--title")
-            yield Input(start.text, placeholder="text, or a regular expression", id="search-text")
+            yield Field(start.text, placeholder="text, or a regular expression", id="search-text")
             with Horizontal(id="search-options"):
                 yield Checkbox("Regular expression (alt+r)", start.regex, id="regex", compact=True)
                 yield Checkbox("Match case (alt+c)", start.case, id="case", compact=True)
@@ -98,14 +98,14 @@ class SearchScreen(ModalScreen["SearchPick | None"]):
             )
 
     def on_mount(self) -> None:
-        self.query_one("#search-text", Input).focus()
+        self.query_one("#search-text", Field).focus()
         if self.query_start.text:
             self.search_now()
 
     # -- searching ---------------------------------------------------------------------
     def _query(self) -> Query:
         return Query(
-            self.query_one("#search-text", Input).value,
+            self.query_one("#search-text", Field).value,
             regex=self.query_one("#regex", Checkbox).value,
             case=self.query_one("#case", Checkbox).value,
             archived=self.query_one("#archived", Checkbox).value,
@@ -166,7 +166,7 @@ class SearchScreen(ModalScreen["SearchPick | None"]):
             now = hits.highlighted if hits.highlighted is not None else -step
             hits.highlighted = max(0, min(hits.option_count - 1, now + step))
 
-    def on_input_submitted(self, event: Input.Submitted) -> None:
+    def field_submitted(self, field: Field) -> None:
         if self._timer is not None:  # enter before the search caught up with the typing
             self.search_now()
         hits = self.query_one("#search-hits", OptionList)

@@ -17,14 +17,13 @@ from typing import ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label
 
 from loomterm.errors import LoomError
 from loomterm.tui import sessions
 from loomterm.tui.sanitize import safe_line
 from loomterm.tui.sessions import SessionRow
-from loomterm.tui.widgets.dialogs import DIALOG_CSS, ConfirmScreen, NameScreen
+from loomterm.tui.widgets.dialogs import DIALOG_CSS, ConfirmScreen, DialogScreen, NameScreen
 from loomterm.tui.widgets.status_bar import human_bytes
 
 
@@ -42,7 +41,7 @@ def when(seconds: float) -> str:
     return datetime.fromtimestamp(seconds).strftime("%Y-%m-%d %H:%M") if seconds else "?"
 
 
-class SessionsScreen(ModalScreen["SessionChoice | None"]):
+class SessionsScreen(DialogScreen["SessionChoice | None"]):
     """The saved sessions, newest change first; the open one is marked ``●``."""
 
     DEFAULT_CSS = (

@@ -20,6 +20,7 @@ from textual.widgets import Button, Input, Label, Select
 
 from loomterm.settings import SettingError, Settings, Spec
 from loomterm.tui.widgets.dialogs import DIALOG_CSS, FormScreen
+from loomterm.tui.widgets.fields import Field
 
 # Rows of the dialog: typed into an input, or chosen from a list (choices, on/off).
 DIALOG: tuple[Spec, ...] = tuple(spec for spec in Settings.SPECS.values() if spec.dialog)
@@ -68,7 +69,7 @@ def parse_settings(values: Mapping[str, str]) -> tuple[dict[str, Any], list[str]
     return out, problems
 
 
-class SettingInput(Input):
+class SettingInput(Field):
     """A setting's field: a number field says which characters it refused (Textual's
     own only rings the bell, and a letter typed into it was lost without a word)."""
 
@@ -213,7 +214,7 @@ class SettingsScreen(FormScreen["dict[str, Any] | None"]):
             self.query_one("#problems", Label).update("")
 
     def action_submit(self) -> None:
-        values = {s.name: self.query_one(f"#setting-{s.name}", Input).value for s in FIELDS}
+        values = {s.name: self.query_one(f"#setting-{s.name}", Field).value for s in FIELDS}
         parsed, problems = parse_settings(values)
         for spec in CHOICES:
             if spec.name not in self.unavailable:

@@ -10,9 +10,10 @@ from typing import ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Button, Input, Label, Select
+from textual.widgets import Button, Label, Select
 
 from loomterm.tui.widgets.dialogs import DIALOG_CSS, FormScreen
+from loomterm.tui.widgets.fields import Field
 
 # Kept in step with ``engine.loom.weave`` (SCORES, MAX_N, MAX_DEPTH), which the editor's
 # tests check; the dialog does not import the engine (it would load torch).
@@ -92,7 +93,7 @@ class WeaveScreen(FormScreen["WeaveChoice | None"]):
             for name, label in LABELS.items():
                 with Horizontal(classes="weave--row"):
                     yield Label(label)
-                    yield Input(
+                    yield Field(
                         str(getattr(self.choice, name)),
                         id=f"weave-{name}",
                         type="integer",
@@ -119,10 +120,10 @@ class WeaveScreen(FormScreen["WeaveChoice | None"]):
             )
 
     def on_mount(self) -> None:
-        self.query_one("#weave-n", Input).focus()
+        self.query_one("#weave-n", Field).focus()
 
     def action_submit(self) -> None:
-        values = {name: self.query_one(f"#weave-{name}", Input).value for name in LABELS}
+        values = {name: self.query_one(f"#weave-{name}", Field).value for name in LABELS}
         score = self.query_one("#weave-score", Select).value
         choice, problems = parse_choice(values, str(score))
         if choice is None:
