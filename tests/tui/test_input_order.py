@@ -94,3 +94,18 @@ async def test_keys_typed_before_a_tab_stay_in_the_document(make_app, loom):
         assert app.doc.text == "acb"
         assert app.focused is app.branches
         assert loom.text(loom.cursor) == "acb"
+
+
+async def test_enter_in_search_right_after_the_typing_goes_to_the_hit(make_app, loom):
+    """Enter typed with the query, before the dialog has heard the field change, still
+    searches that query and goes to the hit; the key after it is typed there."""
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        burst(app, [*"Raw A. Raw B. end"])
+        await settle(pilot)
+        await pilot.press("ctrl+f")
+        await settle(pilot)
+        burst(app, [*"Raw B", "enter", "Z"])
+        await settle(pilot)
+        assert app.doc.text == "Raw A. ZRaw B. end"  # the caret went to the hit
+        assert loom.text(loom.cursor) == "Raw A. ZRaw B. end"

@@ -167,7 +167,9 @@ class SearchScreen(DialogScreen["SearchPick | None"], FieldForm):
             hits.highlighted = max(0, min(hits.option_count - 1, now + step))
 
     def field_submitted(self, field: Field) -> None:
-        if self._timer is not None:  # enter before the search caught up with the typing
+        # Enter before the search caught up with the typing: the field's Changed
+        # messages may not even have reached this screen yet.
+        if self._timer is not None or self._query() != self.current:
             self.search_now()
         hits = self.query_one("#search-hits", OptionList)
         if hits.highlighted is not None:
