@@ -1,4 +1,4 @@
-"""The llama.cpp runner's decoder: ``n`` siblings, one sequence each, one batch a step.
+"""The llama.cpp runner's decoder: ``n`` siblings, one sequence each, over one shared prefix.
 
 Every sibling's sequence shares the parent's cells (``seq_cp``), so the prompt is
 evaluated once. Each step samples one token per live sibling with loomterm's own
@@ -6,7 +6,7 @@ sampler chain (``sampling.sample_step``: every sampler, seeded as on the torch r
 writes it into the tree, and feeds the live siblings' tokens to llama.cpp, which
 returns their next logits: as one ``llama_decode`` (one token per sequence), or as one
 decode per sibling where that has cost less per token in this runner (``batching``).
-A sibling that ends (end of sequence) drops out of the batch. Afterwards each sibling's sequence
+A sibling that ends (end of sequence) drops out. Afterwards each sibling's sequence
 holds its path, so going to any of them computes nothing.
 """
 
