@@ -189,14 +189,22 @@ def startup_rows(
         extra = {"LOOMTERM_DATA_DIR": str(folder / "data"), **(env or {})}
         extra["LOOMTERM_CONFIG_DIR"] = str(folder / "config")
         base = command or [sys.executable, "-m", "loomterm"]
-        args = [*base, "--model", str(loaded.source), "-s", str(path)]
-        if loaded.device.type != "cpu":
-            args += ["--device", str(loaded.device)]
+
+        def arguments(session: Path) -> list[str]:
+            args = [*base, "--model", str(loaded.source), "-s", str(session)]
+            if loaded.device.type != "cpu":
+                args += ["--device", str(loaded.device)]
+            return args
+
         launches, baselines = [], []
-        launch(args, child_env(extra), loaded.name, folder, type_marker=False)  # warm-up
+        launch(arguments(path), child_env(extra), loaded.name, folder, type_marker=False)  # warm-up
         for rep in range(reps):
+            # Each timed launch opens its own copy of the session: in one the last
+            # launch saved, its marker word would already be in the document.
+            session = folder / f"startup-{rep + 1}.loom"
+            shutil.copyfile(path, session)
             baselines.append(import_baseline())
-            launches.append(launch(args, child_env(extra), loaded.name, folder))
+            launches.append(launch(arguments(session), child_env(extra), loaded.name, folder))
             last = launches[-1]
             log(
                 f"start-up {rep + 1}/{reps}: import {baselines[-1]:.2f} s, paint {last.paint}, "
