@@ -109,3 +109,28 @@ async def test_enter_in_search_right_after_the_typing_goes_to_the_hit(make_app, 
         await settle(pilot)
         assert app.doc.text == "Raw A. ZRaw B. end"  # the caret went to the hit
         assert loom.text(loom.cursor) == "Raw A. ZRaw B. end"
+
+
+async def test_keys_after_a_jump_that_waits_for_the_engine_land_where_it_went(make_app, loom):
+    """The jump to a hit waits while the engine is busy (here a job held on an event,
+    as a sync of the typing before it would be); keys typed after it are held
+    meanwhile, then typed at the hit, not where the caret was."""
+    import threading
+
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        burst(app, [*"Raw A. Raw B. end"])
+        await settle(pilot)
+        await pilot.press("ctrl+f")
+        await settle(pilot)
+        release = threading.Event()
+        app.jobs.submit("busy", release.wait)
+        try:
+            burst(app, [*"Raw B", "enter", "Z"])
+            await pilot.pause(0.3)
+            assert app.doc.text == "Raw A. Raw B. end"  # the Z waits with the jump
+        finally:
+            release.set()  # else the worker never ends, nor the app
+        await settle(pilot)
+        assert app.doc.text == "Raw A. ZRaw B. end"
+        assert loom.text(loom.cursor) == "Raw A. ZRaw B. end"

@@ -124,9 +124,22 @@ class Jobs:
         self, action: Callable[[], None], *, sync: bool = True, stop: bool = False
     ) -> None:
         """Run ``action`` once no job is in flight (and, with ``sync``, once the engine
-        has the typed text). ``stop`` first stops a running generation."""
-        if stop and self.app.generating:
-            self.cancel.set()
+        has the typed text). ``stop``: the action takes the document elsewhere (another
+        branch, node, hit or session): a running generation is stopped first, and keys
+        typed after it are held until it has run, so they land where it put the caret,
+        not in the text it leaves (the engine may first have the typing before it)."""
+        if stop:
+            if self.app.generating:
+                self.cancel.set()
+            self.lock()
+            moved = action
+
+            def action() -> None:
+                try:
+                    moved()
+                finally:
+                    self.unlock()
+
         self.deferred.append((action, sync))
         self.drain()
 
