@@ -10,10 +10,12 @@ for CPU linear layers) reads the same transposed weight and costs 1.10x, 1.28x a
 one row costs what ``F.linear`` does with the weights in the cache -- but a real decode
 step streams them from memory, and there oneDNN's one-row product costs about 1.4x
 ``F.linear``'s (an AMD EPYC, one thread), while from two rows on it is the faster one.
-So one row of an unquantized float32 model goes to ``F.linear`` (in the decode step,
-``kernels.step``, and in these layers' forward: a one-token append), everything else
-here. The values are the same products summed in
-another order (float32 noise, about 1e-6 relative).
+So one row goes to ``F.linear`` (in the decode step, ``kernels.step``, and in these
+layers' forward: a one-token append), everything else here. That holds for the float
+layers a quantized model keeps too (its value projections): oneDNN's one-row product
+for their narrow (192 x 576) weights cost an int8 step about a tenth of its time. The
+values are the same products summed in another order (float32 noise, about 1e-6
+relative).
 
 :func:`use_onednn` switches the float32 ``nn.Linear`` layers of a loaded CPU model to
 :class:`OneDnnLinear` in place (the class only: parameters, ties and state dicts stay
@@ -38,15 +40,12 @@ from loomterm.cpu_target import X86_ANY
 
 class OneDnnLinear(nn.Linear):
     """An ``nn.Linear`` whose product runs as oneDNN's inner product (see the module
-    docstring). Under autograd it falls back to ``F.linear``; so does one row where
-    ``one_row`` is set (an unquantized model: see :func:`use_onednn`)."""
-
-    one_row = False
+    docstring). Under autograd it falls back to ``F.linear``, and so does one row."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if torch.is_grad_enabled() or x.dtype != torch.float32:
             return F.linear(x, self.weight, self.bias)
-        if self.one_row and x.numel() == x.shape[-1]:  # one row, whatever the leading dims
+        if x.numel() == x.shape[-1]:  # one row, whatever the leading dims
             return F.linear(x, self.weight, self.bias)
         return torch.ops.mkldnn._linear_pointwise(x, self.weight, self.bias, "none", [], "")
 
@@ -68,15 +67,11 @@ def onednn_available() -> bool:
         return False
 
 
-def use_onednn(model: nn.Module, one_row: bool = False) -> int:
+def use_onednn(model: nn.Module) -> int:
     """Make every float32 CPU ``nn.Linear`` of ``model`` an :class:`OneDnnLinear`, in
-    place; returns how many changed (0 where oneDNN is not used).
-
-    ``one_row``: a single row goes to ``F.linear`` (faster there, see the module
-    docstring), as in the decode step. Only for an unquantized model: a quantized
-    model's products round their input rows (to bfloat16, or to int8 steps), so the
-    two kernels' float32 noise in its float layers would become other rounding, and
-    the step, the generic forward and a drafted block would no longer agree."""
+    place; returns how many changed (0 where oneDNN is not used). A single row still
+    goes to ``F.linear`` (faster there, see the module docstring), as in the decode
+    step, so that the step and the generic forward multiply a row alike."""
     linears = [
         m
         for m in model.modules()
@@ -88,7 +83,6 @@ def use_onednn(model: nn.Module, one_row: bool = False) -> int:
         return 0
     for module in linears:
         module.__class__ = OneDnnLinear
-        module.one_row = one_row
     return len(linears)
 
 

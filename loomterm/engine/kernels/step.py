@@ -401,10 +401,9 @@ def _product(module) -> Callable[[torch.Tensor], torch.Tensor]:
     other layer runs its own forward (a float layer's choice of kernel is its own, and
     so are its numbers).
 
-    A oneDNN layer marked ``one_row`` (an unquantized model's: ``cpu_linear.use_onednn``)
-    sends a single row to ``F.linear`` on the same transposed weight, as its forward
-    does. Streaming weights that are not in the cache (a real
-    step), one row costs oneDNN's inner product about 1.4x what ``F.linear`` costs: on
+    A oneDNN layer sends a single row to ``F.linear`` on the same transposed weight, as
+    its forward does (a quantized model's float value projections too). Streaming
+    weights that are not in the cache (a real step), one row costs oneDNN's inner product about 1.4x what ``F.linear`` costs: on
     SmolLM2-135M, one thread, an AMD EPYC, a plain float32 step took 43.7 ms this way
     against 61.5 ms (min of 30, interleaved), the 49,152 x 576 output layer alone 5.0
     against 10.2 ms. Blocks of rows stay with oneDNN, faster there (``cpu_linear``).
@@ -417,12 +416,11 @@ def _product(module) -> Callable[[torch.Tensor], torch.Tensor]:
         # The op its forward runs (the step is under inference mode, float32 in),
         # without a module call's frames (see the module docstring).
         weight, bias, op = module.weight, module.bias, torch.ops.mkldnn._linear_pointwise.default
-        one_row = module.one_row
 
         def onednn(x: torch.Tensor) -> torch.Tensor:
             if x.dtype != torch.float32:
                 return module(x)
-            if one_row and x.shape[0] == 1:
+            if x.shape[0] == 1:
                 return F.linear(x, weight, bias)
             return op(x, weight, bias, "none", [], "")
 

@@ -224,7 +224,7 @@ def load_model(
         from loomterm.engine.kernels.quant import decode_layout
 
         decode_layout(loaded.model)
-        use_onednn(loaded.model, one_row=quant == "none")
+        use_onednn(loaded.model)
     return loaded
 
 
