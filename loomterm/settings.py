@@ -204,7 +204,7 @@ class EngineOptions:
     model: str | None = option(None, "local HF folder, .gguf file, hub id, or a server's URL such as http://127.0.0.1:8080 (default: SmolLM2-135M-Instruct)", part="model")  # fmt: skip
     device: str = option("auto", "auto, cuda, mps or cpu", part="model")
     dtype: str = option("auto", "auto, float32, bfloat16 or float16", part="model")
-    quant: str = option("none", "weight quantization: none (exact), int8 (weight-only, per channel) or int4 (weight-only, groups of 32, as Q4_1)", part="model", choices=("none", "int8", "int4"))  # fmt: skip
+    quant: str = option("none", "weight quantization: none (exact), f16 (float16 weights, float32 products: near exact, about 2x float32's decode on an x86 CPU), int8 (weight-only, per channel) or int4 (weight-only, groups of 32, as Q4_1)", part="model", choices=("none", "f16", "int8", "int4"))  # fmt: skip
     n_ctx: int | None = option(None, "context window in tokens", part="loom", at_least=1)
     kv_budget: str | None = option(None, "cap on cached KV memory, e.g. 2G (default: half the free memory)", part="loom")  # fmt: skip
     backend: str = option("auto", "what runs a local model: torch (transformers in this process), llama.cpp (a .gguf file in llama.cpp, in this process) or auto (torch; a session made on llama.cpp reopens on it)", part="backend", choices=("auto", "torch", "llama.cpp"))  # fmt: skip

@@ -134,12 +134,15 @@ def test_table_and_json(tiny_result, tmp_path):
 def test_precision_table(tiny_result):
     rows = [row for row in tiny_result.rows if row.section == "Precision"]
     names = [row.name for row in rows]
-    for mode in ("bfloat16", "int8 (float32)"):
+    for mode in ("bfloat16", "f16 (float32)", "int8 (float32)"):
         for what in ("decode", "prefill @64", "KL to float32, mean", "KL to float32, p90"):
             assert f"{mode}: {what}" in names
     kl = next(row for row in rows if row.name == "int8 (float32): KL to float32, mean")
     assert kl.target == "<=0.005" and kl.met is True  # the tiny model is easy to quantize
-    assert names[-1] == "int8 decode vs transformers generate (float32)"
+    assert names[-2:] == [
+        "f16 decode vs transformers generate (float32)",
+        "int8 decode vs transformers generate (float32)",
+    ]
 
 
 def test_row_targets():

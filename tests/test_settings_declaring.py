@@ -162,7 +162,9 @@ def test_options_say_who_takes_them():
         S.option(None, "x", part="ui")
     specs = EngineOptions.SPECS
     assert specs["n_ctx"].label == "N ctx" and specs["n_ctx"].at_least == 1
-    assert specs["quant"].choices == ("none", "int8", "int4") and specs["quant"].part == "model"
+    assert (
+        specs["quant"].choices == ("none", "f16", "int8", "int4") and specs["quant"].part == "model"
+    )
     assert specs["server_kind"].part == "server" and specs["kv_budget"].part == "loom"
     assert specs["backend"].part == "backend" and specs["threads"].part == "backend"
 

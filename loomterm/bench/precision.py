@@ -1,6 +1,6 @@
 """The precision table: what each precision mode costs and gives, against float32.
 
-Each mode (float32, bfloat16, int8 weights) is loaded from the same source and measured
+Each mode (float32, bfloat16, float16, int8 and int4 weights) is loaded from the same source and measured
 in the same run on the same work:
 
 - decode: a fresh copy of the prompt, then plain greedy decoding (drafting off); the
@@ -10,9 +10,10 @@ in the same run on the same work:
   per position, KL(float32 || mode) of the next-token distributions (mean and p90)
   and whether the most likely token is the same (top-1 agreement).
 
-A last row sets int8's decode against transformers' own ``generate`` in float32 on
-the same prompt, the model freshly loaded by transformers: the issue's int8 target. Then the peer rows: llama.cpp on the GGUF
-file the model came from (``peer``), against loomterm's float32 and int8.
+The last rows set f16's and int8's decode against transformers' own ``generate`` in
+float32 on the same prompt, the model freshly loaded by transformers (int8's is the
+issue's target). Then the peer rows: llama.cpp on the GGUF file the model came from
+(``peer``), against loomterm's float32, f16, int8 and int4.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class Mode:
 MODES = (
     Mode("float32", "float32", "none"),
     Mode("bfloat16", "bfloat16", "none"),
+    Mode("f16", "auto", "f16"),  # float16 weights, float32 products (fbgemm on x86)
     Mode("int8", "auto", "int8"),  # activations: float32 on a CPU, bfloat16 on a GPU
     Mode("int4", "auto", "int4"),  # groups of 32, as llama.cpp's Q4_1
 )
@@ -130,20 +132,15 @@ def precision_table(
                                     "nats", float("nan"), target, absolute=True,
                                     note="the decode kernel"))  # fmt: skip
         rows += mode_rows
-    hf_rate, rate = best(hf), best(decode["int8"])
-    rows.append(
-        Row(
-            PRECISION,
-            "int8 decode vs transformers generate (float32)",
-            hf_rate,
-            rate,
-            "tok/s",
-            ratio(rate, hf_rate),
-            ">=2.0",
-            note="prompt prefill included on both sides",
-            extra={"hf_tok_s": hf, "int8_tok_s": decode["int8"]},
-        )
-    )
+    hf_rate = best(hf)
+    for label, target in (("f16", ""), ("int8", ">=2.0")):
+        rate = best(decode[label])
+        rows.append(
+            Row(PRECISION, f"{label} decode vs transformers generate (float32)", hf_rate, rate,
+                "tok/s", ratio(rate, hf_rate), target,
+                note="prompt prefill included on both sides",
+                extra={"hf_tok_s": hf, f"{label}_tok_s": decode[label]})
+        )  # fmt: skip
     log("peer: llama.cpp on the same GGUF file")
     rows += _peer_rows(loaded, prompt, new_tokens, reps, decode, only)
     return rows
@@ -165,7 +162,7 @@ def _peer_rows(loaded, prompt, new_tokens, reps, decode, only) -> list[Row]:
                     extra={"unavailable": runs})]  # fmt: skip
     label = f"{gguf.name}, {threads} thread{'s' if threads > 1 else ''}"
     rows = []
-    for mode, target in (("float32", ""), ("int8", ">=1.0"), ("int4", ">=1.0")):
+    for mode, target in (("float32", ""), ("f16", ""), ("int8", ">=1.0"), ("int4", ">=1.0")):
         for what, ours, theirs in (
             ("prompt prefill included", decode[mode], [r.rate for r in runs]),
             ("decode only", only[mode], [r.decode_rate for r in runs]),

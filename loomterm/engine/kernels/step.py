@@ -62,7 +62,7 @@ import torch.nn.functional as F
 
 from loomterm.engine.kernels.cpu_linear import OneDnnLinear
 from loomterm.engine.kernels.fused import fuse_layer
-from loomterm.engine.kernels.quant import Int4Linear, Int8Linear
+from loomterm.engine.kernels.quant import F16Linear, Int4Linear, Int8Linear
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -410,7 +410,7 @@ def _product(module) -> Callable[[torch.Tensor], torch.Tensor]:
     The values are the same products summed in another order (float32 noise, about
     1e-6 relative; oneDNN's own results for a row alone and in a block already differ
     so for some shapes)."""
-    if isinstance(module, (Int8Linear, Int4Linear)):
+    if isinstance(module, (Int8Linear, Int4Linear, F16Linear)):
         return module.product
     if isinstance(module, OneDnnLinear):
         # The op its forward runs (the step is under inference mode, float32 in),

@@ -97,7 +97,8 @@ class Loom(LoomModels, LoomContext, LoomTidy):
     ) -> Loom:
         """Load a model (None: the default model) and start an empty loom on it.
         ``kv_budget`` caps resident KV ("2G", bytes; default: half the free memory);
-        ``quant="int8"`` or ``"int4"`` quantizes the weights (``engine.kernels.quant``).
+        ``quant="f16"``, ``"int8"`` or ``"int4"`` quantizes the weights
+        (``engine.kernels.quant``).
 
         ``backend``: ``"torch"`` (the local runner: transformers in this process),
         ``"llama.cpp"`` (a ``.gguf`` file run by llama.cpp in this process,

@@ -77,7 +77,7 @@ class LoadedModel:
     device: torch.device
     dtype: torch.dtype  # of the activations and the KV (and of the weights, unquantized)
     fingerprint: dict  # {"name", "config", "weights", "tokenizer"}: SHA-256 hex digests
-    quant: str = "none"  # "none", "int8" or "int4" (``engine.kernels.quant``)
+    quant: str = "none"  # "none", "f16", "int8" or "int4" (``engine.kernels.quant``)
 
     def identity(self) -> dict:
         """What a session file records: name, source (absolute when a path), the
@@ -180,8 +180,9 @@ def load_model(
 ) -> LoadedModel:
     """Load a causal LM and its tokenizer; see the module docstring for what ``model`` may be.
 
-    ``quant``: ``"none"`` (the weights in ``dtype``), ``"int8"`` (weight-only int8
-    per output channel) or ``"int4"`` (weight-only, groups of 32; see
+    ``quant``: ``"none"`` (the weights in ``dtype``), ``"f16"`` (float16 weights,
+    products in the activations' dtype), ``"int8"`` (weight-only int8 per output
+    channel) or ``"int4"`` (weight-only, groups of 32; see
     ``engine.kernels.quant``); ``dtype`` is then that of the activations and the KV.
     ``progress(stage, done, total)`` hears about long work (see ``loomterm.progress``).
     Raises ``ModelLoadError`` (``NotCausalLMError`` for, e.g., a BERT folder).
