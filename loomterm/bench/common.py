@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from loomterm.engine import Loom
-from loomterm.engine.kernels.cpu_linear import stock_linears
 
 if TYPE_CHECKING:
     from loomterm.engine.models.load import LoadedModel
@@ -62,26 +61,6 @@ def stock_attention(model):
     finally:
         if changed:
             model.set_attn_implementation(current)
-
-
-@contextlib.contextmanager
-def stock_layout(model):
-    """Give every linear weight that loomterm stored transposed (``quant.decode_layout``)
-    a contiguous (out, in) copy and the plain ``nn.Linear`` product for the block
-    (``cpu_linear.stock_linears``), as ``from_pretrained`` leaves them, then put
-    loomterm's layout back. Baselines that stand for plain transformers run so."""
-    swapped = []
-    for module in model.modules():
-        weight = getattr(module, "weight", None)
-        if isinstance(module, torch.nn.Linear) and not weight.is_contiguous():
-            swapped.append((weight, weight.data))
-            weight.data = weight.data.contiguous()
-    try:
-        with stock_linears(model):
-            yield
-    finally:
-        for weight, data in swapped:
-            weight.data = data
 
 
 @contextlib.contextmanager

@@ -152,6 +152,15 @@ def test_the_static_cost_is_calibrated_to_the_measured_pass():
     assert floor.jump == pytest.approx(0.25 * cost.jump)
 
 
+def test_drafts_that_ride_along_for_free_cost_nothing_and_stay_free_when_calibrated():
+    """float32 on oneDNN's reordered weights: a block of up to five rows costs a step."""
+    cost = Cost(0.05, 0.06, free=4)
+    assert cost.of(0) == 1.0 and cost.of(1) == cost.of(4) == pytest.approx(1.05)
+    assert cost.of(10) == pytest.approx(1.05 + 6 * 0.06)
+    measured = learnt(2, 1.10 * PLAIN).calibrated(cost)
+    assert measured.free == 4 and measured.of(2) == pytest.approx(1.10)
+
+
 def test_the_tree_and_lookahead_modes_always_draft():
     ledger = Ledger(always=True)
     for _ in range(5):

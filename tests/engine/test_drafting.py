@@ -418,6 +418,8 @@ def test_accept_walk_stops_on_end_and_budget():
 def test_draft_depth_follows_acceptance():
     cpu = Cost.for_device("cpu")
     assert best_depth(0.05, cpu, 15) == 0  # rarely accepted: a plain step is cheaper
+    assert best_depth(0.3, cpu, 15) >= 1  # a few drafts ride along almost free
+    assert best_depth(0.3, Cost.for_device("cpu", onednn=False), 15) == 0
     assert 0 < best_depth(0.7, cpu, 15) < best_depth(0.97, cpu, 15) <= 15
     acceptance = Acceptance(cpu, 15)
     acceptance.update([(3, False)] * 30)

@@ -171,4 +171,4 @@ class Ledger:
             return cost
         low, high = SCALE_RANGE
         scale = min(high, max(low, (ratio - 1.0) / modelled))
-        return Cost(cost.jump * scale, cost.slope * scale)
+        return Cost(cost.jump * scale, cost.slope * scale, cost.free)

@@ -47,29 +47,36 @@ from loomterm.tree import Node
 @dataclass(frozen=True)
 class Cost:
     """Time of a forward pass of ``1 + d`` tokens, in single-token passes:
-    ``1 + jump + slope * d`` for ``d >= 1``.
+    ``1 + jump + slope * max(0, d - free)`` for ``d >= 1``.
 
     On a CPU one token runs as matrix-vector products, and any second token turns them
-    into matrix-matrix products: measured on SmolLM2-135M (float32, one thread, oneDNN's
-    products, ``cpu_linear``), two to four tokens cost 1.12x one, five to nine 1.28x,
-    seventeen 1.58x, thirty-two 2.25x (with PyTorch's own products: 1.55x, 2.35x for sixteen, 3.3x for
-    thirty-two). With int8 weights a few
-    tokens cost little more than one (the int8 kernel reads each weight once for all
-    rows): two 1.08x, eight 1.6x, sixteen 2.35x. On a GPU a small block is nearly free.
+    into matrix-matrix products. With float32 weights in oneDNN's own layout
+    (``kernels.cpu_linear``) one row is padded to four, so up to four drafts ride along
+    at about no cost: measured on SmolLM2-135M (one thread, an AMD EPYC, the decode
+    step's blocks), 1-4 drafts cost 0.97-1.06x a plain step, 5 1.10x, 9 1.37x, 15
+    1.70x, 31 2.76x. With PyTorch's own products (no oneDNN) two tokens cost 1.55x one,
+    sixteen 2.35x, thirty-two 3.3x. With quantized weights (f16, int8, int4) a block of
+    a few tokens costs 1.2-1.8x a step, sixteen 3-4x. On a GPU a small block is nearly
+    free. ``draft_ledger`` scales ``jump`` and ``slope`` to what passes really cost.
     """
 
     jump: float
     slope: float
+    free: int = 0  # drafts that cost no more than the pending token alone
 
     def of(self, drafts: int) -> float:
         """A pass of the pending token and ``drafts`` drafted ones, in single steps."""
-        return 1.0 + self.jump + self.slope * drafts if drafts else 1.0
+        return 1.0 + self.jump + self.slope * max(0, drafts - self.free) if drafts else 1.0
 
     @classmethod
-    def for_device(cls, kind: str, quantized: bool = False) -> Cost:
+    def for_device(cls, kind: str, quantized: bool = False, onednn: bool = True) -> Cost:
+        """The static guess for a device: ``onednn``, float32 products on oneDNN's
+        reordered weights (``kernels.cpu_linear.onednn_available``)."""
         if kind != "cpu":
             return cls(0.05, 0.01)
-        return cls(0.0, 0.09) if quantized else cls(0.1, 0.025)
+        if quantized:
+            return cls(0.0, 0.09)
+        return cls(0.05, 0.06, free=4) if onednn else cls(0.4, 0.07)
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,7 @@ from loomterm.engine.decode.draft_tree import (
 )
 from loomterm.engine.decode.job import DecodeJob, DecodeModel
 from loomterm.engine.generation import DraftStats, GenerateRequest, GenerateResult
+from loomterm.engine.kernels.cpu_linear import onednn_available
 from loomterm.engine.sample.chain import DrawAhead, make_generators, sample_step, token_records
 from loomterm.engine.sample.history import history_view
 from loomterm.tree import Node
@@ -101,7 +102,9 @@ def drafting_config(request: GenerateRequest, model: DecodeModel) -> DraftConfig
     lookahead = mode == "lookahead"
     config = DraftConfig(
         lookahead=lookahead,
-        cost=Cost.for_device(model.device.type, quantized=model.quantized),
+        cost=Cost.for_device(
+            model.device.type, quantized=model.quantized, onednn=onednn_available()
+        ),
         adaptive=mode == "auto",
     )
     block = config.tree_budget + 1
@@ -252,9 +255,15 @@ class DraftedDecoder:
         probe = self.probe = ledger.probe_due() and not timing_plain  # 8 to 64 steps apart
 
         def depth_for(source: int) -> int:
-            # A probe is a pass as drafting would make it (at least one token per
-            # source), so what it costs and yields says whether drafting pays.
-            planned = self.acceptance.depth(source) if paying or probe else 0
+            # While drafting pays, a probe is a pass as drafting would make it (at least
+            # one token per source). While it does not, a probe asks each source for one
+            # token: a pass of a few rows costs little more than a plain step, and a
+            # source that starts to hit earns its depth from there (a deep probe that
+            # misses cost about two plain steps for one token).
+            if paying:
+                planned = self.acceptance.depth(source)
+            else:
+                planned = int(probe)
             return min(planned or int(probe), room)
 
         tail = self.document[-config.max_ngram :]

@@ -500,6 +500,8 @@ def decode_layout(model: nn.Module) -> int:
         weight = module.weight
         if id(weight) in seen or weight.dtype != torch.float32 or weight.device.type != "cpu":
             continue
+        if weight.is_mkldnn:  # oneDNN's own layout (``cpu_linear.use_onednn``)
+            continue
         seen.add(id(weight))
         if weight.dim() == 2 and weight.stride() == (1, weight.shape[0]):
             continue  # already laid out so

@@ -43,10 +43,11 @@ explicit positions, the tree mask added to the scores), instead of transformers'
 generic forward: the same logits and KV (tested), and on SmolLM2-135M (float32, one
 thread, a loaded machine) a 6-token tree cost 1.45x a plain step against 1.65x
 through the generic forward. Float32 oneDNN layers (``cpu_linear.OneDnnLinear``) are
-called as the op their forward runs, without the module call: 0.92x the step's time in
-an A/B in one process, the same logits bit for bit. One row of an unquantized float32
-model goes to ``F.linear`` instead (``_product``): 0.71x the step's time (SmolLM2-135M,
-one thread, an AMD EPYC), the logits equal to float32 noise.
+called as the product their forward runs, without the module call: 0.92x the step's
+time in an A/B in one process, the same logits bit for bit. Their weights are in
+oneDNN's own layout (``cpu_linear``): a block of up to five rows costs about what one
+row does, so a drafted block of four tokens costs about a plain step (40-42 ms each on
+SmolLM2-135M, one thread, an AMD EPYC; 58-60 ms for the block before).
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
-from loomterm.engine.kernels.cpu_linear import OneDnnLinear
+from loomterm.engine.kernels.cpu_linear import OneDnnLinear, onednn_product
 from loomterm.engine.kernels.fused import fuse_layer
 from loomterm.engine.kernels.quant import F16Linear, Int4Linear, Int8Linear
 
@@ -401,28 +402,23 @@ def _product(module) -> Callable[[torch.Tensor], torch.Tensor]:
     other layer runs its own forward (a float layer's choice of kernel is its own, and
     so are its numbers).
 
-    A oneDNN layer sends a single row to ``F.linear`` on the same transposed weight, as
-    its forward does (a quantized model's float value projections too). Streaming
-    weights that are not in the cache (a real step), one row costs oneDNN's inner product about 1.4x what ``F.linear`` costs: on
-    SmolLM2-135M, one thread, an AMD EPYC, a plain float32 step took 43.7 ms this way
-    against 61.5 ms (min of 30, interleaved), the 49,152 x 576 output layer alone 5.0
-    against 10.2 ms. Blocks of rows stay with oneDNN, faster there (``cpu_linear``).
-    The values are the same products summed in another order (float32 noise, about
-    1e-6 relative; oneDNN's own results for a row alone and in a block already differ
-    so for some shapes)."""
+    A oneDNN layer's weight is in oneDNN's own layout, where one or two rows are padded
+    to four (``cpu_linear.onednn_product``): a step costs what one row did on
+    ``F.linear``, and a drafted block of up to five tokens about the same (the table in
+    ``cpu_linear``'s docstring). The values are ``F.linear``'s summed in another order
+    (float32 noise, about 1e-6 relative); a row's product is the same alone or in a
+    block."""
     if isinstance(module, (Int8Linear, Int4Linear, F16Linear)):
         return module.product
     if isinstance(module, OneDnnLinear):
-        # The op its forward runs (the step is under inference mode, float32 in),
+        # The product its forward runs (the step is under inference mode, float32 in),
         # without a module call's frames (see the module docstring).
-        weight, bias, op = module.weight, module.bias, torch.ops.mkldnn._linear_pointwise.default
+        weight, bias = module.weight, module.bias
 
         def onednn(x: torch.Tensor) -> torch.Tensor:
             if x.dtype != torch.float32:
                 return module(x)
-            if x.shape[0] == 1:
-                return F.linear(x, weight, bias)
-            return op(x, weight, bias, "none", [], "")
+            return onednn_product(x, weight, bias)
 
         return onednn
     return module

@@ -221,11 +221,9 @@ def load_model(
     if quant != "none":
         _quantize(loaded, quant, torch_dtype, report)
     if torch_device.type == "cpu":
-        from loomterm.engine.kernels.cpu_linear import use_onednn
-        from loomterm.engine.kernels.quant import decode_layout
+        from loomterm.engine.kernels.cpu_linear import prepare_linears
 
-        decode_layout(loaded.model)
-        use_onednn(loaded.model)
+        prepare_linears(loaded.model)  # a quantized model's float layers (done already else)
     return loaded
 
 
@@ -389,8 +387,9 @@ def _from_pretrained(
             model.to(device)
             model.eval()
             model.requires_grad_(False)
-            # The decode layout's copies release the GIL: they run while the tokenizer
-            # loads (Python work), and are done before the model is handed on.
+            # The decode layout's copies (oneDNN's reordered weights, or transposed
+            # ones) release the GIL: they run while the tokenizer loads (Python work),
+            # and are done before the model is handed on.
             laid_out = _in_background(_decode_layout, model) if layout else None
             try:
                 tokenizer = AutoTokenizer.from_pretrained(where, **hub_kwargs)
@@ -403,9 +402,9 @@ def _from_pretrained(
 
 
 def _decode_layout(model) -> None:
-    from loomterm.engine.kernels.quant import decode_layout
+    from loomterm.engine.kernels.cpu_linear import prepare_linears
 
-    decode_layout(model)
+    prepare_linears(model)
 
 
 def _in_background(work: Callable[..., object], *args: object) -> Callable[[], None]:
