@@ -323,9 +323,10 @@ def test_an_int8_session_reopens_in_float32_and_its_snapshot_is_not_reused(
 
 
 # -- the real default model ----------------------------------------------------------------------
-@pytest.mark.default_model
-def test_default_model_int8_kl_to_float32():
-    """The bench's fidelity figure, on part of the bench corpus: KL mean <= 0.005 nats."""
+def _default_model_against_float32(quant: str, head: type) -> tuple[torch.Tensor, float]:
+    """(KL per position, top-1 agreement) of the default model in ``quant`` against
+    float32 over the first 256 tokens of the bench corpus; its output layer is a
+    ``head``."""
     from loomterm.bench import corpus_text
 
     exact = load_model(None, device="cpu", dtype="float32")
@@ -333,30 +334,26 @@ def test_default_model_int8_kl_to_float32():
     with torch.inference_mode():
         want = exact.model(torch.tensor([ids])).logits[0].log_softmax(-1)
         del exact
-        quant = load_model(None, device="cpu", quant="int8")
-        got = quant.model(torch.tensor([ids])).logits[0].float().log_softmax(-1)
+        low = load_model(None, device="cpu", quant=quant)
+        assert isinstance(low.model.get_output_embeddings(), head)
+        got = low.model(torch.tensor([ids])).logits[0].float().log_softmax(-1)
     kl = (want.exp() * (want - got)).sum(-1)
-    assert float(kl.mean()) <= 0.005
-    assert (got.argmax(-1) == want.argmax(-1)).float().mean() >= 0.9
+    return kl, float((got.argmax(-1) == want.argmax(-1)).float().mean())
+
+
+@pytest.mark.default_model
+def test_default_model_int8_kl_to_float32():
+    """The bench's fidelity figure, on part of the bench corpus: KL mean <= 0.005 nats."""
+    kl, agree = _default_model_against_float32("int8", Int8Linear)
+    assert float(kl.mean()) <= 0.005 and agree >= 0.9
 
 
 @pytest.mark.default_model
 def test_default_model_f16_kl_to_float32():
     """Float16 weights barely move the model: KL mean under 1e-4 nats (measured: about
-    1e-6) and the same top-1 token almost everywhere."""
-    from loomterm.bench import corpus_text
-
-    exact = load_model(None, device="cpu", dtype="float32")
-    ids = exact.tokenizer(corpus_text(), add_special_tokens=False)["input_ids"][:256]
-    with torch.inference_mode():
-        want = exact.model(torch.tensor([ids])).logits[0].log_softmax(-1)
-        del exact
-        half = load_model(None, device="cpu", quant="f16")
-        assert isinstance(half.model.get_output_embeddings(), F16Linear)
-        got = half.model(torch.tensor([ids])).logits[0].float().log_softmax(-1)
-    kl = (want.exp() * (want - got)).sum(-1)
-    assert float(kl.mean()) <= 1e-4
-    assert (got.argmax(-1) == want.argmax(-1)).float().mean() >= 0.98
+    2e-6) and the same top-1 token almost everywhere."""
+    kl, agree = _default_model_against_float32("f16", F16Linear)
+    assert float(kl.mean()) <= 1e-4 and agree >= 0.98
 
 
 @pytest.mark.default_model
@@ -365,19 +362,8 @@ def test_default_model_int4_kl_to_float32():
     model: measured KL mean 0.054 nats and 83% top-1 agreement over these 256 tokens;
     the bound leaves room for another CPU's rounding and fails on a broken layout
     (a wrong group order or offset gives KL of several nats)."""
-    from loomterm.bench import corpus_text
-
-    exact = load_model(None, device="cpu", dtype="float32")
-    ids = exact.tokenizer(corpus_text(), add_special_tokens=False)["input_ids"][:256]
-    with torch.inference_mode():
-        want = exact.model(torch.tensor([ids])).logits[0].log_softmax(-1)
-        del exact
-        quant = load_model(None, device="cpu", quant="int4")
-        assert isinstance(quant.model.get_output_embeddings(), Int4Linear)
-        got = quant.model(torch.tensor([ids])).logits[0].float().log_softmax(-1)
-    kl = (want.exp() * (want - got)).sum(-1)
-    assert float(kl.mean()) <= 0.1
-    assert (got.argmax(-1) == want.argmax(-1)).float().mean() >= 0.75
+    kl, agree = _default_model_against_float32("int4", Int4Linear)
+    assert float(kl.mean()) <= 0.1 and agree >= 0.75
 
 
 # -- the float32 weight layout for decoding ------------------------------------------------------
