@@ -1,4 +1,4 @@
-"""Precision modes: weight-only int8 and int4 quantization of a loaded model.
+"""Precision modes: float16, int8 and int4 weights of a loaded model.
 
 ``quantize_int8(model, dtype)`` replaces the linear layers (``nn.Linear`` and
 transformers' GPT-2 style ``Conv1D``) whose input width is a multiple of 16 by an
