@@ -71,8 +71,10 @@ class DocumentModel:
         self.has_roles = False
         self.role_marks: list[tuple[int, str]] = []  # (char, role) where a turn begins
         # Decoded nodes, so going back to a branch costs nothing per token:
-        # node id -> (token count, left context, pieces, ends, text, flushed tail).
-        self._decoded: dict[int, tuple[int, tuple[int, ...], list[str], list[int], str, str]] = {}
+        # node id -> (its tokens, left context, pieces, ends, text, flushed tail).
+        self._decoded: dict[
+            int, tuple[tuple[int, ...], tuple[int, ...], list[str], list[int], str, str]
+        ] = {}
 
     # -- state ---------------------------------------------------------------------
     @property
@@ -161,8 +163,10 @@ class DocumentModel:
         self, node: Node, tokens: list[int], context: list[int]
     ) -> tuple[list[str], list[int], str, str]:
         """``node``'s pieces (fresh lists, the caller may change them), their ends, its
-        text and the flushed tail, from the cache when the node and context match."""
-        key = (len(tokens), tuple(context))
+        text and the flushed tail, from the cache when the node's tokens and context
+        match (the tokens themselves, not their count: a node retyped in place, "a"
+        become a line break, keeps its id and its length)."""
+        key = (tuple(tokens), tuple(context))
         hit = self._decoded.get(node.id)
         if hit is not None and hit[:2] == key:
             _, _, pieces, ends, text, tail = hit
