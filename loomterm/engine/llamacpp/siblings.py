@@ -120,8 +120,11 @@ def _group(runner, request, writer, want, parent_slot, logits, max_new, first, n
         if feed:
             batch = [(picks[row], base + step, slots[row].seq) for row in feed]
             out = _feed(runner, batch)  # (len(feed), V)
+            if len(feed) == n:
+                rows = out  # a fresh tensor each step: every row's logits, in order
             for i, row in enumerate(feed):
-                rows[row] = out[i]
+                if len(feed) < n:
+                    rows[row] = out[i]
                 owner = kids[row].id if approx else None
                 slots[row].extend([picks[row]], [owner])
                 slots[row].logits = out[i]  # a fresh tensor each step: no copy needed

@@ -112,6 +112,7 @@ from loomterm.engine.sample.penalties import (
     resolve_logit_bias,
     token_counts,
 )
+from loomterm.engine.sample.reduce import argmax_rows, logsumexp_rows
 from loomterm.engine.sample.truncation import (
     apply_dynatemp,
     dynatemp_temperatures,
@@ -283,7 +284,7 @@ def sample_step(
     if state is None:
         state = SamplerState.start(params, logits.shape[0], logits.device)
     if params.greedy:
-        return adjust_logits(logits, params, history, state).argmax(-1), state
+        return argmax_rows(adjust_logits(logits, params, history, state)), state
     if ahead is None:
         coins = xtc_coins(params, generators, logits.shape[0])
         probs = sampling_probs(logits, params, history, state, coins)
@@ -326,7 +327,7 @@ def token_record_tensor(
     log-probabilities are of the raw (untempered) distribution: ``logit - logsumexp``,
     without materialising the (B, V) log-softmax."""
     logits = logits.float()
-    lse = torch.logsumexp(logits, dim=-1, keepdim=True)  # (B, 1)
+    lse = logsumexp_rows(logits)  # (B, 1)
     mine = logits.gather(1, chosen.view(-1, 1).to(logits.device)) - lse  # (B, 1)
     top_logits, top_ids = logits.topk(min(k, logits.shape[-1]), dim=-1)  # (B, k)
     return torch.cat(
