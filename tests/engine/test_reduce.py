@@ -1,11 +1,15 @@
-"""The CPU reductions every decode step uses (``sample.reduce``) against torch's own."""
+"""The CPU argmax greedy steps use (``sample.reduce``), and the CPU token records,
+against torch's own."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from loomterm.engine.sample.reduce import argmax_rows, logsumexp_rows
+from loomterm.engine.sample.chain import token_record_tensor
+from loomterm.engine.sample.reduce import argmax_rows
+
+FLOAT32 = {"rtol": 1e-5, "atol": 1e-5}  # float32 rounding, against float64
 
 
 def _rows(rows: int, vocab: int, seed: int) -> torch.Tensor:
@@ -17,10 +21,17 @@ def _rows(rows: int, vocab: int, seed: int) -> torch.Tensor:
 def test_the_same_argmax_and_normaliser_as_torch(rows, vocab):
     logits = _rows(rows, vocab, seed=rows * vocab)
     logits[0, : vocab // 2] = -torch.inf  # banned tokens, as a logit bias leaves them
-    assert torch.equal(argmax_rows(logits), logits.argmax(-1))
-    ours = logsumexp_rows(logits)
-    assert ours.shape == (rows, 1)
-    torch.testing.assert_close(ours, torch.logsumexp(logits, -1, keepdim=True))
+    chosen = argmax_rows(logits)
+    assert torch.equal(chosen, logits.argmax(-1))
+    records = token_record_tensor(logits, chosen, k=5)  # (rows, 12)
+    lse = torch.logsumexp(logits.double(), -1, keepdim=True)  # (rows, 1)
+    top, ids = logits.double().topk(min(5, vocab), -1)
+    assert records[:, 0].tolist() == chosen.tolist()
+    torch.testing.assert_close(
+        records[:, 1:2].double(), logits.double().gather(1, chosen[:, None]) - lse, **FLOAT32
+    )
+    assert records[:, 2 : 2 + ids.shape[1]].long().tolist() == ids.tolist()
+    torch.testing.assert_close(records[:, 2 + ids.shape[1] :].double(), top - lse, **FLOAT32)
 
 
 def test_ties_take_the_first_index_as_torch_does():
@@ -31,11 +42,14 @@ def test_ties_take_the_first_index_as_torch_does():
 
 
 def test_a_peaked_row_keeps_its_precision():
-    """One logit far above the rest: logsumexp is that logit plus a tiny log1p term."""
+    """One logit far above the rest: its log-probability is a tiny negative number, and
+    the others' are about -90."""
     logits = torch.full((1, 50_000), -30.0)
     logits[0, 123] = 60.0
-    expected = torch.logsumexp(logits.double(), -1, keepdim=True).float()
-    assert logsumexp_rows(logits).item() == pytest.approx(expected.item(), abs=1e-5)
+    records = token_record_tensor(logits, argmax_rows(logits), k=2)[0].tolist()
+    assert records[0] == 123 and records[2] == 123
+    assert records[1] == pytest.approx(-49_999 * torch.tensor(-90.0).exp().item(), abs=1e-7)
+    assert records[5] == pytest.approx(-90.0, abs=1e-4)
 
 
 def test_other_dtypes_and_a_view_go_through_torch():

@@ -20,7 +20,6 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from loomterm.engine.llamacpp import binding
@@ -281,8 +280,10 @@ class LlamaContext:
 
     def _logits(self, rows: int) -> torch.Tensor:
         pointer = self.lib.llama_get_logits(self.ctx)
-        view = np.ctypeslib.as_array(pointer, shape=(rows, self.vocab_size))  # (rows, V)
-        return torch.from_numpy(view.copy())
+        out = torch.empty(rows, self.vocab_size)  # (rows, V)
+        # One memmove: numpy's ctypes view builds a new array type on every call.
+        ctypes.memmove(out.data_ptr(), pointer, out.numel() * out.element_size())
+        return out
 
     def close(self) -> None:
         """Free the batch, the context and the model (once)."""

@@ -112,7 +112,7 @@ from loomterm.engine.sample.penalties import (
     resolve_logit_bias,
     token_counts,
 )
-from loomterm.engine.sample.reduce import argmax_rows, logsumexp_rows
+from loomterm.engine.sample.reduce import argmax_rows
 from loomterm.engine.sample.truncation import (
     apply_dynatemp,
     dynatemp_temperatures,
@@ -324,15 +324,24 @@ def token_record_tensor(
     """What ``token_records`` reads, packed on the logits' device so that one transfer
     brings it to the host: (B, 2 + 2k) float32 rows of ``[chosen, logprob(chosen),
     k top ids, k top logprobs]`` (token ids below 2^24 are exact in float32). The
-    log-probabilities are of the raw (untempered) distribution: ``logit - logsumexp``,
-    without materialising the (B, V) log-softmax."""
+    log-probabilities are of the raw (untempered) distribution: on the GPU
+    ``logit - logsumexp``, without materialising the (B, V) log-softmax; on the CPU from
+    the log-softmax, in three operations instead of seven."""
     logits = logits.float()
-    lse = logsumexp_rows(logits)  # (B, 1)
-    mine = logits.gather(1, chosen.view(-1, 1).to(logits.device)) - lse  # (B, 1)
-    top_logits, top_ids = logits.topk(min(k, logits.shape[-1]), dim=-1)  # (B, k)
-    return torch.cat(
-        [chosen.view(-1, 1).to(logits), mine, top_ids.to(logits), top_logits - lse], dim=1
-    )
+    k = min(k, logits.shape[-1])
+    chosen = chosen.view(-1, 1).to(logits.device)  # (B, 1)
+    if logits.device.type == "cpu":
+        # Few operations: right after a llama.cpp step has swept the caches each costs
+        # 20-40 us, more than its arithmetic; and torch's logsumexp is not vectorised.
+        logprobs = torch.log_softmax(logits, -1)  # (B, V)
+        top_logprobs, top_ids = logprobs.topk(k, dim=-1)  # (B, k)
+        mine = logprobs.gather(1, chosen)  # (B, 1)
+    else:
+        lse = torch.logsumexp(logits, dim=-1, keepdim=True)  # (B, 1)
+        mine = logits.gather(1, chosen) - lse  # (B, 1)
+        top_logits, top_ids = logits.topk(k, dim=-1)  # (B, k)
+        top_logprobs = top_logits - lse
+    return torch.cat([chosen.to(logits), mine, top_ids.to(logits), top_logprobs], dim=1)
 
 
 def unpack_token_records(
