@@ -1,7 +1,7 @@
 """The precision table: what each precision mode costs and gives, against float32.
 
-Each mode (float32, bfloat16, float16, int8 and int4 weights) is loaded from the same source and measured
-in the same run on the same work:
+Each mode (float32, bfloat16, float16, int8 and int4 weights) is loaded from the same
+source and measured in the same run on the same work:
 
 - decode: a fresh copy of the prompt, then plain greedy decoding (drafting off); the
   prompt's prefill is included, as in the plain decode section;

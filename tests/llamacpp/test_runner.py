@@ -5,6 +5,7 @@ llama.cpp evaluated) where the point of the operation is to cost little."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 from loomterm.engine import Loom
 from loomterm.errors import InputError
@@ -114,6 +115,28 @@ def test_siblings_share_the_prefix_and_switching_costs_nothing(loom, fresh, defa
     finally:
         one.runner.close()
     assert first == again and len(set(map(tuple, first))) > 1  # seeded per row
+
+
+def test_siblings_that_stop_early_leave_the_others_right(loom, fresh):
+    """End-of-sequence tokens pushed up so that some siblings stop within a few tokens
+    while others go on: every token's recorded log-probability, in every sibling, is a
+    fresh evaluation's of its own path (a row fed another row's logits, or its own old
+    ones, is off by far more than rounding)."""
+    eos = sorted(loom.runner.eos_ids)
+    node = loom.append(loom.root, PROMPT)
+    kids = loom.generate(
+        node, 12, n=8, seed=5, temperature=1.0, logit_bias={token: 14 for token in eos}
+    )
+    lengths = sorted(len(kid.tokens) for kid in kids)
+    assert lengths[0] + 2 <= lengths[-1], f"no sibling stopped early: {lengths}"
+    for kid in kids:
+        path = node.path_tokens()
+        for token, logprob in zip(kid.tokens, kid.logprobs):
+            want = float(torch.log_softmax(fresh.logits(path).double(), -1)[token])
+            assert abs(logprob - want) < 0.1, f"{logprob:.3f} against {want:.3f}"
+            path.append(token)
+        if kid.tokens[-1] not in eos:
+            exact(loom, kid, fresh)
 
 
 def test_branch_switch_evaluates_only_the_branch(loom, fresh):

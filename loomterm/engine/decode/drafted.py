@@ -260,10 +260,7 @@ class DraftedDecoder:
             # token: a pass of a few rows costs little more than a plain step, and a
             # source that starts to hit earns its depth from there (a deep probe that
             # misses cost about two plain steps for one token).
-            if paying:
-                planned = self.acceptance.depth(source)
-            else:
-                planned = int(probe)
+            planned = self.acceptance.depth(source) if paying else 0
             return min(planned or int(probe), room)
 
         tail = self.document[-config.max_ngram :]

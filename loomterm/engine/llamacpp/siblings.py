@@ -122,9 +122,9 @@ def _group(runner, request, writer, want, parent_slot, logits, max_new, first, n
             out = _feed(runner, batch)  # (len(feed), V)
             if len(feed) == n:
                 rows = out  # a fresh tensor each step: every row's logits, in order
+            else:
+                rows[feed] = out  # the rows still growing; stopped ones keep theirs
             for i, row in enumerate(feed):
-                if len(feed) < n:
-                    rows[row] = out[i]
                 owner = kids[row].id if approx else None
                 slots[row].extend([picks[row]], [owner])
                 slots[row].logits = out[i]  # a fresh tensor each step: no copy needed
