@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from loomterm.engine import Loom
+from loomterm.engine.kernels.cpu_linear import dense
 from loomterm.engine.kernels.quant import (
     F16_MAX,
     INT4_GROUP,
@@ -96,16 +97,40 @@ def test_scales_keep_the_kernel_dtype_when_the_model_is_cast():
     assert layer.weight.dtype is torch.int8
 
 
-def test_quantize_replaces_linears_and_keeps_narrow_and_value_layers():
+@pytest.mark.parametrize("fbgemm", [True, False])
+def test_quantize_replaces_linears_and_keeps_narrow_and_value_layers(fbgemm, monkeypatch):
+    """Narrow layers and value projections are kept out of int8: in float16 where
+    fbgemm runs (float32 activations on an x86 CPU), as they were elsewhere."""
+    if fbgemm and not fbgemm_available():
+        pytest.skip("fbgemm's float16 product is not in this torch (x86 only)")
+    monkeypatch.setattr("loomterm.engine.kernels.quant.fbgemm_available", lambda: fbgemm)
     model = torch.nn.Sequential()
     model.add_module("wide", torch.nn.Linear(32, 8))
     model.add_module("odd", torch.nn.Linear(24, 8))  # 24 is not a multiple of 16
     model.add_module("v_proj", torch.nn.Linear(32, 8))
+    model.add_module("huge", torch.nn.Linear(24, 8))
+    with torch.no_grad():
+        model.huge.weight[0, 0] = 2 * F16_MAX  # would saturate in float16
     model.config = type("C", (), {"tie_word_embeddings": False})()
     counts = quantize_int8(model, torch.float32)
-    assert counts == {"quantized": 1, "kept": 2}
+    assert counts == {"quantized": 1, "kept": 3}
     assert isinstance(model.wide, Int8Linear)
-    assert type(model.odd) is torch.nn.Linear and type(model.v_proj) is torch.nn.Linear
+    kept = F16Linear if fbgemm else torch.nn.Linear
+    assert type(model.odd) is kept and type(model.v_proj) is kept
+    assert type(model.huge) is torch.nn.Linear
+
+
+def test_int8_output_layer_is_float16_where_fbgemm_runs(tiny_llama_dir):
+    """On an x86 CPU the output layer of an int8 model takes float16 weights (about
+    twice as fast as the int8 kernel there); its logits equal a float16 copy's."""
+    if not fbgemm_available():
+        pytest.skip("fbgemm's float16 product is not in this torch (x86 only)")
+    exact = load_model(str(tiny_llama_dir), device="cpu", dtype="float32")
+    loaded = load_model(str(tiny_llama_dir), device="cpu", quant="int8")
+    head = loaded.model.get_output_embeddings()
+    assert isinstance(head, F16Linear)
+    want = dense(exact.model.get_output_embeddings().weight).half().float()
+    assert torch.equal(head.weight, want)
 
 
 def test_quant_names():
@@ -213,8 +238,8 @@ def test_load_int8_records_its_precision(family, tiny_llama_dir, tiny_gpt2_dir):
     # Same weights file, same fingerprint: a session opens in either precision.
     assert loaded.fingerprint == exact.fingerprint
     head = loaded.model.get_output_embeddings()
-    assert isinstance(head, Int8Linear)
-    # A tied head (GPT-2) gets its own int8 copy; the embedding keeps float weights.
+    assert isinstance(head, F16Linear if fbgemm_available() else Int8Linear)
+    # A tied head (GPT-2) gets its own copy; the embedding keeps float weights.
     embedding = loaded.model.get_input_embeddings().weight
     assert embedding.dtype is torch.float32
     assert torch.equal(embedding, exact.model.get_input_embeddings().weight)
@@ -344,7 +369,8 @@ def _default_model_against_float32(quant: str, head: type) -> tuple[torch.Tensor
 @pytest.mark.default_model
 def test_default_model_int8_kl_to_float32():
     """The bench's fidelity figure, on part of the bench corpus: KL mean <= 0.005 nats."""
-    kl, agree = _default_model_against_float32("int8", Int8Linear)
+    head = F16Linear if fbgemm_available() else Int8Linear
+    kl, agree = _default_model_against_float32("int8", head)
     assert float(kl.mean()) <= 0.005 and agree >= 0.9
 
 
