@@ -415,8 +415,10 @@ def quantize_int8(
 ) -> dict[str, int]:
     """Replace ``model``'s linear layers by :class:`Int8Linear` in place (see the module
     docstring), then cast what is left (norms, embeddings, kept layers) to ``dtype``,
-    the activations' dtype. Layers whose name ends with one of ``keep`` stay as they
-    are. Returns counts: layers quantized, layers kept."""
+    the activations' dtype. Layers whose name ends with one of ``keep``, and those the
+    kernel cannot take, stay out of int8: with float16 weights on an x86 CPU with float32
+    activations (as the output layer then has), else as they are. Returns counts: layers
+    quantized, layers kept (the output layer among them when it is float16)."""
     kernel = kernel_dtype_for(dtype)
     packed: list[bool] = []
     device = next(model.parameters()).device
