@@ -36,12 +36,17 @@ def register(sub: argparse._SubParsersAction, engine: argparse.ArgumentParser) -
 
     imp = sub.add_parser(
         "import",
-        help="make a session from a loomterm JSON tree or a socketteer/loom tree",
+        help="make a session from another loom's or tool's file (found by its content)",
         description="Make a session from a loomterm JSON tree (kept exactly, no model "
-        "needed) or a socketteer/loom JSON tree (its text is tokenized with --model).",
+        "needed), or from a file of socketteer/loom, KoboldAI / KoboldAI Lite / koboldcpp, "
+        "SillyTavern, text-generation-webui, mikupad, loomsidian or exoloom (its text is "
+        "tokenized with --model; alternatives become siblings, memory, author's note and "
+        "world info come along, API keys are dropped).",
         parents=[engine],
     )
-    imp.add_argument("file", metavar="FILE", help="the JSON file to import")
+    imp.add_argument(
+        "file", metavar="FILE", help="the file to import (its format is found from its content)"
+    )
     imp.add_argument("--name", help="the new session's name (default: the file's name)")
     imp.set_defaults(handler=run_import, loads_model=True)
 
@@ -77,12 +82,17 @@ def run_import(args: argparse.Namespace) -> int:
     if unused:  # the model only tokenizes here: no engine is built
         warnings.warn(f"import builds no engine: {', '.join(unused)} has no effect", stacklevel=1)
     source = export.read_import(args.file)
+    for notice in getattr(source, "notices", []):
+        print(f"loomterm: {notice}", file=sys.stderr)
     name = args.name or Path(args.file).stem
     target = session_path(name)
     data = import_session(source, target, **options.model_kwargs())
     tokens = sum(len(node.tokens) for node in data.tree.nodes.values())
+    tool = getattr(source, "tool", "")
     print(
-        f"imported {len(data.tree.nodes) - 1} nodes ({tokens} tokens) into session "
+        f"imported {len(data.tree.nodes) - 1} nodes ({tokens} tokens)"
+        + (f" from a {tool} file" if tool else "")
+        + " into session "
         f"{target.name.removesuffix('.loom')!r} at {target}"
     )
     return 0

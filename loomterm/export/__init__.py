@@ -8,7 +8,8 @@ Formats out (:func:`render`): ``md`` (who wrote what), ``txt`` (the bare text), 
 (the full tree, lossless; the ``loomterm-tree`` version 1 schema is documented in
 :mod:`loomterm.export.json_tree`), ``html`` (one self-contained page) and ``jsonl``
 (ratings as preferred and rejected continuations, :mod:`loomterm.export.preferences`). Formats in
-(:func:`read_import`): loomterm JSON, and socketteer/loom's JSON trees.
+(:func:`read_import`): loomterm JSON, socketteer/loom's JSON trees, and the files of the
+tools loom users come from (:mod:`loomterm.export.foreign`).
 
 Each module owns one thing:
 
@@ -21,6 +22,8 @@ Each module owns one thing:
 - :mod:`~loomterm.export.json_tree`: the loomterm JSON tree, out and in;
 - :mod:`~loomterm.export.preferences`: ratings as preference pairs (JSON Lines), out;
 - :mod:`~loomterm.export.socketteer`: socketteer/loom trees, in;
+- :mod:`~loomterm.export.foreign`: KoboldAI, SillyTavern, text-generation-webui,
+  mikupad, loomsidian and exoloom files, in;
 - :mod:`~loomterm.export.text_tree`: trees known only by their text, and re-tokenizing
   them;
 - :mod:`~loomterm.export.errors`: :class:`ExportError`.

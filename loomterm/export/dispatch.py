@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from loomterm import atomic
+from loomterm.export import foreign
 from loomterm.export.errors import ExportError, import_error
 from loomterm.export.html_page import render_html
 from loomterm.export.json_tree import JSON_FORMAT, from_json_dict, render_json
@@ -62,22 +63,41 @@ def render(data: SessionData, fmt: str = "md", branch: str | None = None) -> str
 
 
 def read_import(path: str | os.PathLike) -> SessionData | TextTree:
-    """Read a file to import: loomterm JSON (with tokens: SessionData; without: a
-    TextTree) or a socketteer/loom tree (a TextTree)."""
+    """Read a file to import, its format found from its content: loomterm JSON (with
+    tokens: SessionData; without: a TextTree), a socketteer/loom tree, or a file of a
+    tool loom users come from (:mod:`loomterm.export.foreign`: KoboldAI, SillyTavern,
+    text-generation-webui, mikupad, loomsidian, exoloom), each a TextTree."""
+    name = Path(path).stem
     try:
-        with open(path, encoding="utf-8") as handle:
-            obj = json.load(handle)
+        with open(path, "rb") as handle:
+            raw = handle.read()
     except FileNotFoundError:
         raise import_error(path, "no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise import_error(path, str(getattr(exc, "strerror", None) or exc)) from None
+    except OSError as exc:
+        raise import_error(path, str(exc.strerror or exc)) from None
+    if foreign.is_tapestry(raw[:64]):
+        raise import_error(path, "a Tapestry Loom weave in its binary format, which loomterm cannot read yet (it reads the JSON trees of socketteer's loom, loomsidian and exoloom that Tapestry imports)")  # fmt: skip
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise import_error(path, f"not UTF-8 text (byte {exc.start})") from None
+    try:
+        obj = json.loads(text)
+    except RecursionError:
+        raise import_error(path, "nested too deeply to read") from None
     except json.JSONDecodeError as exc:
+        found = foreign.read_json_lines(text, name)
+        if found is not None:
+            return found[1]
         raise import_error(path, f"not JSON ({exc.msg} at line {exc.lineno})") from None
     if isinstance(obj, dict) and obj.get("format") == JSON_FORMAT:
         return from_json_dict(obj, os.fspath(path))
     if looks_like_socketteer(obj):
         return from_socketteer(obj, os.fspath(path))
-    raise import_error(path, "neither a loomterm JSON tree nor a socketteer/loom tree")
+    found = foreign.read_foreign(obj, name)
+    if found is not None:
+        return found[1]
+    raise import_error(path, "not a format loomterm knows: loomterm or socketteer/loom JSON, KoboldAI, SillyTavern, text-generation-webui, mikupad, loomsidian or exoloom")  # fmt: skip
 
 
 def write_atomic(path: str | os.PathLike, text: str) -> None:

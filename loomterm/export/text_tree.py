@@ -38,6 +38,11 @@ class TextTree:
     seeds: dict[int, Any] = field(default_factory=dict)
     parts: dict[int, list[tuple[str, str]]] = field(default_factory=dict)
     """A merged node's parts as (text, origin), for its authors' marks (see above)."""
+    notices: list[str] = field(default_factory=list)
+    """What the user is told about the import: secrets dropped, parts skipped."""
+    tool: str = ""
+    """The tool that wrote the file (``KoboldAI``, ``SillyTavern``, ...; empty for looms)."""
+    """What the user is told about the import: secrets dropped, parts skipped."""
 
     @property
     def created_at(self) -> float:

@@ -1,0 +1,109 @@
+"""mikupad sessions: one session's export (every property a JSON string inside the
+JSON object) and the whole-database export (``Sessions``/``Names`` stores).
+
+A session's ``prompt`` is a flat list of chunks: the writer's (``type: user``) and the
+model's (one chunk a token). Runs of the same author become one node each, so the
+document reads as it did in mikupad. mikupad keeps no tree (only each token's top
+alternatives, which need mikupad's tokens), so a session is one path; a database's
+sessions become branches from the root, each named by its session name. Memory, the
+author's note (with its prefix and suffix) and world info come along. The API key
+(``endpointAPIKey``, never redacted by mikupad) is dropped.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from loomterm.export.foreign.builder import TreeBuilder, text_of
+from loomterm.export.text_tree import TextTree
+from loomterm.tree import Origin
+
+SESSION_KEYS = {"prompt", "memoryTokens", "authorNoteTokens", "worldInfo", "endpoint"}
+
+
+def looks_like_mikupad(obj: Any) -> bool:
+    """A mikupad session (plain or with each value encoded again) or database export."""
+    if not isinstance(obj, dict):
+        return False
+    if isinstance(obj.get("Sessions"), list):
+        return True
+    return "prompt" in obj and len(SESSION_KEYS & set(obj)) >= 2
+
+
+def from_mikupad(obj: dict[str, Any], name: str = "") -> TextTree:
+    """Read a mikupad session or database export."""
+    build = TreeBuilder(name)
+    if isinstance(obj.get("Sessions"), list):
+        names = {
+            item.get("key"): text_of(item.get("value"))
+            for item in obj.get("Names") or []
+            if isinstance(item, dict)
+        }
+        sessions = [
+            item for item in obj["Sessions"]
+            if isinstance(item, dict) and isinstance(item.get("value"), dict)
+        ]  # fmt: skip
+        cursor = 0
+        for item in sessions:
+            session = _decoded(item["value"])
+            title = names.get(item.get("key")) or f"session {item.get('key')}"
+            cursor = _session(build, session, {"imported_name": title})
+        if len(sessions) > 1:
+            build.notice(f"{len(sessions)} mikupad sessions became {len(sessions)} branches from the start")  # fmt: skip
+        return build.finish(cursor or None)
+    session = _decoded(obj)
+    build.tree.name = name or text_of(session.get("name"))
+    return build.finish(_session(build, session, {}))
+
+
+def _decoded(session: dict[str, Any]) -> dict[str, Any]:
+    """A session's properties, each decoded once more when it is a JSON string (the
+    single-session export encodes every value again; ``name`` is plain text)."""
+    out: dict[str, Any] = {}
+    for key, value in session.items():
+        if isinstance(value, str) and key != "name":
+            try:
+                value = json.loads(value)
+            except (ValueError, RecursionError):
+                pass
+        out[key] = value
+    return out
+
+
+def _session(build: TreeBuilder, session: dict[str, Any], meta: dict[str, Any]) -> int:
+    """One session's chunks as a path below the root; returns its last node."""
+    node, first = 0, True
+    for text, origin in _runs(session.get("prompt")):
+        node = build.add(node, text, origin, meta=meta if first else None)
+        first = False
+    if text_of(session.get("endpointAPIKey")):
+        build.notice("dropped the API key saved in the mikupad session (endpointAPIKey)")
+    memory = session.get("memoryTokens") if isinstance(session.get("memoryTokens"), dict) else {}
+    note = session.get("authorNoteTokens") if isinstance(session.get("authorNoteTokens"), dict) else {}  # fmt: skip
+    note_text = text_of(note.get("text"))
+    if note_text.strip():
+        note_text = text_of(note.get("prefix")) + note_text + text_of(note.get("suffix"))
+    world = session.get("worldInfo") if isinstance(session.get("worldInfo"), dict) else {}
+    entries = [(e.get("keys"), e.get("text")) for e in world.get("entries") or [] if isinstance(e, dict)]  # fmt: skip
+    if not build.tree.settings:  # a database's first session gives the context
+        build.context(text_of(memory.get("text")), note_text, entries)
+        depth = session.get("authorNoteDepth")
+        if note_text and isinstance(depth, int) and not isinstance(depth, bool) and 0 <= depth <= 100_000:  # fmt: skip
+            build.tree.settings["authors_note_depth"] = depth
+    return node
+
+
+def _runs(prompt: Any) -> list[tuple[str, Origin]]:
+    """The prompt's chunks joined into runs of one author: (text, origin)."""
+    runs: list[tuple[str, Origin]] = []
+    for chunk in prompt if isinstance(prompt, list) else []:
+        if not isinstance(chunk, dict):
+            continue
+        origin = Origin.USER if chunk.get("type") == "user" else Origin.MODEL
+        text = text_of(chunk.get("content"))
+        if runs and runs[-1][1] == origin:
+            runs[-1] = (runs[-1][0] + text, origin)
+        elif text:
+            runs.append((text, origin))
+    return runs
