@@ -99,3 +99,20 @@ class TreeBuilder:
 def text_of(value: Any) -> str:
     """A text field of a foreign file: a string as it is, anything else empty."""
     return value if isinstance(value, str) else ""
+
+
+def table_of(value: Any) -> dict[Any, Any]:
+    """An object field of a foreign file: a dict as it is, anything else empty."""
+    return value if isinstance(value, dict) else {}
+
+
+def tables_in(value: Any) -> list[dict[Any, Any]]:
+    """The objects in a list field of a foreign file (anything else is skipped)."""
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def whole_number(value: Any, low: int = 0, high: int = 100_000) -> int | None:
+    """An integer field within ``[low, high]``, else None (booleans are not numbers)."""
+    if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high:
+        return value
+    return None

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from loomterm.export.foreign.builder import TreeBuilder, text_of
+from loomterm.export.foreign.builder import TreeBuilder, table_of, tables_in, text_of
 from loomterm.export.text_tree import TextTree
 from loomterm.tree import Origin
 
@@ -25,10 +25,9 @@ def from_exoloom(obj: dict[str, Any], name: str = "") -> TextTree:
     """Read an exoloom export."""
     tree = obj["tree"]
     build = TreeBuilder(name or text_of(tree.get("title")))
-    nodes = tree.get("nodes") if isinstance(tree.get("nodes"), dict) else {}
-    lens = obj.get("lens") if isinstance(obj.get("lens"), dict) else {}
-    marked = {str(b.get("nodeId")) for b in lens.get("bookmarks") or [] if isinstance(b, dict)}
-    pruned = {str(p.get("nodeId")) for p in lens.get("prunedNodes") or [] if isinstance(p, dict)}
+    nodes, lens = table_of(tree.get("nodes")), table_of(obj.get("lens"))
+    marked = {str(b.get("nodeId")) for b in tables_in(lens.get("bookmarks"))}
+    pruned = {str(p.get("nodeId")) for p in tables_in(lens.get("prunedNodes"))}
     made: dict[str, int] = {}
     stack = [(str(tree.get("rootNodeId")), 0)]
     while stack:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loomterm.export.foreign.builder import TreeBuilder, text_of
+from loomterm.export.foreign.builder import TreeBuilder, table_of, tables_in, text_of
 from loomterm.export.text_tree import TextTree
 from loomterm.tree import Origin
 
@@ -47,15 +47,14 @@ def from_kobold(obj: dict[str, Any], name: str = "") -> TextTree:
 
 def _classic(obj: dict[str, Any], build: TreeBuilder) -> TextTree:
     chunks = [text_of(obj.get("prompt"))] + [text_of(a) for a in obj["actions"]]
-    metadata = obj.get("actions_metadata")
     alternatives: dict[int, list[str]] = {}
-    if isinstance(metadata, dict):
-        for key, entry in metadata.items():
-            if str(key).isdigit() and isinstance(entry, dict):
-                texts = entry.get("Alternative Text")
-                alternatives[int(key)] = [text_of(a.get("Text")) for a in texts or [] if isinstance(a, dict)]  # fmt: skip
+    for key, entry in table_of(obj.get("actions_metadata")).items():
+        if str(key).isdigit() and isinstance(entry, dict):
+            texts = tables_in(entry.get("Alternative Text"))
+            alternatives[int(key)] = [text_of(a.get("Text")) for a in texts]
     cursor = _chunks(build, chunks, alternatives)
-    for branch in obj.get("altbranches") or []:  # Lite: other whole histories
+    altbranches = obj.get("altbranches")
+    for branch in altbranches if isinstance(altbranches, list) else []:  # Lite's histories
         if isinstance(branch, list) and branch:
             _chunks(build, [text_of(chunk) for chunk in branch], {})
     if obj.get("savedsettings"):
@@ -75,17 +74,16 @@ def _classic(obj: dict[str, Any], build: TreeBuilder) -> TextTree:
 
 
 def _united(obj: dict[str, Any], build: TreeBuilder) -> TextTree:
-    register = obj["actions"].get("actions")
+    register = table_of(table_of(obj.get("actions")).get("actions"))
     chunks, alternatives = [_unpickled(build, obj.get("prompt"))], {}
-    if isinstance(register, dict):
-        steps = sorted((int(k), v) for k, v in register.items() if str(k).isdigit() and isinstance(v, dict))  # fmt: skip
-        for _, step in steps:
-            chunks.append(_unpickled(build, step.get("Selected Text")))
-            options = [o for o in step.get("Options") or [] if isinstance(o, dict)]
-            alternatives[len(chunks) - 2] = [_unpickled(build, o.get("text")) for o in options]
+    steps = sorted((int(k), v) for k, v in register.items() if str(k).isdigit() and isinstance(v, dict))  # fmt: skip
+    for _, step in steps:
+        chunks.append(_unpickled(build, step.get("Selected Text")))
+        options = tables_in(step.get("Options"))
+        alternatives[len(chunks) - 2] = [_unpickled(build, o.get("text")) for o in options]
     cursor = _chunks(build, chunks, alternatives)
-    entries = (obj.get("worldinfo_v2") or {}).get("entries") if isinstance(obj.get("worldinfo_v2"), dict) else None  # fmt: skip
-    world = [(e.get("key"), e.get("content")) for e in (entries or {}).values() if isinstance(e, dict)] if isinstance(entries, dict) else []  # fmt: skip
+    entries = table_of(table_of(obj.get("worldinfo_v2")).get("entries"))
+    world = [(e.get("key"), e.get("content")) for e in entries.values() if isinstance(e, dict)]
     build.context(
         _unpickled(build, obj.get("memory")),
         _note(_unpickled(build, obj.get("authornote")), obj.get("authornotetemplate")),
@@ -96,7 +94,7 @@ def _united(obj: dict[str, Any], build: TreeBuilder) -> TextTree:
 
 def _share(obj: dict[str, Any], build: TreeBuilder) -> TextTree:
     cursor = _chunks(build, [text_of(chunk) for chunk in obj["ga"]], {})
-    world = [(e.get("key"), e.get("content")) for e in obj.get("cwi") or [] if isinstance(e, dict)]
+    world = [(e.get("key"), e.get("content")) for e in tables_in(obj.get("cwi"))]
     build.context(obj.get("cm", ""), _note(obj.get("ca"), obj.get("ct")), world)
     return build.finish(cursor)
 

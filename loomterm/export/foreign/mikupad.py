@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from loomterm.export.foreign.builder import TreeBuilder, text_of
+from loomterm.export.foreign.builder import TreeBuilder, table_of, tables_in, text_of, whole_number
 from loomterm.export.text_tree import TextTree
 from loomterm.tree import Origin
 
@@ -36,9 +36,7 @@ def from_mikupad(obj: dict[str, Any], name: str = "") -> TextTree:
     build = TreeBuilder(name)
     if isinstance(obj.get("Sessions"), list):
         names = {
-            item.get("key"): text_of(item.get("value"))
-            for item in obj.get("Names") or []
-            if isinstance(item, dict)
+            str(item.get("key")): text_of(item.get("value")) for item in tables_in(obj.get("Names"))
         }
         sessions = [
             item for item in obj["Sessions"]
@@ -47,7 +45,7 @@ def from_mikupad(obj: dict[str, Any], name: str = "") -> TextTree:
         cursor = 0
         for item in sessions:
             session = _decoded(item["value"])
-            title = names.get(item.get("key")) or f"session {item.get('key')}"
+            title = names.get(str(item.get("key"))) or f"session {item.get('key')}"
             cursor = _session(build, session, {"imported_name": title})
         if len(sessions) > 1:
             build.notice(f"{len(sessions)} mikupad sessions became {len(sessions)} branches from the start")  # fmt: skip
@@ -79,17 +77,16 @@ def _session(build: TreeBuilder, session: dict[str, Any], meta: dict[str, Any]) 
         first = False
     if text_of(session.get("endpointAPIKey")):
         build.notice("dropped the API key saved in the mikupad session (endpointAPIKey)")
-    memory = session.get("memoryTokens") if isinstance(session.get("memoryTokens"), dict) else {}
-    note = session.get("authorNoteTokens") if isinstance(session.get("authorNoteTokens"), dict) else {}  # fmt: skip
+    memory, note = table_of(session.get("memoryTokens")), table_of(session.get("authorNoteTokens"))
     note_text = text_of(note.get("text"))
     if note_text.strip():
         note_text = text_of(note.get("prefix")) + note_text + text_of(note.get("suffix"))
-    world = session.get("worldInfo") if isinstance(session.get("worldInfo"), dict) else {}
-    entries = [(e.get("keys"), e.get("text")) for e in world.get("entries") or [] if isinstance(e, dict)]  # fmt: skip
+    world = tables_in(table_of(session.get("worldInfo")).get("entries"))
+    entries = [(e.get("keys"), e.get("text")) for e in world]
     if not build.tree.settings:  # a database's first session gives the context
         build.context(text_of(memory.get("text")), note_text, entries)
         depth = session.get("authorNoteDepth")
-        if note_text and isinstance(depth, int) and not isinstance(depth, bool) and 0 <= depth <= 100_000:  # fmt: skip
+        if note_text and whole_number(depth) is not None:
             build.tree.settings["authors_note_depth"] = depth
     return node
 

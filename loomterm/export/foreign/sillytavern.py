@@ -15,7 +15,7 @@ import time
 from datetime import datetime
 from typing import Any
 
-from loomterm.export.foreign.builder import TreeBuilder, text_of
+from loomterm.export.foreign.builder import TreeBuilder, text_of, whole_number
 from loomterm.export.text_tree import TextTree
 from loomterm.tree import Origin
 
@@ -48,7 +48,7 @@ def from_sillytavern(lines: list[dict[str, Any]], name: str = "") -> TextTree:
         parent = node
         node = build.add(parent, lead + chosen, origin, created, _meta(message))
         if isinstance(swipes, list):
-            selected = message.get("swipe_id")
+            selected = whole_number(message.get("swipe_id"), 0, len(swipes))
             for index, swipe in enumerate(swipes):
                 if index != selected and isinstance(swipe, str) and swipe != chosen:
                     build.add(parent, lead + swipe, origin, created, {"swipe": index})
@@ -63,7 +63,7 @@ def from_sillytavern(lines: list[dict[str, Any]], name: str = "") -> TextTree:
         if isinstance(metadata.get("world_info"), str) and metadata["world_info"]:
             build.notice(f"the chat uses the lorebook {metadata['world_info']!r}, whose entries are in SillyTavern's worlds folder, not in this file")  # fmt: skip
     build.context(memory, note)
-    if note and isinstance(depth, int) and not isinstance(depth, bool) and 0 <= depth <= 100_000:
+    if note and whole_number(depth) is not None:
         build.tree.settings["authors_note_depth"] = depth
     return build.finish(node)
 

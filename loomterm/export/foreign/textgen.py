@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loomterm.export.foreign.builder import TreeBuilder, text_of
+from loomterm.export.foreign.builder import TreeBuilder, table_of, tables_in, text_of
 from loomterm.export.text_tree import TextTree
 from loomterm.tree import Origin
 
@@ -33,7 +33,7 @@ def from_textgen(obj: dict[str, Any], name: str = "") -> TextTree:
     """Read a text-generation-webui history."""
     build = TreeBuilder(name)
     rows = obj.get("internal", obj.get("data"))
-    metadata = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    metadata = table_of(obj.get("metadata"))
     node = 0
     for index, (user, assistant) in enumerate(rows):
         for role, text, label, origin in (
@@ -48,10 +48,8 @@ def from_textgen(obj: dict[str, Any], name: str = "") -> TextTree:
             lead = f"\n{label}: " if node else f"{label}: "
             parent = node
             node = build.add(parent, lead + text, origin)
-            entry = metadata.get(f"{role}_{index}")
-            versions = entry.get("versions") if isinstance(entry, dict) else None
-            for version in versions or []:
-                other = text_of(version.get("content")) if isinstance(version, dict) else ""
+            for version in tables_in(table_of(metadata.get(f"{role}_{index}")).get("versions")):
+                other = text_of(version.get("content"))
                 if other and other != text:
                     build.add(parent, lead + other, origin)
     return build.finish(node)
