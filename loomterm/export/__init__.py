@@ -23,6 +23,8 @@ Each module owns one thing:
 - :mod:`~loomterm.export.socketteer`: socketteer/loom trees, in;
 - :mod:`~loomterm.export.text_tree`: trees known only by their text, and re-tokenizing
   them;
+- :mod:`~loomterm.export.target`: where an export may write (never over a session,
+  never over a file unasked), and :func:`write_export`;
 - :mod:`~loomterm.export.errors`: :class:`ExportError`.
 """
 
@@ -49,6 +51,7 @@ from loomterm.export.markdown import inline, prose, render_markdown, unprose
 from loomterm.export.plain_text import render_text
 from loomterm.export.preferences import preference_pairs, render_preferences
 from loomterm.export.socketteer import SOCKETTEER_SOURCES, from_socketteer, looks_like_socketteer
+from loomterm.export.target import TargetExists, check_target, is_session_file, write_export
 from loomterm.export.text_tree import TextTree, retokenize_tree, text_tree_of
 from loomterm.export.views import (
     ORIGIN_LABELS,
@@ -73,15 +76,18 @@ __all__ = [
     "SUFFIXES",
     "ExportError",
     "Run",
+    "TargetExists",
     "TextTree",
     "author",
     "chain",
     "chat_roles",
+    "check_target",
     "format_for",
     "from_json_dict",
     "from_socketteer",
     "inline",
     "is_chat",
+    "is_session_file",
     "looks_like_socketteer",
     "path_only",
     "preference_pairs",
@@ -101,4 +107,5 @@ __all__ = [
     "turns",
     "unprose",
     "write_atomic",
+    "write_export",
 ]

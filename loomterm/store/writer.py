@@ -8,6 +8,7 @@ has been validated read-only (:func:`loomterm.store.reader.check_file`).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
@@ -298,6 +299,27 @@ class SessionStore:
         with self.transaction(stamp=False) as conn:
             self._set(conn, "caret", caret.as_json())
 
+    def set_view(self, key: str, value: Any) -> None:
+        """Keep ``value`` under ``key`` in the ``session`` table: something about how
+        the session is worked with rather than its content (the export dialog's last
+        folder, ``export_folder``), added without a new schema version (an older reader
+        ignores it). The session's last-change time stays."""
+        if key in _CONTENT_KEYS:
+            raise ValueError(f"{key!r} is the session's content, not a view")
+        with self.transaction(stamp=False) as conn:
+            self._set(conn, key, value)
+
+    def view(self, key: str) -> Any:
+        """The value :meth:`set_view` kept under ``key`` (None if none, or unreadable)."""
+        with self._mutex:
+            if self._conn is None:
+                return None
+            row = self._conn.execute("SELECT value FROM session WHERE key = ?", (key,)).fetchone()
+        try:
+            return json.loads(row[0]) if row is not None else None
+        except ValueError:
+            return None
+
     def set_settings(self, settings: dict[str, Any]) -> None:
         """Replace the per-session settings."""
         with self.transaction() as conn:
@@ -394,6 +416,12 @@ class SessionStore:
     ) -> None:
         conn.executemany(_INSERT_TOKENS, _token_rows(node, start, pieces, end))
 
+
+# The ``session`` keys that hold the session itself: never a view.
+_CONTENT_KEYS = frozenset(
+    {"format", "created", "modified", "cursor", "settings", "model", "models", "model_state",
+     "contexts", "caret"}
+)  # fmt: skip
 
 _INSERT_NODE = (
     "INSERT INTO nodes(parent, position, origin, approx, sampling, seed, created, meta, id)"
