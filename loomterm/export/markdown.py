@@ -31,8 +31,9 @@ from loomterm.tree import Node
 
 # The ASCII punctuation that means something to CommonMark or GitHub's extensions
 # (emphasis, links, images, code, headings, lists, tables, autolinked URLs and mail
-# addresses), less ``&`` and ``<`` (written as entities) and ``;`` (which ends them).
-_PUNCTUATION = re.compile(r"""([!"#()*+\-./:=>@\[\\\]_`{|}~])""")
+# addresses), less ``&`` and ``<`` (written as entities), ``;`` (which ends them) and
+# parentheses (a link needs the brackets before them, and those are escaped).
+_PUNCTUATION = re.compile(r"""([!#*+\-./:=>@\[\\\]_`{|}~])""")
 
 
 def inline(text: object) -> str:
