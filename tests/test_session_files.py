@@ -289,3 +289,22 @@ def test_text_outline_of_a_deep_path_grows_linearly():
     assert sizes[1] < 12 * sizes[0]
     md = [len(render(synthetic_session("deep", n), "md", "all")) for n in (200, 2000)]
     assert md[1] < 12 * md[0]
+
+
+def test_every_connection_is_hardened(tmp_path):
+    """``trusted_schema`` off everywhere; where Python has ``setconfig`` (3.12+), also
+    SQLite's defensive mode, with triggers and views off: a trigger that slipped past
+    the check still would not fire."""
+    from loomterm.store.guard import harden
+
+    path = make_session(tmp_path / "s.loom")
+    conn = harden(sqlite3.connect(path, isolation_level=None))
+    try:
+        assert conn.execute("PRAGMA trusted_schema").fetchone()[0] == 0
+        if not hasattr(conn, "getconfig"):
+            pytest.skip(f"Python {sys.version.split()[0]} has no Connection.setconfig")
+        assert conn.getconfig(sqlite3.SQLITE_DBCONFIG_DEFENSIVE)
+        assert not conn.getconfig(sqlite3.SQLITE_DBCONFIG_ENABLE_TRIGGER)
+        assert not conn.getconfig(sqlite3.SQLITE_DBCONFIG_ENABLE_VIEW)
+    finally:
+        conn.close()

@@ -116,7 +116,7 @@ class BenchPlan:
             context_branches=3,
             startup_reps=2,
             files_nodes=20_000,
-            files_depth=2_000,
+            files_depth=5_000,  # smaller, the small tree fits in the CPU caches
         )
 
     def scaled(self, **changes) -> BenchPlan:
