@@ -308,3 +308,24 @@ def test_every_connection_is_hardened(tmp_path):
         assert not conn.getconfig(sqlite3.SQLITE_DBCONFIG_ENABLE_VIEW)
     finally:
         conn.close()
+
+
+def test_a_session_made_meanwhile_is_never_renamed_over(tmp_path, monkeypatch):
+    """Two imports of one name: the one that takes the lock second finds the first's
+    session there and stops, rather than replacing it with its own."""
+    from loomterm.store import SessionLock
+
+    theirs = make_session(tmp_path / "theirs.loom", "wide", 3)
+    path = tmp_path / "race.loom"
+    acquire = SessionLock.acquire
+
+    def meanwhile(lock):
+        if not path.exists():  # the other import finishes first, between check and lock
+            path.write_bytes(theirs.read_bytes())
+        acquire(lock)
+
+    monkeypatch.setattr(SessionLock, "acquire", meanwhile)
+    with pytest.raises(SessionError, match="already exists"):
+        write_session(path, synthetic_session("deep", 4))
+    assert path.read_bytes() == theirs.read_bytes()
+    assert not list(tmp_path.glob(".race.loom.*.tmp"))

@@ -99,6 +99,10 @@ class SessionStore:
         lock = SessionLock(path)
         lock.acquire()
         try:
+            if path.exists() and not overwrite:
+                # Made by another process between the check above and the lock: never
+                # renamed over (every writer of a session holds its lock).
+                raise SessionError(f"a session already exists at {path}")
             _remove_leftovers(path)
             with atomic_path(path) as tmp:
                 _build(tmp, model, settings or {}, fill, cls)
