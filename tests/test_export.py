@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import html as html_mod
 import json
 import os
 import re
@@ -13,6 +14,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from loomterm import export
@@ -260,6 +263,25 @@ def test_markdown_escapes_every_name_and_note(loom, tmp_path):
             assert "<script" not in page and "<a " not in page and "<img" not in page
             assert hostile in unescaped(md)  # shown literally, every character kept
             assert "<script>" not in md
+
+
+_TRICKY = st.sampled_from(
+    [*"ab :/.@wht<>&;#!*_`[](){}|~-+=\\\"'\n\t", "www.", "http://", "&amp;", "&#65;"]
+    + ["<a href=x>", "![", "](", "mailto:", "<script>", "-->", "\u00e9"]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_TRICKY, max_size=30).map("".join))
+def test_an_escaped_name_shows_exactly_its_text_and_nothing_live(text):
+    """Whatever a name holds, markdown-it (GitHub-like, with bare URLs made links)
+    shows its characters and makes no tag of it; prose round-trips exactly."""
+    page = MarkdownIt("gfm-like").render("x " + export.inline(text))
+    assert "<a" not in page and "<img" not in page and "<script" not in page
+    shown = html_mod.unescape(re.sub(r"<[^>]+>", "", page))
+    flat = "".join(" " if ord(c) < 32 else c for c in text)
+    assert " ".join(shown.split()) == " ".join(f"x {flat}".split())
+    assert export.unprose(export.prose(text)) == text
 
 
 def test_markdown_outline_shows_every_branch(sample):
