@@ -93,6 +93,8 @@ def test_an_existing_file_is_replaced_only_with_force(tmp_path, capsys):
     assert main(["export", "story", "-o", str(out), "--force"]) == 0
     assert out.read_text().startswith("# story")
     assert [p.name for p in tmp_path.iterdir()] == ["story.md"]  # no temporary file left
+    assert main(["export", "story", "-o", str(tmp_path), "--force"]) == 1
+    assert "is a folder" in one_line_error(capsys)
 
 
 def test_dash_is_standard_output(tmp_path, capsys, monkeypatch):
