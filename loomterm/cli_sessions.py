@@ -31,7 +31,17 @@ def register(sub: argparse._SubParsersAction, engine: argparse.ArgumentParser) -
         choices=["current", "all"],
         help="the current path, or every branch (default: current for md/txt, all for json/html)",
     )
-    export.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
+    export.add_argument(
+        "-o", "--output", metavar="FILE", help="write here; - is standard output (the default)"
+    )
+    export.add_argument(
+        "--force", action="store_true", help="replace FILE if it exists (never a session)"
+    )
+    export.add_argument(
+        "--attribution",
+        action="store_true",
+        help="md: label who wrote each part (default: the text as prose)",
+    )
     export.set_defaults(handler=run_export, loads_model=False)
 
     imp = sub.add_parser(
@@ -58,15 +68,30 @@ def run_export(args: argparse.Namespace) -> int:
     from loomterm import export
     from loomterm.session import load_session
 
+    output = None if args.output == "-" else args.output
+    if output:  # refused before the session is even read
+        _check_output(output, args.force)
     data = load_session(args.session)
-    fmt = export.format_for(args.output, args.format)
-    text = export.render(data, fmt, args.branch)
-    if args.output:
-        export.write_atomic(args.output, text)
+    fmt = export.format_for(output, args.format)
+    text = export.render(data, fmt, args.branch, attribution=args.attribution)
+    if output:
+        try:
+            export.write_export(output, text, force=args.force)
+        except export.TargetExists as exc:  # appeared while the session was read
+            raise export.ExportError(f"{exc}; --force replaces it") from None
     else:
         sys.stdout.write(text)
         sys.stdout.flush()
     return 0
+
+
+def _check_output(output: str, force: bool) -> None:
+    from loomterm import export
+
+    try:
+        export.check_target(output, force)
+    except export.TargetExists as exc:
+        raise export.ExportError(f"{exc}; --force replaces it") from None
 
 
 def run_import(args: argparse.Namespace) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from platformdirs import user_cache_dir, user_config_dir, user_data_dir
+from platformdirs import user_cache_dir, user_config_dir, user_data_dir, user_documents_dir
 
 from loomterm.cpu_target import this_build_name
 
@@ -37,6 +37,17 @@ def data_dir() -> Path:
 def config_dir() -> Path:
     """Settings, key maps and user themes (``LOOMTERM_CONFIG_DIR``)."""
     return _folder("LOOMTERM_CONFIG_DIR", user_config_dir(APP_NAME))
+
+
+def documents_dir() -> Path:
+    """Where the export dialog first offers to write (``LOOMTERM_DOCUMENTS_DIR``): the
+    user's documents folder, or the home folder where there is none. Not created:
+    exports go to a folder the user knows, never one made for them."""
+    given = os.environ.get("LOOMTERM_DOCUMENTS_DIR")
+    if given:
+        return Path(given).expanduser()
+    folder = Path(user_documents_dir())
+    return folder if folder.is_dir() else Path.home()
 
 
 def sessions_dir() -> Path:

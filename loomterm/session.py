@@ -117,6 +117,28 @@ def record_caret(loom: Loom, node: Node, char: int | None) -> None:
         session.record_caret(node, char)
 
 
+def saved_export_folder(loom: Loom) -> str | None:
+    """The folder the export dialog last wrote to for ``loom``'s session (kept in the
+    session file), or None without a session or an export yet."""
+    session = session_of(loom)
+    store = session.recorder.store if session is not None and not session.closed else None
+    folder = store.view("export_folder") if store is not None else None
+    return folder if isinstance(folder, str) and folder else None
+
+
+def record_export_folder(loom: Loom, folder: str) -> None:
+    """Keep ``folder`` as the export dialog's folder for ``loom``'s session (not a
+    change of content; a session opened read-only, or a failed write, keeps none)."""
+    session = session_of(loom)
+    store = session.recorder.store if session is not None and not session.closed else None
+    if store is None or store.closed:
+        return
+    try:
+        store.set_view("export_folder", folder)
+    except SessionError:  # a convenience: the export itself is written
+        pass
+
+
 def close_session(loom: Loom) -> None:
     """Detach ``loom`` from its file: flush, snapshot if asked, release the lock."""
     session = session_of(loom)
@@ -635,10 +657,12 @@ __all__ = [
     "model_record",
     "open_loom",
     "record_caret",
+    "record_export_folder",
     "resolve_session",
     "retokenized",
     "same_model",
     "saved_caret",
+    "saved_export_folder",
     "save_kv_snapshot",
     "save_loom",
     "session_path",

@@ -18,6 +18,8 @@ def isolated_dirs(tmp_path_factory, monkeypatch):
     base = tmp_path_factory.mktemp("loomterm")
     monkeypatch.setenv("LOOMTERM_DATA_DIR", str(base / "data"))
     monkeypatch.setenv("LOOMTERM_CONFIG_DIR", str(base / "config"))
+    (base / "documents").mkdir(parents=True, exist_ok=True)
+    monkeypatch.setenv("LOOMTERM_DOCUMENTS_DIR", str(base / "documents"))
     if "LOOMTERM_CACHE_DIR" not in os.environ:
         monkeypatch.setenv("LOOMTERM_CACHE_DIR", str(locations.test_cache_dir()))
     return base

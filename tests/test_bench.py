@@ -41,6 +41,8 @@ TINY_PLAN = BenchPlan(
     context_new=6,
     context_branches=2,
     startup_reps=1,
+    files_nodes=400,
+    files_depth=100,
 )
 
 

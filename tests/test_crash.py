@@ -133,7 +133,9 @@ def test_kill_during_export_leaves_the_old_file_or_the_new_one(tiny_llama_dir, t
     save_loom(loom, path)
     close_session(loom)
     out = tmp_path / "tree.html"
-    command = [*loomterm_command(), "export", str(path), "--format", "html", "--branch", "all"]
+    command = [
+        *loomterm_command(), "export", str(path), "--format", "html", "--branch", "all", "--force"
+    ]  # fmt: skip
     first = subprocess.run([*command, "-o", str(out)], capture_output=True, timeout=120)
     assert first.returncode == 0, first.stderr
     old = out.read_bytes()

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import errno
+import html as html_mod
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -12,6 +14,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from loomterm import export
@@ -51,21 +55,27 @@ def sample(loom) -> tuple[Loom, SessionData]:
 
 
 def markdown_runs(md: str) -> list[tuple[str, str]]:
-    """(label, text) of each quoted run, undoing ``export.quote`` exactly."""
-    runs: list[tuple[str, str]] = []
-    label = None
-    quoted: list[str] | None = None
-    for line in md.split("\n") + [""]:
-        stripped = line.lstrip(" ")
-        if stripped.startswith(">"):
-            quoted = (quoted or []) + [stripped]
-            continue
-        if quoted is not None:
-            runs.append((label, export.unquote(quoted)))
-            quoted = None
-        if stripped.startswith("**"):
-            label = stripped[2:].split("**", 1)[0]
+    """(label, text) of each labelled block (chat turns, or runs with attribution),
+    undoing ``export.inline`` on the label and ``export.prose`` on the text exactly
+    (the last block's final newlines excepted: the file ends in one)."""
+    heads = list(re.finditer(r"(?m)^\*\*((?:[^*\\\n]|\\.)+)\*\*[^\n]*\n\n", md))
+    runs = []
+    for i, head in enumerate(heads):
+        end = heads[i + 1].start() - 2 if i + 1 < len(heads) else len(md.rstrip("\n"))
+        label = re.sub(r"\\(.)", r"\1", head.group(1))
+        text = re.split(r"\n\n#{2,3} ", md[head.end() : end])[0]  # up to a heading
+        runs.append((label, export.unprose(text)))
     return runs
+
+
+def unescaped(md: str) -> str:
+    """``md`` with ``export.inline``'s escapes undone (for reading names back)."""
+    return re.sub(r"\\(.)", r"\1", md).replace("&lt;", "<").replace("&amp;", "&")
+
+
+def body_of(md: str) -> str:
+    """A Markdown export past its title and facts."""
+    return md.split("\n\n", 2)[2]
 
 
 class DocText(HTMLParser):
@@ -177,43 +187,110 @@ def test_malformed_json_trees_are_refused_in_one_line(tmp_path):
 
 
 def test_markdown_shows_who_wrote_what_and_the_exact_path(sample):
-    _, data = sample
+    _, data = sample  # a chat (its prompt has a role): its turns are labelled
     md = render(data, "md")
     runs = markdown_runs(md)
     assert "".join(text for _, text in runs) == data.path_text()
     assert [label for label, _ in runs] == ["User", "Model", "Edited"]  # chat roles + origins
-    assert "bookmark: favourite" in md
+    assert "bookmark\\: favourite" in md
     tokens = MarkdownIt().parse(md)
-    assert sum(t.type == "blockquote_open" for t in tokens) == len(runs)
+    assert not any(t.type == "blockquote_open" for t in tokens)  # prose, not quotes
     assert tokens[0].type == "heading_open"
 
 
-def test_markdown_without_roles_labels_origins(loom):
+@pytest.fixture
+def diary(loom) -> tuple[SessionData, list[tuple[str, str]]]:
+    """A session without chat roles: typed, generated and edited text (the edit holds
+    Markdown and HTML), and the (author, text) of each part."""
     typed = loom.append(loom.root, "Dear diary,\n\n")
     reply = loom.generate(typed, 12, temperature=0.7, seed=8)[0]
     assert ends_whole(loom, reply)
-    more = "today I learned\n# that hashes\n> and quotes <b>stay</b> &amp; text"
+    more = "today I learned\n# that hashes\n> and quotes <b>stay</b> &amp; text ![x](http://t/p)"
     edited = loom.splice(reply, reply.end, reply.end, more)
     loom.cursor = edited
+    loom.set_meta(edited, bookmark="the <b>end</b>")
     save_loom(loom, "diary")
     close_session(loom)
-    data = load_session("diary")
-    runs = markdown_runs(render(data, "md"))
-    assert runs == [
+    return load_session("diary"), [
         ("You", "Dear diary,\n\n"),
         ("Model", loom.decode(reply.tokens)),
         ("Edited", more),
     ]
-    assert "&lt;b&gt;stay&lt;/b&gt; &amp;amp;" in MarkdownIt().render(render(data, "md"))
+
+
+def test_markdown_is_the_path_as_prose_by_default(diary):
+    data, parts = diary
+    md = render(data, "md")
+    body = body_of(md)
+    text, bookmarks = body.split("\n\n## Bookmarks\n\n")
+    assert export.unprose(text) == data.path_text().rstrip("\n")
+    assert "**You**" not in md and "**Model**" not in md  # no attribution
+    assert bookmarks.startswith("- bookmark\\: the &lt;b\\>end&lt;\\/b\\>")
+    page = MarkdownIt("gfm-like").render(md)
+    # The writer's Markdown is Markdown (a heading, a quote); HTML shows as text and no
+    # image is fetched.
+    assert "<h1>that hashes</h1>" in page and "<blockquote>" in page
+    assert "&lt;b&gt;stay&lt;/b&gt; &amp;amp;" in page
+    assert "<b>" not in page and "<img" not in page
+
+
+def test_markdown_with_attribution_labels_who_wrote_what(diary):
+    data, parts = diary
+    runs = markdown_runs(render(data, "md", attribution=True))
+    assert runs == parts
+
+
+def test_markdown_escapes_every_name_and_note(loom, tmp_path):
+    """The session's name, the model's name, bookmark notes and the model legend show
+    literally: no raw HTML, no link, no image, no bare URL made live."""
+    hostile = "<script>alert(1)</script> [a](http://x.example) ![i](http://x.example/t.png) http://evil.example www.evil.example me@evil.example *b* `c`"
+    first = loom.append(loom.root, "Once upon a time <script>x()</script> ")
+    loom.set_meta(first, bookmark=hostile)
+    loom.cursor = first
+    save_loom(loom, tmp_path / "hostile.loom")
+    close_session(loom)
+    data = load(tmp_path / "hostile.loom")
+    data.name = hostile
+    data.model = {"name": hostile}
+    data.models = {hostile: {"name": hostile}, "other": {"name": "x"}}
+    renderer = MarkdownIt("gfm-like")
+    live = renderer.render(f"x {hostile}")  # unescaped, every trick works
+    assert all(tag in live for tag in ("<script>", "<a ", "<img", "http://evil.example</a>"))
+    for branch in ("current", "all"):
+        for attribution in (False, True):
+            md = render(data, "md", branch, attribution=attribution)
+            page = renderer.render(md)
+            assert "<script" not in page and "<a " not in page and "<img" not in page
+            assert hostile in unescaped(md)  # shown literally, every character kept
+            assert "<script>" not in md
+
+
+_TRICKY = st.sampled_from(
+    [*"ab :/.@wht<>&;#!*_`[](){}|~-+=\\\"'\n\t", "www.", "http://", "&amp;", "&#65;"]
+    + ["<a href=x>", "![", "](", "mailto:", "<script>", "-->", "\u00e9"]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_TRICKY, max_size=30).map("".join))
+def test_an_escaped_name_shows_exactly_its_text_and_nothing_live(text):
+    """Whatever a name holds, markdown-it (GitHub-like, with bare URLs made links)
+    shows its characters and makes no tag of it; prose round-trips exactly."""
+    page = MarkdownIt("gfm-like").render("x " + export.inline(text))
+    assert "<a" not in page and "<img" not in page and "<script" not in page
+    shown = html_mod.unescape(re.sub(r"<[^>]+>", "", page))
+    flat = "".join(" " if ord(c) < 32 else c for c in text)
+    assert " ".join(shown.split()) == " ".join(f"x {flat}".split())
+    assert export.unprose(export.prose(text)) == text
 
 
 def test_markdown_outline_shows_every_branch(sample):
     loom, data = sample
     md = render(data, "md", "all")
-    texts = [text for _, text in markdown_runs(md)]
+    text = export.unprose(md)
     for node in loom.tree.nodes.values():
         if node.tokens:
-            assert any(data.text(node) in text for text in texts), node
+            assert data.text(node).strip("\n") in text, node
     assert "alternative 1 of 3" in md and "alternative 3 of 3" in md
     assert "current path" in md
     MarkdownIt().parse(md)
@@ -261,16 +338,21 @@ def test_markdown_outline_keeps_a_parent_and_its_child_apart(loom):
     save_loom(loom, "apart")
     close_session(loom)
     assert other.parent is loom.root
-    md = render(load_session("apart"), "md", "all")
+    md = render(load_session("apart"), "md", "all", attribution=True)
     runs = markdown_runs(md)
     assert ("You", "Once upon a time") in runs
     assert ("You", " there lived a weaver.") in runs
-    assert "**You** · bookmarked\n\n  > Once upon a time" not in md
     heads = [line.strip() for line in md.splitlines() if line.strip().startswith("**")]
     assert heads.count("**You** · bookmarked") == 1
     # The current path too: the bookmarked node is its own block.
-    current = markdown_runs(render(load_session("apart"), "md"))
+    current = markdown_runs(render(load_session("apart"), "md", attribution=True))
     assert current == [("You", "Once upon a time"), ("You", " there lived a weaver.")]
+    # Without attribution: one piece of prose, the note listed after it.
+    plain = body_of(render(load_session("apart"), "md"))
+    assert (
+        plain
+        == "Once upon a time there lived a weaver.\n\n## Bookmarks\n\n- bookmarked, node 2: there lived a weaver\\.\n"
+    )
 
 
 # -- plain text -----------------------------------------------------------------------

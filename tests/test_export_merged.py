@@ -43,7 +43,7 @@ def test_a_merged_chain_exports_as_its_parts_did(loom):
     save_loom(loom, "diary")
     before = load_session("diary")
     exports = {
-        (fmt, branch): render(before, fmt, branch)
+        (fmt, branch): render(before, fmt, branch, attribution=True)
         for fmt in ("md", "html")
         for branch in ("current", "all")
     }
@@ -58,7 +58,7 @@ def test_a_merged_chain_exports_as_its_parts_did(loom):
     assert len(more.tokens) == sum(sizes)
     after = load_session("diary")  # as saved: the parts' authors are in the file
     for (fmt, branch), want in exports.items():
-        got = render(after, fmt, branch)
+        got = render(after, fmt, branch, attribution=True)
         assert normalised(got) == normalised(want), (fmt, branch)
     # the HTML colours the model's part as generated, the rest as typed
     html = render(after, "html", "current")
@@ -89,7 +89,7 @@ def test_a_merged_node_moved_to_another_model_keeps_its_parts(loom, tiny_gpt2_di
     more = loom.append(reply, " And then I wrote this myself.")
     loom.cursor = more
     save_loom(loom, "diary")
-    want = render(load_session("diary"), "md")
+    want = render(load_session("diary"), "md", attribution=True)
     loom.merge(reply)
     loom.merge(more)
     out = tmp_path / "diary.json"
@@ -108,5 +108,5 @@ def test_a_merged_node_moved_to_another_model_keeps_its_parts(loom, tiny_gpt2_di
         loom.decode(reply.tokens[len(typed.tokens) :]),
         " And then I wrote this myself.",
     ]
-    body = render(moved, "md").split("\n\n", 2)[2]  # past the title and the facts
+    body = render(moved, "md", attribution=True).split("\n\n", 2)[2]  # past the title and the facts
     assert body == want.split("\n\n", 2)[2] and "**Model**" in body

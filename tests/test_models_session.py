@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from loomterm.engine.local.runner import LocalRunner
 from loomterm.engine.models.load import load_model
@@ -61,8 +62,8 @@ def test_exports_carry_the_writer_and_a_legend(tiny_llama_dir, tiny_gpt2_dir, tm
     assert by_id[mine.id]["meta"]["model"] == llama
     assert set(tree["models"]) == {llama, "gpt2"}
 
-    markdown = render(data, "md")
-    assert "- Models" in markdown and "`gpt2`: tiny-gpt2" in markdown and "(local, " in markdown
+    markdown = re.sub(r"\\(.)", r"\1", render(data, "md", attribution=True))  # unescaped
+    assert "- Models" in markdown and "gpt2: tiny-gpt2" in markdown and "(local, " in markdown
     assert "Model \u00b7 gpt2" in markdown  # the cursor's path: the GPT-2's text
 
     page = render(data, "html", branch="all")

@@ -15,6 +15,7 @@ from loomterm.bench import (
     corpus_text,
     decoding,
     edits,
+    files,
     llamacpp,
     longdoc,
     precision,
@@ -66,6 +67,8 @@ class BenchPlan:
     context_branches: int = 4
     llama_doc: int = 1000  # the llama.cpp runner's edit rows: a path this long
     startup_reps: int = 3  # launches of the editor timed (after one to warm up)
+    files_nodes: int = 100_000  # the wide tree imported and exported (and a tenth of it)
+    files_depth: int = 10_000  # the deep path imported and exported (and a tenth of it)
     sections: tuple[str, ...] = (
         "latency", "decode", "precision", "siblings", "memory", "prefill", "long", "rerope",
         "drafted",
@@ -74,6 +77,7 @@ class BenchPlan:
         "context",
         "llamacpp",
         "startup",
+        "files",
     )  # fmt: skip
 
     @classmethod
@@ -111,6 +115,8 @@ class BenchPlan:
             context_new=16,
             context_branches=3,
             startup_reps=2,
+            files_nodes=20_000,
+            files_depth=5_000,  # smaller, the small tree fits in the CPU caches
         )
 
     def scaled(self, **changes) -> BenchPlan:
@@ -133,6 +139,7 @@ NOTES = {
     context.CONTEXT: context.CONTEXT_NOTE,
     llamacpp.LLAMACPP: llamacpp.LLAMACPP_NOTE,
     startup.STARTUP: startup.STARTUP_NOTE,
+    files.FILES: files.FILES_NOTE,
 }
 SERVER_NOTES = remote.NOTES  # the sections of a bench against a server
 
@@ -239,6 +246,8 @@ def _run(loaded, plan: BenchPlan, quick: bool, log: Callable[[str], None]) -> Be
         rows += llamacpp.llamacpp_rows(loaded, corpus, plan, log)
     if "startup" in want:
         rows += startup.startup_rows(loaded, corpus, plan.startup_reps, log)
+    if "files" in want:
+        rows += files.files_rows(plan.files_nodes, plan.files_depth, log)
     meta = {
         "model": loaded.name,
         "device": str(loaded.device),

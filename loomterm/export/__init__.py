@@ -4,7 +4,7 @@ Headless: no model needed. Everything here works on :class:`~loomterm.store.Sess
 (a tree plus each token's display text), so exporting a session reads its file and
 never loads model weights.
 
-Formats out (:func:`render`): ``md`` (who wrote what), ``txt`` (the bare text), ``json``
+Formats out (:func:`render`): ``md`` (the document as prose; who wrote what, optionally), ``txt`` (the bare text), ``json``
 (the full tree, lossless; the ``loomterm-tree`` version 1 schema is documented in
 :mod:`loomterm.export.json_tree`), ``html`` (one self-contained page) and ``jsonl``
 (ratings as preferred and rejected continuations, :mod:`loomterm.export.preferences`). Formats in
@@ -26,6 +26,8 @@ Each module owns one thing:
   mikupad, loomsidian and exoloom files, in;
 - :mod:`~loomterm.export.text_tree`: trees known only by their text, and re-tokenizing
   them;
+- :mod:`~loomterm.export.target`: where an export may write (never over a session,
+  never over a file unasked), and :func:`write_export`;
 - :mod:`~loomterm.export.errors`: :class:`ExportError`.
 """
 
@@ -48,10 +50,11 @@ from loomterm.export.json_tree import (
     render_json,
     to_json_dict,
 )
-from loomterm.export.markdown import quote, render_markdown, unquote
+from loomterm.export.markdown import inline, prose, render_markdown, unprose
 from loomterm.export.plain_text import render_text
 from loomterm.export.preferences import preference_pairs, render_preferences
 from loomterm.export.socketteer import SOCKETTEER_SOURCES, from_socketteer, looks_like_socketteer
+from loomterm.export.target import TargetExists, check_target, is_session_file, write_export
 from loomterm.export.text_tree import TextTree, retokenize_tree, text_tree_of
 from loomterm.export.views import (
     ORIGIN_LABELS,
@@ -76,18 +79,22 @@ __all__ = [
     "SUFFIXES",
     "ExportError",
     "Run",
+    "TargetExists",
     "TextTree",
     "author",
     "chain",
     "chat_roles",
+    "check_target",
     "format_for",
     "from_json_dict",
     "from_socketteer",
+    "inline",
     "is_chat",
+    "is_session_file",
     "looks_like_socketteer",
     "path_only",
     "preference_pairs",
-    "quote",
+    "prose",
     "read_import",
     "render",
     "render_html",
@@ -101,6 +108,7 @@ __all__ = [
     "text_tree_of",
     "to_json_dict",
     "turns",
-    "unquote",
+    "unprose",
     "write_atomic",
+    "write_export",
 ]

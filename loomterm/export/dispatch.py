@@ -42,15 +42,18 @@ def format_for(output: str | os.PathLike | None, fmt: str | None) -> str:
     return "md"
 
 
-def render(data: SessionData, fmt: str = "md", branch: str | None = None) -> str:
+def render(
+    data: SessionData, fmt: str = "md", branch: str | None = None, attribution: bool = False
+) -> str:
     """``data`` in format ``fmt``. ``branch``: ``current`` (the cursor's path) or
     ``all``; default: ``current`` for md and txt, ``all`` for json and html (JSON with
     ``current`` holds just the path's nodes). ``jsonl``: the ratings as preference pairs
-    (``export.preferences``), from the whole tree."""
+    (``export.preferences``), from the whole tree. ``attribution``: Markdown labels who
+    wrote each part (the other formats ignore it: JSON and HTML always keep it)."""
     if branch not in (None, "current", "all"):
         raise ExportError(f"unknown branch choice {branch!r}: use current or all")
     if fmt == "md":
-        return render_markdown(data, branch or "current")
+        return render_markdown(data, branch or "current", attribution)
     if fmt == "txt":
         return render_text(data, branch or "current")
     if fmt == "json":

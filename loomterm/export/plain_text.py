@@ -1,11 +1,17 @@
 """The plain-text export: the cursor's path text exactly (ending in a newline, as a
-text file does), or every branch indented."""
+text file does), or every branch indented.
+
+Indentation stops growing at :data:`MAX_INDENT` levels (each heading names its level
+from there on): a path thousands of branch points deep would otherwise be indented by
+thousands of spaces per line, the file growing with the square of its depth."""
 
 from __future__ import annotations
 
 from loomterm.export.views import chain
 from loomterm.store import SessionData
 from loomterm.tree import Node
+
+MAX_INDENT = 8  # levels of indentation, at four spaces each
 
 
 def render_text(data: SessionData, branch: str = "current") -> str:
@@ -19,9 +25,11 @@ def render_text(data: SessionData, branch: str = "current") -> str:
     while stack:
         start, level, title = stack.pop()
         nodes = chain(start)
-        pad = "    " * level
+        pad = "    " * min(level, MAX_INDENT)
         if title:
-            out.append(f"{'    ' * (level - 1)}--- {title} (node {start.id}) ---")
+            deep = f", level {level}" if level > MAX_INDENT else ""
+            head = "    " * min(level - 1, MAX_INDENT)
+            out.append(f"{head}--- {title} (node {start.id}{deep}) ---")
         text = "".join(data.text(node) for node in nodes)
         if text:
             out.extend(pad + line for line in text.split("\n"))

@@ -95,6 +95,7 @@ def runs(data: SessionData, nodes: list[Node], chat: bool, merge: bool = True) -
     the merge. A bookmarked node is a run of its own (the mark is its alone); with
     ``merge`` False every node (every part) is."""
     out: list[Run] = []
+    texts: list[list[str]] = []  # each run's text in pieces, joined once at the end
     for part in (part for node in nodes for part in parts(data, node)):
         node = part.node
         if not part.text:
@@ -113,9 +114,12 @@ def runs(data: SessionData, nodes: list[Node], chat: bool, merge: bool = True) -
         ):
             if out[-1].nodes[-1] is not node:
                 out[-1].nodes.append(node)
-            out[-1].text += part.text
+            texts[-1].append(part.text)
         else:
-            out.append(Run(label, [node], part.text))
+            out.append(Run(label, [node], ""))
+            texts.append([part.text])
+    for run, pieces in zip(out, texts, strict=True):
+        run.text = "".join(pieces)
     return out
 
 

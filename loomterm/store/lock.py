@@ -18,9 +18,14 @@ class SessionLock:
     """An exclusive OS lock on ``.<session>.lock``, released when the process dies."""
 
     def __init__(self, session_path: Path) -> None:
+        # Beside the file itself, found by its resolved path (symbolic links followed,
+        # ``..`` removed): the same session opened by a link and by its real path takes
+        # the same lock. Case needs nothing more: on a file system that ignores case,
+        # the lock files' names match exactly when the sessions' do.
+        real = Path(os.path.realpath(session_path))
         # Hidden, and never deleted: removing a lock file while another process waits
         # to open it would let two writers each lock a different file.
-        self.path = session_path.with_name(f".{session_path.name}.lock")
+        self.path = real.with_name(f".{real.name}.lock")
         self.session_name = session_path.name.removesuffix(SESSION_SUFFIX)
         self._file: Any = None
 

@@ -18,6 +18,7 @@ from loomterm.store import schema
 from loomterm.store.data import Caret, SessionData
 from loomterm.store.encoding import unpack_top
 from loomterm.store.errors import damaged
+from loomterm.store.guard import check_schema, harden
 from loomterm.store.schema import SESSION_SUFFIX
 from loomterm.tree import Node, Origin, Tree
 
@@ -31,7 +32,7 @@ def connect_read_only(path: Path) -> sqlite3.Connection:
     wal = path.with_name(path.name + "-wal")
     flags = "mode=ro" if wal.exists() else "mode=ro&immutable=1"
     uri = f"{path.resolve().as_uri()}?{flags}"
-    return sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    return harden(sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False))
 
 
 def check_header(path: Path) -> None:
@@ -53,8 +54,15 @@ def check_file(path: Path) -> int:
     """Validate ``path`` without writing to it; return its schema version.
 
     Raises :class:`SessionError` for a missing, empty, foreign, damaged, truncated or
-    newer-schema file.
+    newer-schema file, and for one whose schema is not exactly loomterm's (a trigger,
+    a view, anything else that could run: :mod:`loomterm.store.guard`).
     """
+    return _read_checked(path)[0]
+
+
+def _read_checked(path: Path) -> tuple[int, SessionData]:
+    """Validate ``path`` read-only and read it, through one connection: its schema
+    version and its contents (an older file's as migrated in memory)."""
     check_header(path)
     try:
         conn = connect_read_only(path)
@@ -68,15 +76,32 @@ def check_file(path: Path) -> int:
                     f"{path.name} was written by a newer loomterm (session schema "
                     f"v{version}; this one reads up to v{schema.SCHEMA_VERSION}); upgrade loomterm"
                 )
+            check_schema(conn, path, version)  # before any row is read
             problems = [row[0] for row in conn.execute("PRAGMA quick_check(3)")]
             if problems != ["ok"]:
                 raise damaged(path, "damaged database (" + "; ".join(problems) + ")")
-            read_rows(conn, path)  # every row must decode too
+            if version < schema.SCHEMA_VERSION:
+                return version, _read_migrated(conn, path, version)
+            return version, read_rows(conn, path)  # every row must decode too
         finally:
             conn.close()
     except sqlite3.DatabaseError as exc:
         raise damaged(path, f"damaged or truncated ({exc})") from None
-    return version
+    except (ValueError, TypeError, KeyError, OverflowError, RecursionError) as exc:
+        # A row that does not decode (bad JSON, an unknown origin...): one line.
+        raise damaged(path, f"a row does not decode ({type(exc).__name__}: {exc})") from None
+
+
+def _read_migrated(source: sqlite3.Connection, path: Path, version: int) -> SessionData:
+    """An old file read through a migrated copy in memory, never upgraded in place by
+    a mere reader."""
+    conn = harden(sqlite3.connect(":memory:", isolation_level=None))
+    try:
+        source.backup(conn)
+        schema.migrate(conn, version)
+        return read_rows(conn, path)
+    finally:
+        conn.close()
 
 
 # -- reading --------------------------------------------------------------------------
@@ -154,25 +179,6 @@ def read_rows(conn: sqlite3.Connection, path: Path) -> SessionData:
 
 
 def load(path: str | os.PathLike) -> SessionData:
-    """Read a whole session without locking it or writing to it."""
-    path = Path(path)
-    version = check_file(path)
-    if version < schema.SCHEMA_VERSION:
-        # An old file is read through a migrated copy in memory, never upgraded in place
-        # by a mere reader.
-        source = connect_read_only(path)
-        conn = sqlite3.connect(":memory:", isolation_level=None)
-        try:
-            source.backup(conn)
-            schema.migrate(conn, version)
-            return read_rows(conn, path)
-        finally:
-            source.close()
-            conn.close()
-    conn = connect_read_only(path)
-    try:
-        return read_rows(conn, path)
-    except sqlite3.DatabaseError as exc:
-        raise damaged(path, str(exc)) from None
-    finally:
-        conn.close()
+    """Read a whole session without locking it or writing to it (validated as
+    :func:`check_file` does, through the same read-only connection)."""
+    return _read_checked(Path(path))[1]

@@ -9,6 +9,7 @@ from pathlib import Path
 from loomterm.errors import SessionError
 from loomterm.store import schema
 from loomterm.store.errors import damaged
+from loomterm.store.guard import check_schema
 from loomterm.store.reader import check_header, connect_read_only, meta_rows
 from loomterm.store.schema import SESSION_SUFFIX
 
@@ -38,6 +39,7 @@ def summarize(path: Path) -> SessionSummary:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version > schema.SCHEMA_VERSION:
                 raise SessionError(f"newer schema v{version}")
+            check_schema(conn, path, version)  # nothing in the file runs, even here
             info = meta_rows(conn)
             nodes = conn.execute("SELECT count(*) FROM nodes").fetchone()[0]
             cursor = int(info.get("cursor", 0))

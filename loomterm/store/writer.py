@@ -8,6 +8,7 @@ has been validated read-only (:func:`loomterm.store.reader.check_file`).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
@@ -24,6 +25,7 @@ from loomterm.store import schema
 from loomterm.store.data import Caret, SessionData
 from loomterm.store.encoding import pack_top, to_json
 from loomterm.store.errors import damaged
+from loomterm.store.guard import check_schema, harden
 from loomterm.store.lock import SessionLock
 from loomterm.store.reader import check_file, read_rows
 from loomterm.tree import Node, Origin, Tree
@@ -36,7 +38,7 @@ class SessionStore:
     engine streams tokens from a worker thread while the UI moves the cursor).
     """
 
-    def __init__(self, path: Path, conn: sqlite3.Connection, lock: SessionLock) -> None:
+    def __init__(self, path: Path, conn: sqlite3.Connection, lock: SessionLock | None) -> None:
         self.path = path
         self._conn = conn
         self._lock = lock
@@ -55,7 +57,9 @@ class SessionStore:
             if version < schema.SCHEMA_VERSION:
                 backup = path.with_name(f"{path.name}.v{version}.bak")
                 shutil.copy2(path, backup)
-            conn = cls._connect(path)
+            # Checked again through the writing connection before its first write: the
+            # file may have been replaced since check_file read it.
+            conn = cls._connect(path, version)
             if version < schema.SCHEMA_VERSION:
                 schema.migrate(conn, version)
         except sqlite3.DatabaseError as exc:
@@ -74,11 +78,17 @@ class SessionStore:
         model: dict[str, Any],
         settings: dict[str, Any] | None = None,
         overwrite: bool = False,
+        fill: Callable[[SessionStore], None] | None = None,
     ) -> SessionStore:
-        """Create a new, empty session file (no nodes yet) and open it for writing.
+        """Create a new session file and open it for writing: empty (no nodes yet), or
+        holding what ``fill`` writes into it.
 
-        An existing session is replaced only with ``overwrite``; a file that is not a
-        loomterm session is never replaced.
+        The file is built whole in a temporary file beside ``path`` (``fill`` writes
+        there) and renamed into place only when complete, so a process killed midway
+        leaves no session (only a hidden temporary file, removed by the next create of
+        that name) and an old session there stays as it was. An existing session is
+        replaced only with ``overwrite``; a file that is not a loomterm session is never
+        replaced.
         """
         path = Path(path)
         if path.exists():
@@ -89,26 +99,13 @@ class SessionStore:
         lock = SessionLock(path)
         lock.acquire()
         try:
-            # Built beside the target and moved over it whole: an old session there stays
-            # as it was until the new file is complete.
+            if path.exists() and not overwrite:
+                # Made by another process between the check above and the lock: never
+                # renamed over (every writer of a session holds its lock).
+                raise SessionError(f"a session already exists at {path}")
+            _remove_leftovers(path)
             with atomic_path(path) as tmp:
-                conn = sqlite3.connect(tmp, isolation_level=None)
-                try:
-                    schema.migrate(conn, 0)
-                    now = time.time()
-                    conn.executemany(
-                        "INSERT INTO session(key, value) VALUES (?, ?)",
-                        [
-                            ("format", to_json("loomterm-session")),
-                            ("created", to_json(now)),
-                            ("modified", to_json(now)),
-                            ("cursor", to_json(0)),
-                            ("settings", to_json(settings or {})),
-                            ("model", to_json(model)),
-                        ],
-                    )
-                finally:
-                    conn.close()
+                _build(tmp, model, settings or {}, fill, cls)
                 # A stale write-ahead log beside the old file would be replayed into the
                 # new one: remove it while we hold the lock.
                 for suffix in ("-wal", "-shm"):
@@ -126,13 +123,24 @@ class SessionStore:
         return cls(path, conn, lock)
 
     @staticmethod
-    def _connect(path: Path) -> sqlite3.Connection:
-        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA journal_mode = WAL")
-        # NORMAL in WAL mode: every commit survives an application crash; only a power
-        # cut may drop the last few, and the file stays consistent either way.
-        conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute("PRAGMA foreign_keys = ON")
+    def _connect(path: Path, version: int | None = None) -> sqlite3.Connection:
+        """The writing connection, hardened (``store.guard``); with ``version``, the
+        file's schema is checked against it before anything is written."""
+        conn = harden(sqlite3.connect(path, isolation_level=None, check_same_thread=False))
+        try:
+            if version is not None:
+                found = conn.execute("PRAGMA user_version").fetchone()[0]
+                if found != version:
+                    raise damaged(path, "it changed while being opened")
+                check_schema(conn, path, version)
+            conn.execute("PRAGMA journal_mode = WAL")
+            # NORMAL in WAL mode: every commit survives an application crash; only a
+            # power cut may drop the last few, and the file stays consistent either way.
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
     def close(self) -> None:
@@ -147,7 +155,8 @@ class SessionStore:
             finally:
                 self._conn.close()
                 self._conn = None  # type: ignore[assignment]
-                self._lock.release()
+                if self._lock is not None:
+                    self._lock.release()
 
     @property
     def closed(self) -> bool:
@@ -207,9 +216,14 @@ class SessionStore:
                 self._known_vocab = None
             conn.execute("DELETE FROM tokens")
             conn.execute("DELETE FROM nodes")
-            for node in tree.root.walk():  # parents before children
-                self._insert_node(conn, node)
-                self._insert_tokens(conn, node, 0, pieces(node))
+            # Two statements for the whole tree, each fed by a generator: one pass,
+            # linear in nodes and tokens whatever the tree's shape.
+            walked = list(_walk_with_positions(tree.root))  # parents before children
+            conn.executemany(_INSERT_NODE, (self._node_row(n, i) for n, i in walked))
+            conn.executemany(
+                _INSERT_TOKENS,
+                (row for node, _ in walked for row in _token_rows(node, 0, pieces(node))),
+            )
             self._set(conn, "cursor", cursor.id)
 
     def add_node(self, node: Node, pieces: list[str]) -> None:
@@ -289,6 +303,27 @@ class SessionStore:
         with self.transaction(stamp=False) as conn:
             self._set(conn, "caret", caret.as_json())
 
+    def set_view(self, key: str, value: Any) -> None:
+        """Keep ``value`` under ``key`` in the ``session`` table: something about how
+        the session is worked with rather than its content (the export dialog's last
+        folder, ``export_folder``), added without a new schema version (an older reader
+        ignores it). The session's last-change time stays."""
+        if key in _CONTENT_KEYS:
+            raise ValueError(f"{key!r} is the session's content, not a view")
+        with self.transaction(stamp=False) as conn:
+            self._set(conn, key, value)
+
+    def view(self, key: str) -> Any:
+        """The value :meth:`set_view` kept under ``key`` (None if none, or unreadable)."""
+        with self._mutex:
+            if self._conn is None:
+                return None
+            row = self._conn.execute("SELECT value FROM session WHERE key = ?", (key,)).fetchone()
+        try:
+            return json.loads(row[0]) if row is not None else None
+        except ValueError:
+            return None
+
     def set_settings(self, settings: dict[str, Any]) -> None:
         """Replace the per-session settings."""
         with self.transaction() as conn:
@@ -338,11 +373,15 @@ class SessionStore:
         )
 
     @staticmethod
-    def _node_row(node: Node) -> tuple:
+    def _node_row(node: Node, position: int | None = None) -> tuple:
+        """A node's column values; ``position`` among its siblings when the caller
+        knows it (looking it up costs a scan of the siblings)."""
         parent = node.parent
+        if position is None:
+            position = parent.children.index(node) if parent is not None else 0
         return (
             parent.id if parent is not None else None,
-            parent.children.index(node) if parent is not None else 0,
+            position,
             Origin(node.origin).value,
             int(bool(node.approx)),
             to_json(node.sampling) if node.sampling is not None else None,
@@ -353,11 +392,7 @@ class SessionStore:
         )
 
     def _insert_node(self, conn: sqlite3.Connection, node: Node) -> None:
-        conn.execute(
-            "INSERT INTO nodes(parent, position, origin, approx, sampling, seed, created, meta, id)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            self._node_row(node),
-        )
+        conn.execute(_INSERT_NODE, self._node_row(node))
 
     def _update_node(self, conn: sqlite3.Connection, node: Node) -> None:
         conn.execute(
@@ -383,33 +418,114 @@ class SessionStore:
         pieces: list[str],
         end: int | None = None,
     ) -> None:
-        end = len(node.tokens) if end is None else end
-        if len(pieces) != end - start:
-            raise ValueError(f"{len(pieces)} pieces for {end - start} tokens")
+        conn.executemany(_INSERT_TOKENS, _token_rows(node, start, pieces, end))
+
+
+# The ``session`` keys that hold the session itself: never a view.
+_CONTENT_KEYS = frozenset(
+    {"format", "created", "modified", "cursor", "settings", "model", "models", "model_state",
+     "contexts", "caret"}
+)  # fmt: skip
+
+_INSERT_NODE = (
+    "INSERT INTO nodes(parent, position, origin, approx, sampling, seed, created, meta, id)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_INSERT_TOKENS = (
+    "INSERT INTO tokens(node, idx, token, piece, logprob, top) VALUES (?, ?, ?, ?, ?, ?)"
+)
+
+
+def _walk_with_positions(root: Node) -> Iterator[tuple[Node, int]]:
+    """Every node under ``root`` (parents first) with its place among its siblings."""
+    stack = [(root, 0)]
+    while stack:
+        node, position = stack.pop()
+        yield node, position
+        children = node.children
+        stack.extend((children[i], i) for i in range(len(children) - 1, -1, -1))
+
+
+def _token_rows(node: Node, start: int, pieces: list[str], end: int | None = None) -> list[tuple]:
+    """The ``tokens`` rows of tokens ``start:end`` of ``node``."""
+    end = len(node.tokens) if end is None else end
+    if len(pieces) != end - start:
+        raise ValueError(f"{len(pieces)} pieces for {end - start} tokens")
+    return [
+        (
+            node.id,
+            i,
+            int(node.tokens[i]),
+            pieces[i - start],
+            None if node.logprobs[i] is None else float(node.logprobs[i]),
+            pack_top(node.top[i]),
+        )
+        for i in range(start, end)
+    ]
+
+
+def _build(
+    tmp: Path,
+    model: dict[str, Any],
+    settings: dict[str, Any],
+    fill: Callable[[SessionStore], None] | None,
+    store_class: type[SessionStore],
+) -> None:
+    """Make a complete session file at ``tmp`` (a new file nobody else opens)."""
+    conn = harden(sqlite3.connect(tmp, isolation_level=None, check_same_thread=False))
+    # No rollback journal: a failed build is thrown away whole (atomic_path), and the
+    # file is synced once before it is renamed into place.
+    conn.execute("PRAGMA journal_mode = OFF")
+    conn.execute("PRAGMA synchronous = OFF")
+    building = store_class(tmp, conn, None)
+    try:
+        schema.migrate(conn, 0)
+        now = time.time()
         conn.executemany(
-            "INSERT INTO tokens(node, idx, token, piece, logprob, top) VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT INTO session(key, value) VALUES (?, ?)",
             [
-                (
-                    node.id,
-                    i,
-                    int(node.tokens[i]),
-                    pieces[i - start],
-                    None if node.logprobs[i] is None else float(node.logprobs[i]),
-                    pack_top(node.top[i]),
-                )
-                for i in range(start, end)
+                ("format", to_json("loomterm-session")),
+                ("created", to_json(now)),
+                ("modified", to_json(now)),
+                ("cursor", to_json(0)),
+                ("settings", to_json(settings)),
+                ("model", to_json(model)),
             ],
         )
+        if fill is not None:
+            fill(building)
+    finally:
+        building.close()
+
+
+def _remove_leftovers(path: Path) -> None:
+    """Delete the temporary files of earlier creates of ``path`` that never finished
+    (a process killed midway): while this process holds the lock, nobody else is
+    building one."""
+    for leftover in path.parent.glob(f".{glob_escape(path.name)}.????????.tmp"):
+        try:
+            leftover.unlink()
+        except OSError:
+            pass  # someone else's file we may not remove: harmless, it is hidden
+
+
+def glob_escape(name: str) -> str:
+    """``name`` with glob's special characters taken literally."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in name)
 
 
 def write_session(
     path: str | os.PathLike, data: SessionData, *, overwrite: bool = False
 ) -> SessionStore:
-    """Create a session file holding ``data`` (used by import) and return it, open. A
-    write that fails leaves no file behind (a file without its tree could not be
-    opened, and would block the name)."""
-    store = SessionStore.create(path, model=data.model, settings=data.settings, overwrite=overwrite)
-    try:
+    """Create a session file holding ``data`` (used by import) and return it, open.
+
+    Everything is written into a temporary file beside ``path`` that is renamed into
+    place once complete (:meth:`SessionStore.create`): a write that fails, or a process
+    killed midway, leaves no session behind (a file without its tree could not be
+    opened, and would block the name).
+    """
+
+    def fill(store: SessionStore) -> None:
         store.write_tree(data.tree, lambda node: data.pieces.get(node.id, []), data.cursor_node)
         store.add_vocab(data.vocab)
         if data.models:
@@ -418,11 +534,7 @@ def write_session(
             store.set_contexts(data.contexts)
         if data.caret is not None:
             store.set_caret(data.caret)
-    except BaseException:
-        store.close()
-        target = Path(path)
-        for leftover in (target, target.with_name(target.name + "-wal"),
-                         target.with_name(target.name + "-shm")):  # fmt: skip
-            leftover.unlink(missing_ok=True)
-        raise
-    return store
+
+    return SessionStore.create(
+        path, model=data.model, settings=data.settings, overwrite=overwrite, fill=fill
+    )

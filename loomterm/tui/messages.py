@@ -125,12 +125,14 @@ class Moved(Message):
 
 
 class Exported(Message):
-    """An export finished: written, or ``error`` says in one line why not."""
+    """An export finished: written, or ``error`` says in one line why not (``exists``:
+    the file that exists, to be replaced only once the user confirms)."""
 
-    def __init__(self, request: ExportRequest, error: str = "") -> None:
+    def __init__(self, request: ExportRequest, error: str = "", exists: str = "") -> None:
         super().__init__()
         self.request = request
         self.error = error
+        self.exists = exists
 
 
 class SessionSwitched(Message):

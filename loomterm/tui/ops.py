@@ -117,12 +117,22 @@ def session_data(loom: Loom, name: str = "") -> SessionData:
     )
 
 
-def export_session(loom: Loom, path: str, fmt: str, branch: str | None = None) -> str:
-    """Write the session to ``path`` in ``fmt``; returns the path written."""
+def export_session(
+    loom: Loom,
+    path: str,
+    fmt: str,
+    branch: str | None = None,
+    force: bool = False,
+    attribution: bool = False,
+) -> str:
+    """Write the session to ``path`` in ``fmt``; returns the path written. Never over
+    a session; over another existing file only with ``force``
+    (``export.TargetExists`` otherwise)."""
     from loomterm import export
 
-    text = export.render(session_data(loom), fmt, branch)
-    export.write_atomic(path, text)
+    export.check_target(path, force)
+    text = export.render(session_data(loom), fmt, branch, attribution=attribution)
+    export.write_export(path, text, force)
     return path
 
 

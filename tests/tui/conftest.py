@@ -113,7 +113,13 @@ def tmux_run(tmp_path, isolated_dirs):
     require_or_skip(shutil.which("tmux"), "tmux is not installed")
     command = loomterm_command()
     require_or_skip(command, "the loomterm command is not installed (pip install -e .)")
-    names = ("LOOMTERM_DATA_DIR", "LOOMTERM_CONFIG_DIR", "LOOMTERM_CACHE_DIR", "PYTHONPATH")
+    names = (
+        "LOOMTERM_DATA_DIR",
+        "LOOMTERM_CONFIG_DIR",
+        "LOOMTERM_CACHE_DIR",
+        "LOOMTERM_DOCUMENTS_DIR",
+        "PYTHONPATH",
+    )
     env = {name: os.environ[name] for name in names if os.environ.get(name)}
     if "PYTHONPATH" in env:  # the pane runs in another folder: absolute entries
         parts = env["PYTHONPATH"].split(os.pathsep)

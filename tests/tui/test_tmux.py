@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from loomterm.locations import documents_dir
 from tests.helpers import require_or_skip
 
 
@@ -171,11 +172,11 @@ def test_the_installed_command_in_a_real_terminal(tmux_run, tiny_llama_dir, tmp_
     term.wait_for(lambda s: "\u2605" in s, what="the bookmark star")
     assert document_lines(term.screen()) == first_text  # the "s" was not typed
 
-    # Export as Markdown into the working folder, then quit.
+    # Export as Markdown into the documents folder, then quit.
     term.keys("C-e")
     term.wait_for(lambda s: "Export" in s and "Format" in s, what="the export dialog")
     term.keys("C-s")  # the dialog opens on the format list: ctrl+s exports
-    exported = tmp_path / "story.md"
+    exported = documents_dir() / "story.md"
     deadline = time.monotonic() + 30
     while not exported.exists() and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -183,8 +184,9 @@ def test_the_installed_command_in_a_real_terminal(tmux_run, tiny_llama_dir, tmp_
     term.keys("C-q")
     assert term.exit_status() == "0"
     body = exported.read_text(encoding="utf-8")
-    # The bookmarked node is a block of its own: "Once upon" and " a time" apart.
-    assert "> Once upon" in body and " a time" in body and "# story" in body
+    # The text as prose, the bookmark listed after it.
+    assert "\n\nOnce upon a time" in body and "# story" in body
+    assert "## Bookmarks" in body and "bookmarked, node" in body
 
     # Reopen: bare loomterm resumes the most recent session where it was.
     again = tmux_run(["--model", str(tiny_llama_dir), "--device", "cpu"])

@@ -51,17 +51,27 @@ class Dialogs:
         )
 
     def export(self) -> None:
-        """The export dialog, opening on the folder, format and branches of the last
-        export of this editor run (the first time: the current folder, Markdown, the
-        current path)."""
+        """The export dialog, opening on the folder this session last exported to (kept
+        in its file), else this editor run's last, else the documents folder; and on
+        the format and branches of this run's last export (the first time: Markdown,
+        the current path)."""
         from loomterm.export import FORMATS
+        from loomterm.locations import documents_dir
+        from loomterm.session import saved_export_folder
 
         app = self.app
         last = app.last_export
-        folder = Path(last.path).parent if last else app.export_dir or Path.cwd()
+        saved = saved_export_folder(app.loom)
+        if saved:
+            folder = Path(saved)
+        elif last:
+            folder = Path(last.path).parent
+        else:
+            folder = app.export_dir or documents_dir()
         stem = app.session_name or "loomterm"
         fmt, branch = (last.fmt, last.branch) if last else ("md", "current")
-        app.push_screen(ExportScreen(FORMATS, folder, stem, fmt, branch))
+        attribution = last.attribution if last else False
+        app.push_screen(ExportScreen(FORMATS, folder, stem, fmt, branch, attribution))
 
     def export_requested(self, request: ExportRequest) -> None:
         """The dialog asked for an export: a job, once the engine is idle."""
@@ -69,8 +79,19 @@ class Dialogs:
         loom = app.loom
 
         def job() -> None:
+            from loomterm.export import TargetExists
+
             try:
-                ops.export_session(loom, request.path, request.fmt, request.branch)
+                ops.export_session(
+                    loom,
+                    request.path,
+                    request.fmt,
+                    request.branch,
+                    force=request.force,
+                    attribution=request.attribution,
+                )
+            except TargetExists as exc:  # asked in the dialog before it is replaced
+                app.post_message(Exported(request, str(exc), exists=exc.path))
             except LoomError as exc:  # a missing folder, say: said in the dialog
                 app.post_message(Exported(request, str(exc)))
             else:
@@ -85,11 +106,14 @@ class Dialogs:
         dialog = app.screen if isinstance(app.screen, ExportScreen) else None
         if message.error:
             if dialog is not None:
-                dialog.finished(message.error)
+                dialog.finished(message.error, exists=message.exists)
             else:
                 app.notify(message.error, severity="error", timeout=6)
             return
         app.last_export = request
+        from loomterm.session import record_export_folder
+
+        record_export_folder(app.loom, str(Path(request.path).absolute().parent))
         if dialog is not None:
             dialog.finished()
         app.notify(f"Exported {request.fmt} to {request.path}", timeout=4)

@@ -1,6 +1,8 @@
-"""The export dialog: a format, a file, and which branches. It stays open until the
-file is written: a failed export shows its one-line reason in the dialog, with the
-typed path kept."""
+"""The export dialog: a format, a file, which branches, and (Markdown) whether to label
+who wrote what. It stays open until the file is written: a failed export shows its
+one-line reason in the dialog, with the typed path kept. A file that exists is replaced
+only after a confirmation (exporting again to the same file, the button now saying
+Replace); a session file is never replaced."""
 
 from __future__ import annotations
 
@@ -12,13 +14,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
-from textual.widgets import Button, Label, Select
+from textual.widgets import Button, Checkbox, Input, Label, Select
 
 from loomterm.tui.widgets.dialogs import DIALOG_CSS, FormScreen
 from loomterm.tui.widgets.fields import Field
 
 FORMAT_LABELS = {
-    "md": "Markdown (who wrote what)",
+    "md": "Markdown (the text as prose)",
     "txt": "Plain text",
     "json": "JSON tree (lossless, re-importable)",
     "html": "HTML page (self-contained)",
@@ -29,11 +31,15 @@ BRANCHES = (("current path", "current"), ("every branch", "all"))
 
 @dataclass(frozen=True)
 class ExportRequest:
-    """One export: the format, the file and which branches (``current`` or ``all``)."""
+    """One export: the format, the file and which branches (``current`` or ``all``);
+    ``force``: the user confirmed replacing the file; ``attribution``: Markdown labels
+    who wrote each part."""
 
     fmt: str
     path: str
     branch: str
+    force: bool = False
+    attribution: bool = False
 
 
 class ExportScreen(FormScreen[None]):
@@ -73,8 +79,11 @@ class ExportScreen(FormScreen[None]):
         stem: str,
         fmt: str = "md",
         branch: str = "current",
+        attribution: bool = False,
     ) -> None:
         super().__init__()
+        self.attribution = attribution
+        self.confirming = ""  # a file that exists, shown; exporting to it again replaces it
         self.formats = formats
         self.folder = folder
         self.stem = stem or "loomterm"
@@ -106,6 +115,14 @@ class ExportScreen(FormScreen[None]):
                 yield Label("File")
                 yield Field(
                     self._default_path(self.fmt), id="path", compact=True, select_on_focus=False
+                )
+            with Horizontal(classes="export--row"):
+                yield Label("")
+                yield Checkbox(
+                    "Markdown: label who wrote each part",
+                    self.attribution,
+                    id="attribution",
+                    compact=True,
                 )
             yield Label("", id="export-status", markup=False)
             with Horizontal(classes="dialog--buttons"):
@@ -142,20 +159,41 @@ class ExportScreen(FormScreen[None]):
             return
         fmt = self.query_one("#format", Select).value
         branch = self.query_one("#branch", Select).value
+        target = str(Path(path).expanduser())
+        request = ExportRequest(
+            str(fmt),
+            target,
+            str(branch),
+            force=target == self.confirming,
+            attribution=self.query_one("#attribution", Checkbox).value,
+        )
         self.working = True
         self.show_status("Exporting\u2026", working=True)
-        self.post_message(
-            self.Requested(ExportRequest(str(fmt), str(Path(path).expanduser()), str(branch)))
-        )
+        self.post_message(self.Requested(request))
 
-    def finished(self, error: str = "") -> None:
-        """The export is done: close, or show why it failed and keep everything typed."""
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "path" and self.confirming:
+            self._confirm("")  # another file: a new confirmation if it exists too
+
+    def finished(self, error: str = "", exists: str = "") -> None:
+        """The export is done: close, or show why it failed and keep everything typed.
+        ``exists``: the file that was not replaced because it exists; exporting to it
+        again replaces it."""
         self.working = False
-        if error:
+        if exists:
+            self._confirm(exists)
+            self.show_status(f"{exists} exists: export again to replace it")
+            self.query_one("#export", Button).focus()
+        elif error:
             self.show_status(error)
             self.query_one("#path", Field).focus()
         else:
             self.dismiss(None)
+
+    def _confirm(self, path: str) -> None:
+        """Ask (``path``) or stop asking (empty) to confirm replacing a file."""
+        self.confirming = path
+        self.query_one("#export", Button).label = "Replace" if path else "Export"
 
     def show_status(self, text: str, working: bool = False) -> None:
         """One line under the fields: an error, or that the export is being written."""
