@@ -751,7 +751,7 @@ class LoomApp(App[None]):
         self._failed_sync = None
         self.note_change()
         doc = self.doc
-        if doc.word_ended():  # a step for undo, as text editors coalesce typing
+        if not event.undoing and doc.word_ended():  # a step for undo, as editors coalesce typing
             self.history.push(Place(doc.node or self.loom.root, doc.caret, doc.text))
         if self._sync_timer is not None:
             self._sync_timer.stop()

@@ -40,7 +40,12 @@ class History:
     def push(self, place: Place) -> None:
         """Record ``place`` as the new present (the same node again is just updated)."""
         if self.current is not None:
-            same = self.current.node is place.node and self.current.text == place.text
+            # The same node again, or the same text now held by another node (typing
+            # synced after an undo lands in a new branch): the same state, updated,
+            # and the redo kept.
+            text = self.current.text
+            same = self.current.node is place.node and text == place.text
+            same = same or (text is not None and text == place.text)
             if same and place.change is None:
                 self.current = replace(place, change=self.current.change)  # keep its change
                 return
@@ -67,6 +72,16 @@ class History:
     def save_unsynced(self, place: Place) -> None:
         """Undo of unsynced typing: ``place`` (with its text) becomes redoable."""
         self._future.append(place)
+
+    @property
+    def following(self) -> Place | None:
+        """The place a redo would go to, if any."""
+        return self._future[-1] if self._future else None
+
+    def attach(self, change: Any) -> None:
+        """Make the present place the result of ``change`` (undo reverts it)."""
+        if self.current is not None:
+            self.current = replace(self.current, change=change)
 
     @property
     def can_undo(self) -> bool:

@@ -54,6 +54,21 @@ class Merge:
 
 
 @dataclass
+class Archive:
+    """``branch`` was archived (hidden): undo brings it back, redo hides it again."""
+
+    branch: Node
+
+    label = "archive"
+
+    def undo(self, loom: Loom) -> None:
+        loom.set_meta(self.branch, hidden=None)
+
+    def redo(self, loom: Loom) -> None:
+        loom.set_meta(self.branch, hidden=True)
+
+
+@dataclass
 class Move:
     """``node`` went from ``old_parent`` (at ``old_index``) to ``new_parent``; ``split``
     is the cut that made ``new_parent`` at the caret, if there was one."""

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from loomterm.tree import Node
 from loomterm.tui.sanitize import safe_line
+from loomterm.tui.tidy_changes import Archive
 from loomterm.tui.tree_places import branch_of
 from loomterm.tui.widgets.branch_tree import is_hidden
 from loomterm.tui.widgets.dialogs import ConfirmScreen
@@ -90,10 +91,16 @@ class Bookmarks:
             assert parent is not None
             neighbour = neighbour_of(branch)
             navigation = self.navigation
-            self.jobs.when_idle(
-                lambda: navigation.enter(neighbour) if neighbour else navigation.show_node(parent)
-            )
-            app.notify("Branch archived: 'Show hidden branches' brings it back", timeout=4)
+
+            def leave() -> None:
+                if neighbour is not None:
+                    navigation.enter(neighbour)
+                else:
+                    navigation.show_node(parent)
+                app.history.attach(Archive(branch))  # undo brings the branch back
+
+            self.jobs.when_idle(leave)
+            app.notify("Branch archived \u00b7 undo brings it back", timeout=4)
 
         app.push_screen(
             ConfirmScreen(

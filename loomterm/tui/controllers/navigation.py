@@ -11,13 +11,14 @@ history and the branch pane.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from loomterm.tree import WRITER, Node
 from loomterm.tui import ops
 from loomterm.tui.history import Place
 from loomterm.tui.tree_places import branch_of, place_of, siblings_of
-from loomterm.tui.widgets.branch_tree import visible_children
+from loomterm.tui.widgets.branch_tree import is_hidden, visible_children
 from loomterm.tui.widgets.document_view import DocumentView
 
 if TYPE_CHECKING:
@@ -32,6 +33,7 @@ class Navigation:
         self.app = app
         self.jobs = jobs
         self.last_seen: dict[int, Node] = {}  # node id -> deepest node last shown below it
+        self.undo_run: ops.TypingRun | None = None  # the typing run undo's edits write into
 
     def arrive(self, node: Node, record: bool = True, engine: bool = True) -> None:
         """The document now stands on ``node``: tell the engine, history, the pane.
@@ -153,27 +155,54 @@ class Navigation:
         app.notify("No branch point " + ("above" if step < 0 else "below"), timeout=2)
 
     def undo(self) -> None:
-        """Back to the place before this one on the history."""
-        place = self.app.history.undo()
+        """Back to the place before this one on the history, passing over places on
+        branches archived since (undo never lands on a hidden branch)."""
+        place = self.step(self.app.history.undo, self.app.history.redo)
         if place is None:
             self.app.notify("Nothing to undo", timeout=2)
             return
         self.go_back_to(place)
 
+    def step(self, move: Callable[[], Place | None], back: Callable[[], object]) -> Place | None:
+        """Move along the history (``move``: its undo or redo) to the nearest place not
+        on an archived branch; where there is none, stay (``back`` each step taken)."""
+        taken = 0
+        while (place := move()) is not None:
+            taken += 1
+            if not self.hidden(place.node):
+                return place
+        for _ in range(taken):
+            back()
+        return None
+
+    def hidden(self, node: Node) -> bool:
+        """``node`` is on an archived branch that the writer does not see now."""
+        if self.app.branches.show_hidden:
+            return False
+        return any(is_hidden(item) for item in node.path())
+
     def go_back_to(self, place: Place) -> None:
         """Show ``place`` (an undo or redo). Its text may differ from its node's now (the
         writer retyped the node in place, or the text was not synced then): then the
-        text is put back as an edit, which the engine applies in place where it can
-        (the writer's own childless node), else as a new branch; nothing is lost."""
+        text is put back as an edit. An edit that takes away text the tree holds makes
+        a new branch, so the text taken stays in the tree as a sibling (a redo finds it
+        there) and nothing typed is lost; the undo run's own branch is then edited in
+        place, so undoing word by word makes one branch, not one a word."""
         app = self.app
+        previous = app.typing_run
         node = self.restore_onto(place)
         self.show_node(node, place.caret, record=False)
         if place.text is not None and app.doc.text != place.text:
+            run = previous if previous is self.undo_run else ops.TypingRun()
+            shown = app.doc.node
+            takes_away = not place.text.startswith(app.doc.text)
+            run.branch = takes_away and (shown is None or shown.id not in run.ids)
+            app.typing_run = self.undo_run = run
             app.doc.become(place.text)
             app.doc.move_to(place.caret)
             app.view.follow = app.doc.caret >= app.doc.length
             app.view.document_changed()
-            app.view.post_message(DocumentView.Edited(app.view))
+            app.view.post_message(DocumentView.Edited(app.view, undoing=True))
 
     def restore_onto(self, place: Place) -> Node:
         """Where an undo to ``place`` shows its text: the node shown now, when it is the
@@ -199,8 +228,8 @@ class Navigation:
         return current
 
     def redo(self) -> None:
-        """Forward again to the place an undo left."""
-        place = self.app.history.redo()
+        """Forward again to the place an undo left, passing over archived branches."""
+        place = self.step(self.app.history.redo, self.app.history.undo)
         if place is None:
             self.app.notify("Nothing to redo", timeout=2)
             return

@@ -178,17 +178,16 @@ class Tidy:
         self.replay(current.change.undo, place, "undo", f"Undid the {current.change.label}")
 
     def redo(self) -> None:
-        """Apply the change at the next place again, or (none there) go there."""
+        """Apply the change at the next place again, or (none there) go there as
+        navigation does, with the text that place had."""
         history = self.app.history
-        if not history.can_redo:
+        following = history.following
+        if following is None or following.change is None:
             self.navigation.redo()
             return
         place = history.redo()
         assert place is not None
-        if place.change is None:
-            self.navigation.show_node(place.node, place.caret, record=False)
-            return
-        self.replay(place.change.redo, place, "redo", f"Redid the {place.change.label}")
+        self.replay(following.change.redo, place, "redo", f"Redid the {following.change.label}")
 
     def replay(self, step: Callable[[Loom], object], place: Place, label: str, done: str) -> None:
         """Run an undo or redo ``step`` in the worker, then show ``place``."""

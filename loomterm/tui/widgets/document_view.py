@@ -176,11 +176,14 @@ class DocumentView(DocumentKeys, ScrollView, can_focus=True):
     replaces the document runs); they are applied, in order, once it is False."""
 
     class Edited(Message):
-        """The text changed here; the engine has not seen it yet."""
+        """The text changed here; the engine has not seen it yet. ``undoing``: the
+        change is an undo or redo putting text back, which is already a step of the
+        history (recording it again would cut off the redo)."""
 
-        def __init__(self, view: DocumentView) -> None:
+        def __init__(self, view: DocumentView, undoing: bool = False) -> None:
             super().__init__()
             self.view = view
+            self.undoing = undoing
 
         @property
         def control(self) -> DocumentView:
