@@ -1,0 +1,322 @@
+"""The key goes only where the user sent it (``engine.remote.credentials``).
+
+The attacker is a recording server on 127.0.0.1 (``hostile.Hostile``): a session file
+or an imported tree names it, and the test reads what it received. A canary key must
+never reach it unasked, nor any file or message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from loomterm.engine.remote import connect
+from loomterm.engine.remote.credentials import (
+    CredentialError,
+    Origin,
+    grant,
+    needs_consent,
+    remember,
+    resolve,
+    revoke_all,
+    server_entries,
+)
+from loomterm.errors import ServerError
+from tests.remote.hostile import Hostile
+
+CANARY = "sk-canary-5f3e9a1b7c"
+
+
+@pytest.fixture
+def hostile():
+    servers: list[Hostile] = []
+
+    def start(**options) -> Hostile:
+        server = Hostile(**options).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture(autouse=True)
+def canary_key(monkeypatch):
+    for name in ("LOOMTERM_API_KEY", "OPENAI_API_KEY", "LOOMTERM_KEY_SERVERS", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LOOMTERM_API_KEY", CANARY)
+    revoke_all()
+    yield
+    revoke_all()
+
+
+def config_file(text: str) -> Path:
+    from loomterm.engine.remote.credentials import config_path
+
+    path = config_path()
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def tree_json(url: str) -> dict:
+    """A loomterm JSON tree with tokens, whose model is the server at ``url``."""
+    return {
+        "format": "loomterm-tree",
+        "version": 1,
+        "name": "shared",
+        "model": {"name": "bait", "source": url, "dtype": "server", "server": {"kind": "openai"}},
+        "models": {},
+        "root": 0,
+        "cursor": 1,
+        "nodes": [
+            {"id": 0, "parent": None, "children": [1], "tokens": [], "pieces": []},
+            {"id": 1, "parent": 0, "children": [], "tokens": [7, 8], "pieces": ["Hi", "!"]},
+        ],
+    }
+
+
+# -- who named the server ------------------------------------------------------------------
+
+
+def test_a_url_the_user_gave_gets_the_key(hostile):
+    server = hostile()
+    with pytest.raises(ServerError):
+        connect(server.url)  # it serves nothing: connecting fails after the first probe
+    assert server.authorizations()[0] == f"Bearer {CANARY}"
+
+
+def test_a_url_from_a_file_gets_no_key(hostile):
+    server = hostile()
+    with pytest.raises(ServerError) as refused:
+        connect(server.url, named_by="file")
+    assert server.seen, "it was contacted"
+    assert server.authorizations() == [None] * len(server.seen)
+    assert CANARY not in server.everything()
+    assert CANARY not in str(refused.value)
+
+
+def test_importing_contacts_nothing_and_opening_sends_no_key(hostile, tmp_path):
+    from loomterm.export import read_import
+    from loomterm.session import Session, import_session, session_path
+
+    server = hostile()
+    shared = tmp_path / "shared.json"
+    shared.write_text(json.dumps(tree_json(server.url)), encoding="utf-8")
+    target = session_path("shared")
+    data = import_session(read_import(shared), target)
+    assert server.seen == []  # importing contacts nothing
+    assert data.model["source"] == server.url and target.exists()
+
+    with pytest.raises(Exception) as failed:  # the bait server serves no model
+        Session.open(target)
+    assert server.seen, "opening connects"
+    assert server.authorizations() == [None] * len(server.seen)
+    assert CANARY not in str(failed.value)
+
+    seen = len(server.seen)
+    with pytest.raises(Exception):  # the user names it on purpose: now the key goes
+        Session.open(target, model=server.url)
+    assert server.authorizations()[seen] == f"Bearer {CANARY}"
+    assert CANARY.encode() not in target.read_bytes()
+
+
+def test_a_model_table_entry_gets_no_key(hostile):
+    from loomterm.engine.loom.registry import reopen_plan
+
+    server = hostile()
+    plan = reopen_plan({"kind": "openai", "source": server.url, "fingerprint": {}})
+    with pytest.raises(ServerError):
+        connect(plan.source, **plan.options)
+    assert server.seen and server.authorizations() == [None] * len(server.seen)
+
+
+def test_the_users_answer_and_the_config_allow_a_file_named_server(hostile):
+    server = hostile()
+    assert needs_consent(server.url) == "LOOMTERM_API_KEY"
+    grant(server.url)  # the editor's "send it" for this run
+    assert needs_consent(server.url) is None
+    with pytest.raises(ServerError):
+        connect(server.url, named_by="file")
+    assert server.authorizations()[0] == f"Bearer {CANARY}"
+
+    revoke_all()
+    other = hostile()
+    path = remember(other.url, True)  # "always, for this server"
+    assert f'[servers."{other.url}"]' in path.read_text() and CANARY not in path.read_text()
+    assert resolve(other.url, "file").key == CANARY
+    assert resolve(server.url, "file").key is None  # another origin: another port
+    remember(other.url, False)  # "never": not even when the user names it
+    assert resolve(other.url, "user").key is None
+
+
+def test_the_environment_names_servers_for_its_key(hostile, monkeypatch):
+    server = hostile()
+    monkeypatch.setenv("LOOMTERM_KEY_SERVERS", f"https://elsewhere.example {server.url}/v1")
+    assert resolve(server.url, "file").key == CANARY
+    assert resolve("https://attacker.example", "file").key is None
+
+
+def test_per_host_keys_in_the_config_are_bound_to_their_origin(hostile, monkeypatch):
+    server = hostile()
+    monkeypatch.setenv("EXAMPLE_KEY", "sk-example-host-only")
+    config_file(f'[servers."{server.url}/"]\nkey_env = "EXAMPLE_KEY"\n')
+    assert resolve(server.url, "file").key == "sk-example-host-only"  # bound by the user
+    assert resolve("http://127.0.0.1:1", "user").key == CANARY  # the environment's own
+    port = Origin.of(server.url).port
+    assert resolve(f"http://localhost:{port}", "file").key is None  # another host name
+    monkeypatch.delenv("EXAMPLE_KEY")
+    with pytest.raises(CredentialError, match="EXAMPLE_KEY, which is not set"):
+        resolve(server.url, "file")
+
+
+def test_origins_are_compared_exactly():
+    assert Origin.of("HTTPS://Api.Example.COM:443/v1/") == Origin.of("https://api.example.com")
+    assert Origin.of("http://api.example.com") != Origin.of("https://api.example.com")
+    assert Origin.of("https://api.example.com.") == Origin.of("https://api.example.com")
+    assert Origin.of("https://api.example.com:8443") != Origin.of("https://api.example.com")
+    assert Origin.of("https://api.example.com@evil.example").host == "evil.example"
+    assert Origin.of("http://[::1]:8080").loopback and Origin.of("http://127.9.9.9").loopback
+    assert not Origin.of("http://127.0.0.1.evil.example").loopback
+    assert not Origin.of("http://localhost.evil.example").loopback
+
+
+# -- plain http -------------------------------------------------------------------------------
+
+
+class _Sockets:
+    """Every socket connection and name lookup this process tries (an audit hook: real
+    calls, seen, not replaced)."""
+
+    def __init__(self) -> None:
+        self.tries: list[tuple] = []
+        self.on = False
+        sys.addaudithook(self._hook)
+
+    def _hook(self, event: str, args: tuple) -> None:
+        if self.on and event in ("socket.connect", "socket.getaddrinfo"):
+            self.tries.append((event, args))
+
+
+SOCKETS = _Sockets()
+
+
+def test_no_key_over_plain_http_to_another_host_and_no_connection_tried():
+    SOCKETS.tries.clear()
+    SOCKETS.on = True
+    try:
+        with pytest.raises(CredentialError) as refused:
+            connect("http://example.invalid:8080")
+    finally:
+        SOCKETS.on = False
+    assert SOCKETS.tries == []
+    message = str(refused.value)
+    assert message == (
+        "not sending the key in LOOMTERM_API_KEY to http://example.invalid:8080 over plain "
+        "http (anyone on the way could read it): use https://, or a server on this machine"
+    )
+    # A file's URL gets no key, so nothing secret would go: that one may be tried.
+    assert resolve("http://example.invalid:8080", "file").key is None
+
+
+def test_a_secret_header_from_the_config_follows_the_same_rule():
+    config_file('[servers."http://example.invalid"]\nheaders = { "X-Api-Key" = "sk-h-1234" }\n')
+    with pytest.raises(CredentialError, match="header X-Api-Key to http://example.invalid"):
+        resolve("http://example.invalid", "file")
+    assert "sk-h-1234" not in str(server_entries())  # entries never show a value
+
+
+# -- redirects --------------------------------------------------------------------------------
+
+
+def test_a_redirect_to_another_origin_is_not_followed(hostile):
+    elsewhere = hostile()
+    server = hostile(redirect_to=elsewhere.url)
+    with pytest.raises(ServerError) as redirected:
+        connect(server.url)
+    assert server.authorizations()[0] == f"Bearer {CANARY}"  # the user named this one
+    assert elsewhere.seen == []  # nothing, so no key, went on to the other origin
+    message = str(redirected.value)
+    assert "\n" not in message and CANARY not in message
+    assert message == (
+        f"the server at {server.url} redirected /props to {elsewhere.url}/props (307); "
+        "loomterm does not follow redirects: give the address it names"
+    )
+
+
+# -- malformed keys ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "key, why",
+    [
+        (f"{CANARY}\r\nX-Injected: 1", "holds a line break: a key is one line"),
+        (f"{CANARY}\u00e9", "holds characters that are not ASCII"),
+        (f"{CANARY}\x1b[2J", "holds a control character"),
+    ],
+)
+def test_a_malformed_key_is_one_line_without_the_key(hostile, monkeypatch, key, why):
+    server = hostile()
+    monkeypatch.setenv("LOOMTERM_API_KEY", key)
+    with pytest.raises(CredentialError) as refused:
+        connect(server.url)
+    assert str(refused.value) == f"LOOMTERM_API_KEY {why}"
+    assert server.seen == []  # refused before sending anything
+
+
+def test_the_command_line_says_a_malformed_key_in_one_line(hostile):
+    server = hostile()
+    for key in (f"{CANARY}\r\nX-Injected: 1", f"{CANARY}\u00e9"):
+        done = subprocess.run(
+            [sys.executable, "-m", "loomterm.cli", "--model", server.url, "--prompt", "Hi"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "LOOMTERM_API_KEY": key},
+            stdin=subprocess.DEVNULL,
+        )
+        assert done.returncode != 0
+        assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+        assert CANARY not in done.stderr + done.stdout
+        assert done.stderr.startswith("loomterm: LOOMTERM_API_KEY holds")
+    assert server.seen == []
+
+
+def test_the_command_line_refuses_plain_http_before_loading_anything():
+    done = subprocess.run(
+        [sys.executable, "-m", "loomterm.cli", "--model", "http://example.invalid", "--prompt", "Hi"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "LOOMTERM_API_KEY": CANARY},
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 1
+    assert done.stderr.startswith("loomterm: not sending the key in LOOMTERM_API_KEY to ")
+    assert done.stderr.count("\n") == 1 and CANARY not in done.stderr
+
+
+def test_a_key_never_shows_in_a_repr():
+    creds = resolve("http://127.0.0.1:9", "user")
+    assert creds.key == CANARY and CANARY not in repr(creds)
+
+
+def test_threads_do_not_mix_answers(hostile):
+    """Granting one origin from another thread changes nothing for the others."""
+    a, b = hostile(), hostile()
+    done = threading.Event()
+
+    def give() -> None:
+        grant(a.url)
+        done.set()
+
+    threading.Thread(target=give).start()
+    assert done.wait(5)
+    assert resolve(a.url, "file").key == CANARY
+    assert resolve(b.url, "file").key is None
