@@ -32,10 +32,12 @@ class Seen:
 @dataclass
 class Hostile:
     """A recording server. ``redirect_to``: answer every request with a 307 there;
-    ``upstream``: pass every request on to that server and its answer back."""
+    ``upstream``: pass every request on to that server and its answer back; else
+    answer ``status`` (404: nothing here; 401: a key is wanted)."""
 
     redirect_to: str | None = None
     upstream: str | None = None
+    status: int = 404  # the answer to everything, without redirect_to or upstream
     seen: list[Seen] = field(default_factory=list)
     server: ThreadingHTTPServer | None = None
 
@@ -63,7 +65,8 @@ class Hostile:
                 elif owner.upstream is not None:
                     self._forward(body)
                 else:
-                    self._answer(404, b'{"error": "not here"}', {})
+                    said = b'{"error": "Invalid API Key"}' if owner.status == 401 else b"{}"
+                    self._answer(owner.status, said, {})
 
             def _answer(self, status: int, body: bytes, headers: dict[str, str]) -> None:
                 self.send_response(status)

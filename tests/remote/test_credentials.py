@@ -290,7 +290,15 @@ def test_the_command_line_says_a_malformed_key_in_one_line(hostile):
 
 def test_the_command_line_refuses_plain_http_before_loading_anything():
     done = subprocess.run(
-        [sys.executable, "-m", "loomterm.cli", "--model", "http://example.invalid", "--prompt", "Hi"],
+        [
+            sys.executable,
+            "-m",
+            "loomterm.cli",
+            "--model",
+            "http://example.invalid",
+            "--prompt",
+            "Hi",
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -320,3 +328,67 @@ def test_threads_do_not_mix_answers(hostile):
     assert done.wait(5)
     assert resolve(a.url, "file").key == CANARY
     assert resolve(b.url, "file").key is None
+
+
+def test_a_withheld_key_is_said_in_one_line_with_how_to_allow_it(hostile, tmp_path):
+    from loomterm.engine.remote.credentials import config_path
+
+    server = hostile(status=401)
+    shared = tmp_path / "shared.json"
+    shared.write_text(json.dumps(tree_json(server.url)), encoding="utf-8")
+    run = [sys.executable, "-m", "loomterm.cli"]
+    env = {**os.environ, "LOOMTERM_API_KEY": CANARY}
+    imported = subprocess.run(
+        [*run, "import", str(shared)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert imported.returncode == 0, imported.stderr
+    assert server.seen == []
+    done = subprocess.run(
+        [*run, "generate", "-s", "shared", "--max-new-tokens", "1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 1
+    *_progress, line, end = done.stderr.split("\n")
+    assert "Traceback" not in done.stderr and end == ""
+    assert line == (
+        f"loomterm: the server at {server.url} asks for an API key (401: Invalid API Key); "
+        f"LOOMTERM_API_KEY was not sent to {server.url}, which a file named: to send it, "
+        f'give --model {server.url} or add [servers."{server.url}"] send_key = true to '
+        f"{config_path()}; session 'shared' can still be read with --read-only"
+    )
+    assert server.seen and server.authorizations() == [None] * len(server.seen)
+
+
+# -- per-server headers and body fields -----------------------------------------------------
+
+
+def test_config_headers_and_body_fields_go_to_their_server_only(llama_server, hostile):
+    from loomterm.engine import Loom
+
+    mine = hostile(upstream=llama_server.url)
+    other = hostile(upstream=llama_server.url)
+    config_file(
+        f'[servers."{mine.url}"]\n'
+        'headers = { "X-Org" = "org-7", "X-Api-Key" = "sk-header-canary-1" }\n'
+        'body = { "loomterm_test_field" = "woven", "prompt" = "hijacked", "n_probs" = 0 }\n'
+    )
+    loom = Loom(connect(mine.url, named_by="file"))
+    [kid] = loom.generate(loom.append(loom.root, "Once upon a time"), 3, temperature=0)
+    assert len(kid.tokens) == 3 and all(top for top in kid.top)  # n_probs was not changed
+    assert mine.seen and all(s.headers.get("X-Org") == "org-7" for s in mine.seen)
+    assert all(s.headers.get("X-Api-Key") == "sk-header-canary-1" for s in mine.seen)
+    completions = [json.loads(s.body) for s in mine.seen if s.path == "/completion"]
+    assert completions and all(c["loomterm_test_field"] == "woven" for c in completions)
+    assert all(isinstance(c["prompt"], list) for c in completions)  # protected fields stay
+    others = [json.loads(s.body) for s in mine.seen if s.path == "/tokenize"]
+    assert all("loomterm_test_field" not in body for body in others)
+    loom.runner.close()
+
+    loom = Loom(connect(other.url))  # another origin: none of them
+    loom.generate(loom.append(loom.root, "Once"), 2, temperature=0)
+    assert other.seen and "sk-header-canary-1" not in other.everything()
+    assert "org-7" not in other.everything() and "loomterm_test_field" not in other.everything()

@@ -236,8 +236,9 @@ class ServerClient:
             else:
                 hint = "set LOOMTERM_API_KEY (or OPENAI_API_KEY) to its key"
             said = f": {message}" if message else ""
+            what = "asks for an API key" if creds.withheld else "refused the API key"
             raise ServerAuthError(
-                f"the server at {self.url} refused the API key ({status}{said}); {hint}",
+                f"the server at {self.url} {what} ({status}{said}); {hint}",
                 self.url,
                 status,
             )
