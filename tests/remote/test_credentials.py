@@ -27,7 +27,7 @@ from loomterm.engine.remote.credentials import (
     revoke_all,
     server_entries,
 )
-from loomterm.errors import ServerError
+from loomterm.errors import LoomError, ServerError
 from tests.remote.hostile import Hostile
 
 CANARY = "sk-canary-5f3e9a1b7c"
@@ -114,14 +114,14 @@ def test_importing_contacts_nothing_and_opening_sends_no_key(hostile, tmp_path):
     assert server.seen == []  # importing contacts nothing
     assert data.model["source"] == server.url and target.exists()
 
-    with pytest.raises(Exception) as failed:  # the bait server serves no model
+    with pytest.raises(LoomError) as failed:  # the bait server serves no model
         Session.open(target)
     assert server.seen, "opening connects"
     assert server.authorizations() == [None] * len(server.seen)
     assert CANARY not in str(failed.value)
 
     seen = len(server.seen)
-    with pytest.raises(Exception):  # the user names it on purpose: now the key goes
+    with pytest.raises(LoomError):  # the user names it on purpose: now the key goes
         Session.open(target, model=server.url)
     assert server.authorizations()[seen] == f"Bearer {CANARY}"
     assert CANARY.encode() not in target.read_bytes()
