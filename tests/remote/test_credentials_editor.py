@@ -100,3 +100,49 @@ async def test_always_sends_the_key_and_remembers_the_answer(bait):
     assert CANARY not in config_path().read_text()
     revoke_all()
     assert resolve(server.url, "file").key == CANARY  # the next run asks no more
+
+
+async def test_the_model_view_shows_what_goes_to_the_server_masked(
+    llama_server, tmp_path, monkeypatch
+):
+    monkeypatch.delenv("LOOMTERM_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    from loomterm.engine import Loom
+    from loomterm.engine.remote import connect
+    from loomterm.tui.app import LoomApp
+    from loomterm.tui.widgets.model_details import ModelDetailsScreen
+
+    server = Hostile(upstream=llama_server.url).start()
+    try:
+        config_path().write_text(
+            f'[servers."{server.url}"]\n'
+            'headers = { "X-Api-Key" = "sk-view-canary-123456", "X-Org" = "org-7" }\n'
+            'body = { "custom_field" = 1, "prompt" = "hijack" }\n',
+            encoding="utf-8",
+        )
+        loom = Loom(connect(server.url, named_by="file"))
+        app = LoomApp(loom, show_speed=False, export_dir=tmp_path, session_name="view")
+        async with app.run_test(size=TERMINAL) as pilot:
+            await pilot.press("ctrl+p")
+            await pilot.pause(0.2)
+            for key in "Model details":
+                await pilot.press("space" if key == " " else key)
+            await pilot.pause(0.5)
+            await pilot.press("enter")
+            for _ in range(40):
+                if isinstance(app.screen, ModelDetailsScreen):
+                    break
+                await pilot.pause(0.05)
+            assert isinstance(app.screen, ModelDetailsScreen)
+            shown = "\n".join(app.screen.lines)
+            await pilot.press("escape")
+        assert f"  {server.url}" in shown
+        assert "  API key: none" in shown  # LOOMTERM_API_KEY is not set here
+        assert "  header X-Api-Key: \u2022\u2022\u2022\u2022\u2022\u202256" in shown
+        assert "  header X-Org: org-7" in shown
+        assert "  body custom_field: 1" in shown
+        assert "  body prompt: ignored (loomterm sets it)" in shown
+        assert "sk-view-canary" not in shown
+        loom.runner.close()
+    finally:
+        server.stop()

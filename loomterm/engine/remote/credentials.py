@@ -325,6 +325,22 @@ class Credentials:
         """The config's body fields that may go in a request (not the protected ones)."""
         return {k: v for k, v in self.body.items() if k not in PROTECTED_FIELDS}
 
+    def describe(self) -> list[str]:
+        """What goes to this server, one line each, fit to show: where the key comes
+        from (never the key), each header (secret-looking values masked), each body
+        field (those loomterm keeps for itself marked ignored)."""
+        if self.key:
+            lines = [f"API key: from {self.key_from}"]
+        elif self.withheld:
+            lines = ["API key: held back (a file named this server; it was not asked for)"]
+        else:
+            lines = ["API key: none"]
+        lines += [f"header {name}: {masked(name, value)}" for name, value in self.headers.items()]
+        for name, value in self.body.items():
+            shown = "ignored (loomterm sets it)" if name in PROTECTED_FIELDS else _json(value)
+            lines.append(f"body {name}: {shown}")
+        return lines
+
 
 def environment_key(env: Mapping[str, str] | None = None) -> tuple[str, str] | None:
     """(variable, key) of the environment's key (``KEY_VARIABLES``, first set), checked;
@@ -431,6 +447,12 @@ def _shown(text: str) -> str:
     """Text from a file or the user, fit for a one-line message (no controls, short)."""
     clean = "".join(c if c.isprintable() else "?" for c in text)
     return clean[:120] + ("\u2026" if len(clean) > 120 else "")
+
+
+def _json(value: Any) -> str:
+    import json
+
+    return _shown(json.dumps(value, ensure_ascii=False, default=str))
 
 
 def _reason(exc: BaseException) -> str:
