@@ -127,6 +127,23 @@ def test_importing_contacts_nothing_and_opening_sends_no_key(hostile, tmp_path):
     assert CANARY.encode() not in target.read_bytes()
 
 
+def test_headers_and_body_fields_a_file_carries_are_not_sent(hostile, tmp_path):
+    from loomterm.export import read_import
+    from loomterm.session import Session, import_session, session_path
+
+    server = hostile()
+    tree = tree_json(server.url)
+    tree["model"]["server"] |= {"headers": {"X-Smuggled": "1"}, "body": {"smuggled": 1}}
+    tree["model"] |= {"headers": {"X-Smuggled": "1"}, "body": {"smuggled": 1}}
+    tree["settings"] = {"headers": {"X-Smuggled": "1"}}
+    shared = tmp_path / "shared.json"
+    shared.write_text(json.dumps(tree), encoding="utf-8")
+    import_session(read_import(shared), session_path("smuggler"))
+    with pytest.raises(LoomError):
+        Session.open(session_path("smuggler"))
+    assert server.seen and "smuggled" not in server.everything().lower()
+
+
 def test_a_model_table_entry_gets_no_key(hostile):
     from loomterm.engine.loom.registry import reopen_plan
 
