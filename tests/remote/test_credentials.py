@@ -409,3 +409,39 @@ def test_config_headers_and_body_fields_go_to_their_server_only(llama_server, ho
     loom.generate(loom.append(loom.root, "Once"), 2, temperature=0)
     assert other.seen and "sk-header-canary-1" not in other.everything()
     assert "org-7" not in other.everything() and "loomterm_test_field" not in other.everything()
+
+
+def test_a_keyed_server_end_to_end_and_no_file_holds_the_key(own_server, tmp_path, isolated_dirs):
+    """A real llama-server that wants the canary key: the user's URL gets it; the saved
+    session reopened from its file does not, until the config allows it; no file written
+    along the way (session, export, config) holds the key."""
+    from loomterm.engine import Loom
+    from loomterm.errors import SessionError
+    from loomterm.export import render
+    from loomterm.session import Session, close_session, load_session
+
+    server = own_server(extra=("--api-key", CANARY))
+    loom = Loom.load(server.url)
+    [kid] = loom.generate(loom.append(loom.root, "Once upon a time"), 3, temperature=0)
+    path = tmp_path / "keyed.loom"
+    Session.create(loom, path)
+    close_session(loom)
+
+    with pytest.raises(SessionError) as refused:
+        Session.open(path)
+    message = str(refused.value)
+    assert "asks for an API key (401" in message and "send_key = true" in message
+    assert CANARY not in message
+
+    remember(server.url, True)
+    reopened = Session.open(path).loom
+    reopened.generate(reopened.tree.nodes[kid.id], 2, temperature=0)
+    close_session(reopened)
+
+    data = load_session(path)
+    for fmt in ("md", "json", "txt", "html"):
+        (tmp_path / f"export.{fmt}").write_text(render(data, fmt), encoding="utf-8")
+    written = [p for root in (tmp_path, isolated_dirs) for p in root.rglob("*") if p.is_file()]
+    assert len(written) >= 6
+    holding = [p for p in written if CANARY.encode() in p.read_bytes()]
+    assert holding == []
