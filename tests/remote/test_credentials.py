@@ -204,6 +204,22 @@ def test_origins_are_compared_exactly():
     assert not Origin.of("http://localhost.evil.example").loopback
 
 
+def test_a_bad_address_is_one_line_without_its_password():
+    for url in ("http://user:hunter2@127.0.0.1:99999", "http://u:hunter2\r\n@[::1"):
+        with pytest.raises(ServerError) as bad:
+            connect(url)
+        assert "hunter2" not in str(bad.value) and "\n" not in str(bad.value)
+        assert str(bad.value).startswith("http://")
+
+
+def test_an_authorization_header_in_the_config_wins_over_the_key(hostile):
+    server = hostile()
+    config_file(f'[servers."{server.url}"]\nheaders = {{ "authorization" = "Basic dTpw" }}\n')
+    with pytest.raises(ServerError):
+        connect(server.url)
+    assert server.authorizations() == ["Basic dTpw"] * len(server.seen)
+
+
 # -- plain http -------------------------------------------------------------------------------
 
 

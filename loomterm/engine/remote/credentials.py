@@ -69,6 +69,7 @@ PROTECTED_FIELDS = frozenset(
 _SECRET_NAME = re.compile(r"auth|key|token|secret|cookie|session|passw|credential", re.I)
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 _VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_USERINFO = re.compile(r"//[^/?#]*@")  # a URL's user and password, up to the last @
 
 
 class CredentialError(ServerError):
@@ -100,6 +101,8 @@ class Origin:
             port = parsed.port or DEFAULT_PORTS.get(scheme, 0)
         except (httpx.InvalidURL, UnicodeError, ValueError, TypeError):
             raise CredentialError(f"{_shown(text)} is not a server address") from None
+        if scheme in DEFAULT_PORTS and host and not 0 < port < 65536:
+            raise CredentialError(f"{_shown(text)} is not a server address (port {port}?)")
         if scheme not in DEFAULT_PORTS or not host:
             raise CredentialError(
                 f"{_shown(text)} is not a server address (use http:// or https://)"
@@ -444,7 +447,9 @@ def _userinfo(url: str) -> bool:
 
 
 def _shown(text: str) -> str:
-    """Text from a file or the user, fit for a one-line message (no controls, short)."""
+    """Text from a file or the user, fit for a one-line message: no user and password
+    (a URL's), no control characters, short."""
+    text = _USERINFO.sub("//", text)
     clean = "".join(c if c.isprintable() else "?" for c in text)
     return clean[:120] + ("\u2026" if len(clean) > 120 else "")
 

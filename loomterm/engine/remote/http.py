@@ -95,6 +95,7 @@ class ServerClient:
     ):
         """``credentials``: what to send (None: ``credentials.resolve(url, named_by)``);
         ``key`` replaces its key (checked, and bound to ``url``'s origin like any)."""
+        origin = Origin.of(url)  # a bad address is one line, with no password in it
         if named_by != "user":
             url = public_url(url)  # a file's user and password are not sent either
         self.url = public_url(url)
@@ -107,14 +108,15 @@ class ServerClient:
         if key is not None:
             key = check_secret(key, "the API key")
             credentials = replace(credentials, key=key, key_from="the API key", withheld=None)
-            if Origin.of(url).scheme == "http" and not Origin.of(url).loopback:
+            if origin.scheme == "http" and not origin.loopback:
                 raise CredentialError(
-                    f"not sending the API key to {Origin.of(url)} over plain http: use https://",
+                    f"not sending the API key to {origin} over plain http: use https://",
                     self.url,
                 )
         self.credentials = credentials
-        headers = {"Accept": "application/json", **credentials.headers}
-        if credentials.key:
+        headers = httpx.Headers({"Accept": "application/json"})
+        headers.update(credentials.headers)
+        if credentials.key and "authorization" not in headers:  # the config's own wins
             headers["Authorization"] = f"Bearer {credentials.key}"
         self.has_key = bool(credentials.key)
         self.body_fields = credentials.body_fields()
