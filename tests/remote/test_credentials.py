@@ -461,3 +461,20 @@ def test_a_keyed_server_end_to_end_and_no_file_holds_the_key(own_server, tmp_pat
     assert len(written) >= 6
     holding = [p for p in written if CANARY.encode() in p.read_bytes()]
     assert holding == []
+
+
+def test_remembering_keeps_the_rest_of_the_config():
+    path = config_file(
+        "# my servers\n"
+        '[servers."https://api.example.com:443/v1"]  # the provider\n'
+        'key_env = "EXAMPLE_KEY"\n'
+    )
+    remember("https://API.example.com", False)
+    text = path.read_text()
+    assert "# my servers" in text and "# the provider" in text and 'key_env = "EXAMPLE_KEY"' in text
+    assert text.count("[servers.") == 1 and "send_key = false" in text
+    [entry] = server_entries().values()
+    assert entry.send_key is False and entry.key_env == "EXAMPLE_KEY"
+    config_file("servers = 3\n")
+    with pytest.raises(CredentialError, match="servers is not a table"):
+        remember("https://api.example.com", True)

@@ -262,11 +262,15 @@ def remember(url: str, send: bool, path: Path | None = None) -> Path:
     if servers is None:
         servers = tomlkit.table(is_super_table=True)
         document["servers"] = servers
+    if not isinstance(servers, dict):
+        raise CredentialError(f"cannot update {path}: its servers is not a table")
     key = next((k for k in servers if same_origin(str(k), str(origin))), str(origin))
     table = servers.get(key)
     if table is None:
         table = tomlkit.table()
         servers[key] = table
+    if not isinstance(table, dict):
+        raise CredentialError(f'cannot update {path}: [servers."{key}"] is not a table')
     table["send_key"] = send
     write_atomic(path, tomlkit.dumps(document))
     return path
