@@ -478,3 +478,13 @@ def test_remembering_keeps_the_rest_of_the_config():
     config_file("servers = 3\n")
     with pytest.raises(CredentialError, match="servers is not a table"):
         remember("https://api.example.com", True)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="file modes are POSIX's")
+def test_a_config_others_can_write_is_refused():
+    path = config_file('[servers."https://api.example.com"]\nsend_key = true\n')
+    path.chmod(0o666)
+    with pytest.raises(CredentialError, match=r"can be changed by another user.*chmod o-w"):
+        resolve("https://api.example.com", "file")
+    path.chmod(0o644)
+    assert resolve("https://api.example.com", "file").key == CANARY

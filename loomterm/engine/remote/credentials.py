@@ -197,6 +197,7 @@ def server_entries(path: Path | None = None) -> dict[Origin, ServerEntry]:
         return {}
     except (OSError, UnicodeDecodeError) as exc:
         raise CredentialError(f"cannot read {path}: {_reason(exc)}") from None
+    _check_owner(path)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -209,6 +210,23 @@ def server_entries(path: Path | None = None) -> dict[Origin, ServerEntry]:
         entry = _entry(path, str(name), table)
         entries[entry.origin] = entry
     return entries
+
+
+def _check_owner(path: Path) -> None:
+    """As ssh does with its config: a file that binds keys to servers must be this
+    user's and not writable by everyone, or anyone who can write it could send the key
+    anywhere. (Group-writable passes: a umask of 002 with a group of one's own is usual.)"""
+    if os.name != "posix":
+        return
+    try:
+        status = path.stat()
+    except OSError:
+        return
+    if status.st_uid != os.geteuid() or status.st_mode & 0o002:
+        raise CredentialError(
+            f"{path} can be changed by another user, who could send your keys anywhere: "
+            f"make it yours and not writable by others (chmod o-w {path})"
+        )
 
 
 def _entry(path: Path, name: str, table: Any) -> ServerEntry:
