@@ -40,7 +40,9 @@ def test_the_key_dialog_in_a_real_terminal(tmp_path, isolated_dirs, llama_server
         env["LOOMTERM_API_KEY"] = CANARY
         tmux = Tmux(f"loomterm-key-{os.getpid()}", tmp_path, env)
         tmux.start([command, "-s", "bait"])
-        asking = tmux.wait_for(lambda s: "Send your API key" in s, what="the key dialog")
+        asking = tmux.wait_for(
+            lambda s: "Send your API key" in s, timeout=90, what="the key dialog"
+        )
         host = server.url.removeprefix("http://")
         assert host in asking and "LOOMTERM_API_KEY" in asking and CANARY not in asking
         assert len(server.seen) == before  # nothing goes out while it asks
