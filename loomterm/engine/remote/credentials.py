@@ -307,7 +307,7 @@ def grant(url: str) -> None:
 
 
 def revoke_all() -> None:
-    """Forget every answer given in this run (tests; a new session of the editor)."""
+    """Forget every answer given in this run (the tests start each from none)."""
     with _granted_lock:
         _granted.clear()
 
@@ -357,7 +357,7 @@ class Credentials:
         if self.key:
             lines = [f"API key: from {self.key_from}"]
         elif self.withheld:
-            lines = ["API key: held back (a file named this server; it was not asked for)"]
+            lines = ["API key: held back, a file named this server (send_key = true allows it)"]
         else:
             lines = ["API key: none"]
         lines += [f"header {name}: {masked(name, value)}" for name, value in self.headers.items()]
