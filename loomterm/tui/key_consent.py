@@ -11,6 +11,7 @@ this server (``send_key = true`` in the config), never for this server
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import ComposeResult
@@ -78,12 +79,21 @@ class KeyConsentScreen(DialogScreen["str | None"]):
         self.dismiss(answer or None)
 
 
+# Origins already asked about in this run, whatever the answer: asked once.
+_asked: set[str] = set()
+
+
+def forget_answers() -> None:
+    """Ask again about every server (and forget every "send this time")."""
+    from loomterm.engine.remote.credentials import revoke_all
+
+    _asked.clear()
+    revoke_all()
+
+
 def servers_to_ask(opening: SessionOpening) -> list[tuple[str, str]]:
     """(url, variable) for each server ``opening``'s file names (its model, the other
     models of its table) that a key would be held back from: one per origin."""
-    from loomterm.engine.remote import is_server_url
-    from loomterm.engine.remote.credentials import Origin, needs_consent
-
     data = opening.opened.data if opening.opened is not None else None
     if data is None:
         return []
@@ -91,14 +101,43 @@ def servers_to_ask(opening: SessionOpening) -> list[tuple[str, str]]:
     if not opening.options.model:  # a --model the user gave is theirs: no question
         urls.append(str(data.model.get("source") or ""))
     urls += [str(record.get("source") or "") for record in (data.models or {}).values()]
+    return _to_ask(urls)
+
+
+def servers_in_file(path: Path) -> list[tuple[str, str]]:
+    """As :func:`servers_to_ask`, for the session file at ``path`` read for its model
+    records only (a session switched to on a model in memory: its other models may be
+    servers). A file that cannot be read asks nothing: opening it says why."""
+    import sqlite3
+
+    from loomterm.store.reader import connect_read_only, meta_rows
+
+    try:
+        conn = connect_read_only(path)
+        try:
+            info = meta_rows(conn)
+        finally:
+            conn.close()
+    except (sqlite3.Error, OSError, ValueError):
+        return []
+    model = info.get("model") if isinstance(info.get("model"), dict) else {}
+    models = info.get("models") if isinstance(info.get("models"), dict) else {}
+    records = [model, *(r for r in models.values() if isinstance(r, dict))]
+    return _to_ask([str(record.get("source") or "") for record in records])
+
+
+def _to_ask(urls: list[str]) -> list[tuple[str, str]]:
+    from loomterm.engine.remote import is_server_url
+    from loomterm.engine.remote.credentials import Origin, needs_consent
+
     asked: list[tuple[str, str]] = []
     origins = set()
     for url in urls:
         if not is_server_url(url):
             continue
         variable = needs_consent(url)
-        origin = Origin.of(url) if variable else None
-        if origin is not None and origin not in origins:
+        origin = str(Origin.of(url)) if variable else None
+        if origin is not None and origin not in origins and origin not in _asked:
             origins.add(origin)
             asked.append((url, variable))
     return asked
@@ -116,6 +155,7 @@ def ask_then(app: App, servers: Iterable[tuple[str, str]], then: Callable[[], No
     url, variable = pending[0]
 
     def answered(answer: str | None) -> None:
+        _asked.add(str(Origin.of(url)))
         try:
             if answer in ("once", "always"):
                 grant(url)
