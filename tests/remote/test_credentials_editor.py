@@ -9,6 +9,7 @@ import json
 import pytest
 
 from loomterm.engine.remote.credentials import config_path, resolve, revoke_all
+from loomterm.tui.key_consent import forget_answers
 from tests.remote.hostile import Hostile
 from tests.remote.test_credentials import CANARY, tree_json
 from tests.tui.conftest import TERMINAL
@@ -22,7 +23,7 @@ def bait(tmp_path, monkeypatch):
 
     monkeypatch.setenv("LOOMTERM_API_KEY", CANARY)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    revoke_all()
+    forget_answers()
     server = Hostile(status=401).start()
     shared = tmp_path / "shared.json"
     shared.write_text(json.dumps(tree_json(server.url)), encoding="utf-8")
@@ -30,7 +31,7 @@ def bait(tmp_path, monkeypatch):
     import_session(read_import(shared), target)
     yield server, target
     server.stop()
-    revoke_all()
+    forget_answers()
 
 
 def opening_app(target):
