@@ -360,7 +360,8 @@ def _model_for(data: SessionData, path: Path, how: OpenOptions) -> tuple[Any, bo
         raise SessionError(f"session {path.name} records no model: pass one with --model")
     if is_server_url(source):
         overrides = {"kind": how.server_kind, "model_arg": how.server_model}
-        return _connect_server(data, source, how.read_only, overrides), True
+        named_by = "user" if how.model else "file"  # a file's URL gets no key unasked
+        return _connect_server(data, source, how.read_only, overrides, named_by), True
     recorded_llama = how.model is None and data.model.get("backend") == "llama.cpp"
     if how.backend == "llama.cpp" or (how.backend == "auto" and recorded_llama):
         from loomterm.engine.llamacpp import open_gguf
@@ -458,7 +459,11 @@ def read_file(path: str | os.PathLike, read_only: bool = False) -> OpenedFile:
 
 
 def _connect_server(
-    data: SessionData, url: str, read_only: bool, overrides: dict[str, str | None]
+    data: SessionData,
+    url: str,
+    read_only: bool,
+    overrides: dict[str, str | None],
+    named_by: str = "file",
 ) -> Any:
     """The runner for a session on a server. Its recorded server options (kind, model,
     tokenizer) are reused when the URL is the recorded one, unless ``overrides`` says
@@ -480,7 +485,7 @@ def _connect_server(
         tokenizer=server.get("tokenizer_source"),
     )
     try:
-        return connect(url, **options)
+        return connect(url, **options, named_by=named_by)
     except ServerModelError:
         raise
     except ServerError as exc:
@@ -581,20 +586,29 @@ def import_session(
 
     A loomterm tree with tokens is written as is, without loading any model, unless
     ``model`` names a different one (then its text is re-tokenized). A text-only tree
-    is tokenized with ``model`` (None: the default model).
+    is tokenized with ``model`` (None: the default model). A server the file names is
+    never contacted here: its tree is written as is, and opening the session connects
+    (asking before any key goes there, ``remote.credentials``).
     """
+    from loomterm.engine.remote import is_server_url
     from loomterm.export import TextTree, retokenize_tree
 
     target = session_path(target)
     if target.exists():
         raise SessionError(f"a session already exists at {target}; choose another name")
-    if isinstance(source, SessionData) and model is None and source.model.get("fingerprint"):
+    named = source_model(source)
+    if (
+        isinstance(source, SessionData)
+        and model is None
+        and (source.model.get("fingerprint") or is_server_url(named))
+    ):
         data = source
     else:
         from loomterm.engine.models.load import load_model
-        from loomterm.engine.remote import connect, is_server_url
+        from loomterm.engine.remote import connect
 
-        wanted = model or source_model(source)
+        # A server named by the file is not contacted: the default model tokenizes.
+        wanted = model or (None if is_server_url(named) else named)
         if is_server_url(wanted):
             loaded = connect(wanted)
             pieces = PieceMaker(loaded.codec)

@@ -59,6 +59,11 @@ class LoomCommands(Provider):
         for key in app.models.attached():
             use = partial(app.when_model_ready, partial(app.models.use, key), "Model")
             yield f"Model: {key}", use, "Make this model the active one"
+        yield (
+            "Model details",
+            app.models.show_details,
+            "Every model of the tree; for a server, its key's source, headers and body fields",
+        )
         for name in app.looks.theme_names():
             yield f"Theme: {name}", partial(app.set_theme, name), "Switch to this theme"
         for node, preview in app.bookmarks.listed():

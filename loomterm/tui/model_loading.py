@@ -58,14 +58,17 @@ class StartupLoader:
         self.waiting: list[tuple[Callable[[], Any], str]] = []
 
     def start(self) -> None:
-        """Queue the load as the engine's first job."""
+        """Queue the load as the engine's first job, once the user has answered for
+        each server the file names that would get no key unasked (``key_consent``)."""
+        from loomterm.tui.key_consent import ask_then, servers_to_ask
+
         app, opening = self.app, self.opening
 
         def job() -> None:
             loom = opening.finish(progress=app.loading_progress)
             app.post_message(ModelReady(loom))
 
-        self.jobs.submit(LOAD_JOB, job)
+        ask_then(app, servers_to_ask(opening), lambda: self.jobs.submit(LOAD_JOB, job))
 
     def needs_model(self, action: str) -> bool:
         """Whether the app action named ``action`` must wait for the model."""

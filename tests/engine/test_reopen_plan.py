@@ -51,6 +51,7 @@ def test_a_server_record(tmp_path):
     plan = reopen_plan(record)
     assert not plan.local and plan.source == "http://127.0.0.1:8000"
     assert plan.options == {"server_kind": "vllm", "server_model": "Qwen/Qwen2.5-7B",
-                            "tokenizer": str(tmp_path), "expect": fingerprint}  # fmt: skip
+                            "tokenizer": str(tmp_path), "expect": fingerprint,
+                            "named_by": "file"}  # a file's URL: no key unasked  # fmt: skip
     gone = reopen_plan(dict(record, kind="server", tokenizer_source=str(tmp_path / "x")))
     assert gone.options["server_kind"] is None and gone.options["tokenizer"] is None

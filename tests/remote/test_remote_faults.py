@@ -131,7 +131,7 @@ def test_api_key_missing_wrong_and_right(own_server, monkeypatch, tmp_path):
         "set LOOMTERM_API_KEY (or OPENAI_API_KEY) to its key"
     )
     monkeypatch.setenv("OPENAI_API_KEY", "wrong")
-    with pytest.raises(ServerAuthError, match=r"\(401: Invalid API Key\); check LOOMTERM_API_KEY"):
+    with pytest.raises(ServerAuthError, match=r"\(401: Invalid API Key\); check OPENAI_API_KEY"):
         connect(server.url)
     monkeypatch.setenv("LOOMTERM_API_KEY", "sesame-123")
     loom = Loom.load(server.url)

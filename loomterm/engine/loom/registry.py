@@ -162,6 +162,7 @@ def reopen_plan(record: dict[str, Any]) -> Reopen:
         "server_model": record.get("server_model_arg"),
         "tokenizer": tokenizer,
         "expect": dict(record.get("fingerprint") or {}) or None,
+        "named_by": "file",  # a session file's URL: no key unless allowed for its origin
     }
     return Reopen(source, False, options)
 

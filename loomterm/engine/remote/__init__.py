@@ -2,6 +2,7 @@
 completions server. ``connect(url)`` gives a :class:`RemoteRunner` for ``Loom(runner)``;
 ``Loom.load(model="http://...")`` does it for you.
 
+- ``credentials``: which key, headers and body fields go to which server.
 - ``http``: the HTTP client, SSE streams, and every fault as a one-line ServerError.
 - ``servers``: one dialect per kind of server, and detecting the kind.
 - ``tokens``: which tokenizer makes the tokens; codecs without a local tokenizer.
@@ -31,6 +32,7 @@ def connect(
     connect_timeout: float | None = None,
     read_timeout: float | None = None,
     expect: dict[str, Any] | None = None,
+    named_by: str = "user",
 ) -> RemoteRunner:
     """Connect to the server at ``url`` and return its runner.
 
@@ -41,6 +43,10 @@ def connect(
             agrees with the server's; None looks for the one the server loaded.
         connect_timeout, read_timeout: Seconds (defaults: ``http.Timeouts``).
         expect: A fingerprint the server's model must match (a session's).
+        named_by: Who named ``url``: "user" (the command line, the program: the
+            environment's key may go to its origin) or "file" (a session file, an
+            import, a model table: no key unless the config or the user allows it;
+            ``remote.credentials``).
 
     Raises:
         ServerError: one line, for every way the server can fail to answer.
@@ -60,6 +66,7 @@ def connect(
         tokenizer=tokenizer,
         timeouts=timeouts,
         expect=expect,
+        named_by=named_by,
     )
 
 

@@ -11,23 +11,34 @@ credentials) and what to do:
   ``RATE_LIMIT_WAIT_S``) and tries again, else ``ServerRateLimited``; any other 4xx/5xx ->
   ``ServerError`` with the server's own message.
 
-The API key comes from the environment only (``LOOMTERM_API_KEY``, then
-``OPENAI_API_KEY``) and is sent as a bearer token; it never appears in a message.
+What secrets go where is :mod:`~loomterm.engine.remote.credentials`'s business: the
+API key (from the environment or a variable the config names) is sent as a bearer token
+only to an origin the user named for it, never over plain http to a host that is not
+loopback, and never appears in a message. Redirects are not followed (a 3xx is one
+line), so no header is ever forwarded to another origin. The config's headers for the
+origin go on every request; its body fields into every completion request.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from loomterm.engine.remote.credentials import (
+    KEY_VARIABLES,  # noqa: F401 - re-exported: where code has always found it
+    CredentialError,
+    Credentials,
+    Origin,
+    check_secret,
+    resolve,
+)
 from loomterm.errors import (
     ServerAuthError,
     ServerError,
@@ -37,7 +48,6 @@ from loomterm.errors import (
     ServerUnreachable,
 )
 
-KEY_VARIABLES = ("LOOMTERM_API_KEY", "OPENAI_API_KEY")
 RATE_LIMIT_WAIT_S = 10.0  # a Retry-After up to this long is waited out, at most 3 times
 RATE_LIMIT_TRIES = 3
 
@@ -51,12 +61,12 @@ class Timeouts:
 
 
 def api_key() -> str | None:
-    """The API key from the environment (never from arguments or files)."""
-    for name in KEY_VARIABLES:
-        value = os.environ.get(name, "").strip()
-        if value:
-            return value
-    return None
+    """The environment's API key (``KEY_VARIABLES``, the first set), checked; None when
+    none is set. Where it may go is ``credentials.resolve``'s business."""
+    from loomterm.engine.remote.credentials import environment_key
+
+    found = environment_key()
+    return found[1] if found else None
 
 
 def public_url(url: str) -> str:
@@ -75,18 +85,44 @@ class ServerClient:
     Thread-safe (``httpx.Client`` is), so sibling streams can run side by side.
     """
 
-    def __init__(self, url: str, timeouts: Timeouts | None = None, key: str | None = None):
+    def __init__(
+        self,
+        url: str,
+        timeouts: Timeouts | None = None,
+        key: str | None = None,
+        credentials: Credentials | None = None,
+        named_by: str = "user",
+    ):
+        """``credentials``: what to send (None: ``credentials.resolve(url, named_by)``);
+        ``key`` replaces its key (checked, and bound to ``url``'s origin like any)."""
+        origin = Origin.of(url)  # a bad address is one line, with no password in it
+        if named_by != "user":
+            url = public_url(url)  # a file's user and password are not sent either
         self.url = public_url(url)
         parts = urlsplit(url.strip())
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ServerError(f"{url!r} is not a server address (use http://host:port)")
+            raise ServerError(f"{self.url!r} is not a server address (use http://host:port)")
         self.timeouts = timeouts or Timeouts()
-        headers = {"Accept": "application/json"}
-        key = key if key is not None else api_key()
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        self.has_key = bool(key)
-        auth = (parts.username or "", parts.password or "") if parts.username else None
+        if credentials is None:
+            credentials = resolve(url, named_by)
+        if key is not None:
+            key = check_secret(key, "the API key")
+            credentials = replace(credentials, key=key, key_from="the API key", withheld=None)
+            if origin.scheme == "http" and not origin.loopback:
+                raise CredentialError(
+                    f"not sending the API key to {origin} over plain http: use https://",
+                    self.url,
+                )
+        self.credentials = credentials
+        headers = httpx.Headers({"Accept": "application/json"})
+        headers.update(credentials.headers)
+        if credentials.key and "authorization" not in headers:  # the config's own wins
+            headers["Authorization"] = f"Bearer {credentials.key}"
+        self.has_key = bool(credentials.key)
+        self.body_fields = credentials.body_fields()
+        # A user and password in the address go as basic auth only when the user gave it.
+        given = named_by == "user" and parts.username and credentials.origin is not None
+        auth = (parts.username or "", parts.password or "") if given else None
         self.http = httpx.Client(
             base_url=self.url,
             headers=headers,
@@ -94,6 +130,7 @@ class ServerClient:
             timeout=httpx.Timeout(self.timeouts.read, connect=self.timeouts.connect),
             limits=httpx.Limits(max_connections=64, max_keepalive_connections=16),
             trust_env=False,  # a proxy from the environment must not see the key
+            follow_redirects=False,  # no header (the key) is forwarded to another origin
         )
 
     def close(self) -> None:
@@ -104,9 +141,18 @@ class ServerClient:
         """GET ``path`` as JSON; None for a 404/405 when ``missing_ok`` (probing)."""
         return self._json("GET", path, None, missing_ok)
 
-    def post(self, path: str, body: dict, missing_ok: bool = False) -> Any:
-        """POST ``body`` to ``path``; the reply as JSON."""
-        return self._json("POST", path, body, missing_ok)
+    def post(
+        self, path: str, body: dict, missing_ok: bool = False, completion: bool = False
+    ) -> Any:
+        """POST ``body`` to ``path``; the reply as JSON. A ``completion`` request also
+        carries the config's body fields for this server."""
+        return self._json("POST", path, self.with_fields(body) if completion else body, missing_ok)
+
+    def with_fields(self, body: dict) -> dict:
+        """A completion request's ``body`` with the config's fields for this server
+        (``credentials.Credentials.body_fields``: they win over loomterm's defaults,
+        except the fields that shape the request and its stream)."""
+        return {**body, **self.body_fields} if self.body_fields else body
 
     def _send(self, request: httpx.Request, stream: bool = False) -> httpx.Response:
         """Send once more when a kept-alive connection turns out closed by the server
@@ -139,7 +185,8 @@ class ServerClient:
     def stream(self, path: str, body: dict, cancel: threading.Event | None = None) -> Stream:
         """POST ``body`` and open its event stream (see :class:`Stream`)."""
         for attempt in range(RATE_LIMIT_TRIES + 1):
-            reply = self._send(self.http.build_request("POST", path, json=body), stream=True)
+            request = self.http.build_request("POST", path, json=self.with_fields(body))
+            reply = self._send(request, stream=True)
             if reply.status_code == 429:
                 reply.read()
                 reply.close()
@@ -147,7 +194,7 @@ class ServerClient:
                     break
                 if self._wait_out(reply, attempt):
                     continue
-            if reply.status_code >= 400:
+            if reply.status_code >= 300:
                 try:
                     reply.read()
                 except httpx.HTTPError:
@@ -177,18 +224,23 @@ class ServerClient:
     def raise_for(self, reply: httpx.Response, path: str) -> None:
         """Raise the one-line error for a 4xx/5xx reply; return on success."""
         status = reply.status_code
+        if 300 <= status < 400:
+            raise self._redirected(reply, path)
         if status < 400:
             return
         message = _server_message(reply)
         if status in (401, 403):
-            hint = (
-                "check LOOMTERM_API_KEY (or OPENAI_API_KEY)"
-                if self.has_key
-                else "set LOOMTERM_API_KEY (or OPENAI_API_KEY) to its key"
-            )
+            creds = self.credentials
+            if creds.withheld:
+                hint = creds.withheld
+            elif self.has_key:
+                hint = f"check {creds.key_from or 'LOOMTERM_API_KEY (or OPENAI_API_KEY)'}"
+            else:
+                hint = "set LOOMTERM_API_KEY (or OPENAI_API_KEY) to its key"
             said = f": {message}" if message else ""
+            what = "asks for an API key" if creds.withheld else "refused the API key"
             raise ServerAuthError(
-                f"the server at {self.url} refused the API key ({status}{said}); {hint}",
+                f"the server at {self.url} {what} ({status}{said}); {hint}",
                 self.url,
                 status,
             )
@@ -197,6 +249,21 @@ class ServerClient:
         said = message or reply.reason_phrase or "no reason given"
         raise ServerError(
             f"the server at {self.url} answered {path} with {status}: {said}", self.url, status
+        )
+
+    def _redirected(self, reply: httpx.Response, path: str) -> ServerError:
+        """A 3xx: not followed (the key must not go to another origin), said in one line."""
+        location = reply.headers.get("Location", "")
+        try:
+            target = str(reply.url.join(location)) if location else ""
+            where = f" to {_printable(public_url(target))}" if target else ""
+        except (httpx.InvalidURL, ValueError):
+            where = ""
+        return ServerError(
+            f"the server at {self.url} redirected {path}{where} ({reply.status_code}); "
+            "loomterm does not follow redirects: give the address it names",
+            self.url,
+            reply.status_code,
         )
 
 
@@ -210,7 +277,8 @@ def check_reachable(url: str, connect_timeout: float | None = None) -> None:
         connect=connect_timeout if connect_timeout is not None else base.connect,
         read=base.connect,  # an answer of any kind will do: no long wait for one
     )
-    client = ServerClient(url, timeouts)
+    resolve(url, "user")  # a secret bound for plain http is refused before any connection
+    client = ServerClient(url, timeouts, credentials=Credentials.none())  # no secret needed
     try:
         client.http.send(client.http.build_request("GET", "/"))
     except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
@@ -367,6 +435,10 @@ def _error_text(error: Any) -> str:
         return _error_text(error[0])
     text = " ".join(str(error).split())
     return text[:240]
+
+
+def _printable(text: str) -> str:
+    return "".join(c for c in text if c.isprintable())[:160]
 
 
 def _short(exc: BaseException) -> str:

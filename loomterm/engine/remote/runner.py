@@ -109,8 +109,11 @@ class RemoteRunner(Runner):
         timeouts: Timeouts | None = None,
         expect: dict[str, Any] | None = None,
         connect: bool = True,
+        named_by: str = "user",
     ) -> None:
-        self.client = ServerClient(url, timeouts)
+        # ``named_by``: who named ``url`` ("user" or "file"), which decides whether a
+        # key may go there (``credentials.resolve``).
+        self.client = ServerClient(url, timeouts, named_by=named_by)
         self.url = self.client.url
         self.where = self.url
         self.server_kind = server_kind
@@ -148,6 +151,7 @@ class RemoteRunner(Runner):
             tokenizer=server.get("tokenizer_source"),
             expect=record.get("fingerprint"),
             connect=False,
+            named_by="file",
         )
         runner.name = record.get("name") or runner.url
         runner.codec = codec

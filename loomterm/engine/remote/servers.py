@@ -271,7 +271,7 @@ class LlamaServer(Dialect):
 
     def warm(self, tokens: list[int]) -> Finish | None:
         body = {"prompt": tokens, "n_predict": 0, "cache_prompt": True, "stream": False}
-        reply = self.client.post("/completion", body)
+        reply = self.client.post("/completion", body, completion=True)
         return _llama_finish(reply if isinstance(reply, dict) else {}, 0)
 
     def completion(self, tokens, max_new, params, seed, n, cache=True):

@@ -181,6 +181,12 @@ class Models:
 
         self.app.push_screen(AttachScreen(), done)
 
+    def show_details(self) -> None:
+        """The model view: each model, where it runs, what goes to a server."""
+        from loomterm.tui.widgets.model_details import ModelDetailsScreen, model_lines
+
+        self.app.push_screen(ModelDetailsScreen(model_lines(self.app.loom)))
+
     def attach(self, source: str) -> None:
         """Load or connect to ``source`` on the engine worker and attach it; a model
         that cannot join is one line (the worker's error notice)."""

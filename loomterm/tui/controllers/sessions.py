@@ -102,9 +102,18 @@ class Sessions:
             new = sessions.open_in_place(old, path, progress=self.progress.report)
             app.post_message(SessionSwitched(new, name, new.cursor, False))
 
-        def start() -> None:
+        def submit() -> None:
             self.caret.report()  # before a rename closes the session in the worker
             self.jobs.submit("session", job, lock=True)
+
+        def start() -> None:
+            if choice.kind != "open" or choice.path is None:
+                submit()
+                return
+            from loomterm.tui.key_consent import ask_then, servers_in_file
+
+            # Its servers get no key unasked (``key_consent``): ask before the switch.
+            ask_then(app, servers_in_file(choice.path), submit)
 
         self.jobs.when_idle(start, stop=True)
 
