@@ -12,10 +12,15 @@ process killed with ``SIGKILL`` mid-write leaves the target untouched too, plus 
 one hidden ``.<name>.<random>.tmp`` beside it.
 
 A symbolic link is followed: the file it points to is replaced and the link stays.
+What is not a regular file is never replaced: :func:`write_atomic` writes straight into
+a device or a pipe (``-o /dev/null``, ``/dev/stdout``, a FIFO), as a shell's ``>`` does,
+and :func:`atomic_path` refuses one (renaming over ``/dev/null`` would turn the
+machine's null device into a plain file).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 import stat
@@ -33,6 +38,10 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
     folder is missing or unwritable, the disk is full, and so on.
     """
     payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    if _is_special(_target(Path(path))):
+        with open(path, "wb") as handle:  # a device or a pipe: written into, never replaced
+            handle.write(payload)
+        return
     with atomic_path(path) as temp, open(temp, "wb") as handle:
         handle.write(payload)
 
@@ -47,6 +56,8 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     block raises, it is deleted and ``path`` is left as it was.
     """
     target = _target(Path(path))
+    if _is_special(target):
+        raise OSError(errno.EPERM, "not a regular file, and not replaced", os.fspath(target))
     temp = _create_temp(target)
     try:
         yield temp
@@ -57,6 +68,16 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         _discard(temp)
         raise
     _sync_folder(target.parent)
+
+
+def _is_special(path: Path) -> bool:
+    """``path`` exists and is neither a regular file nor a folder (a device, a pipe, a
+    socket)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
 def _target(path: Path) -> Path:

@@ -161,3 +161,38 @@ def test_the_folder_is_synced_after_the_rename(tmp_path, monkeypatch):
     monkeypatch.setattr(atomic, "_sync_folder", spy)
     write_atomic(tmp_path / "out.txt", "text")
     assert synced == [str(tmp_path)]
+
+
+def test_a_device_is_written_into_never_replaced(tmp_path):
+    """``-o /dev/null`` must leave the null device a device (a rename over it once made
+    the machine's /dev/null a plain file and stopped every tmux server)."""
+    if os.geteuid() != 0:
+        pytest.skip("making a device node needs root")
+    null = tmp_path / "null"
+    os.mknod(null, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    write_atomic(null, "gone")
+    assert stat.S_ISCHR(os.stat(null).st_mode)
+    full = tmp_path / "full"
+    os.mknod(full, stat.S_IFCHR | 0o666, os.makedev(1, 7))
+    with pytest.raises(OSError):
+        write_atomic(full, "x" * 10_000)
+    assert stat.S_ISCHR(os.stat(full).st_mode)
+    with pytest.raises(OSError, match="not a regular file"):
+        with atomic_path(null):
+            pass
+    assert stat.S_ISCHR(os.stat(null).st_mode)
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_a_pipe_receives_the_text(tmp_path):
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    write_atomic(fifo, "through the pipe")
+    reader.join(10)
+    assert got == [b"through the pipe"]
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)

@@ -331,3 +331,18 @@ def test_a_session_made_meanwhile_is_never_renamed_over(tmp_path, monkeypatch):
         write_session(path, synthetic_session("deep", 4))
     assert path.read_bytes() == theirs.read_bytes()
     assert not list(tmp_path.glob(".race.loom.*.tmp"))
+
+
+def test_an_export_to_a_device_writes_into_it(tmp_path, capsys):
+    """``-o /dev/null`` needs no --force and leaves the device a device."""
+    import os
+    import stat
+
+    if os.geteuid() != 0:
+        pytest.skip("making a device node needs root")
+    null = tmp_path / "null"
+    os.mknod(null, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    from loomterm.export.target import write_export
+
+    write_export(null, "text")
+    assert stat.S_ISCHR(os.stat(null).st_mode)

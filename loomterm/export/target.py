@@ -82,7 +82,7 @@ def check_target(path: str | os.PathLike, force: bool = False) -> Path:
 
     Raises :class:`ExportError` (one line) for a session (by content, through any
     symbolic link) or a session's name, a folder, and :class:`TargetExists` for any
-    other existing file unless ``force``.
+    other existing regular file unless ``force`` (a device or a pipe is written into).
     """
     given = Path(path)
     real = Path(os.path.realpath(given))
@@ -95,6 +95,8 @@ def check_target(path: str | os.PathLike, force: bool = False) -> Path:
     if real.is_dir():
         raise ExportError(f"{os.fspath(path)} is a folder: name a file to export to")
     if not real.exists():
+        return real
+    if not real.is_file():  # a device or a pipe (-o /dev/null): written into, nothing lost
         return real
     if is_session_file(real):
         raise ExportError(
