@@ -118,6 +118,11 @@ class TokenText:
         """The text of ``tokens`` (special tokens have none)."""
         return "".join(self.pieces(tokens))
 
+    def written(self, tokens: list[int]) -> str:
+        """``tokens`` with each special token in its written form: what a chat template
+        renders, for matching templates against a path (never shown as the text)."""
+        return b"".join(self._bytes(int(t)) for t in tokens).decode("utf-8", errors="replace")
+
 
 BYTE_DECODER = _byte_decoder()
 
