@@ -184,31 +184,34 @@ def test_every_edit_keeps_the_text_and_the_special_tokens(kind, parts, marker, c
 
 
 # -- the engine on a tiny Llama with each tokenizer ------------------------------------
-@pytest.fixture(scope="module")
-def bos_llama_dirs(tmp_path_factory) -> dict[str, Path]:
+def build_bos_llama(folder: Path, kind: str) -> Path:
+    """A tiny seeded Llama on the ``kind`` tokenizer, saved as a model folder."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    folders = {}
-    for kind in BUILDERS:
-        tokenizer = tokenizer_of(kind)
-        config = LlamaConfig(
-            vocab_size=len(tokenizer),
-            hidden_size=64,
-            intermediate_size=128,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            bos_token_id=tokenizer.bos_token_id,
-            eos_token_id=tokenizer.eos_token_id,
-            pad_token_id=tokenizer.pad_token_id,
-        )
-        torch.manual_seed(0)
-        folder = tmp_path_factory.mktemp(f"bos-{kind}")
-        LlamaForCausalLM(config).save_pretrained(folder)
-        tokenizer.save_pretrained(folder)
-        folders[kind] = folder
-    return folders
+    tokenizer = tokenizer_of(kind)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def bos_llama_dirs(tmp_path_factory) -> dict[str, Path]:
+    return {
+        kind: build_bos_llama(tmp_path_factory.mktemp(f"bos-{kind}"), kind) for kind in BUILDERS
+    }
 
 
 def test_engine_edits_and_retypes_keep_the_start_token(kind, bos_llama_dirs):
