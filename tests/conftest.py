@@ -100,6 +100,7 @@ def pytest_collection_modifyitems(config, items):
             or path in SLOW_FILES
             or test in SLOW_TESTS
             or item.get_closest_marker("default_model")
+            or item.get_closest_marker("gemma")
         ):
             item.add_marker(slow)
 
@@ -123,3 +124,26 @@ def test_cache_dir():
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("LOOMTERM_CACHE_DIR", folder)
         yield Path(folder)
+
+
+@pytest.fixture(scope="session")
+def gemma_gguf(test_cache_dir) -> Path:
+    """Gemma 3 270M's GGUF file (a tokenizer that adds ``<bos>``), fetched into the test
+    cache once (``models.shipped``); skips with the reason where it cannot be."""
+    from loomterm.engine.models.shipped import GEMMA3_270M
+    from loomterm.errors import LoomError
+    from tests.helpers import require_or_skip
+
+    try:
+        return GEMMA3_270M.gguf_path()
+    except LoomError as exc:
+        require_or_skip(False, f"no Gemma 3 270M: {exc}")
+        raise AssertionError("unreachable") from None
+
+
+@pytest.fixture(scope="session")
+def gemma_dir(gemma_gguf) -> Path:
+    """Gemma 3 270M converted for the torch runner (about a minute, once per cache)."""
+    from loomterm.engine.models.shipped import GEMMA3_270M
+
+    return GEMMA3_270M.model_dir()

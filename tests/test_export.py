@@ -306,7 +306,8 @@ def test_markdown_of_a_chat_is_clean_turns(loom):
         node = loom.append(node, text, **({"role": role} if role else {}))
     first = loom.generate(node, 10, temperature=0.0)[0]
     node = first
-    for role, text in chat.next_turns(tokenizer, loom.text(first), "Tell me more"):
+    written = loom.codec.written(loom.tokens(first))  # the template sees the markers
+    for role, text in chat.next_turns(tokenizer, written, "Tell me more"):
         node = loom.append(node, text, **({"role": role} if role else {}))
     second = loom.generate(node, 8, temperature=0.0)[0]
     loom.set_meta(first, bookmark=True)
@@ -326,7 +327,11 @@ def test_markdown_of_a_chat_is_clean_turns(loom):
     assert "written by you" not in md
     outline = render(data, "md", "all")
     assert "im_start" not in outline and "**You**" not in outline
-    assert "<|im_start|>assistant" in render(data, "json")  # the tokens are kept there
+    # The markers are kept there as tokens, never as text.
+    tree = json.loads(render(data, "json"))
+    im_start = tokenizer.convert_tokens_to_ids("<|im_start|>")
+    assert sum(node["tokens"].count(im_start) for node in tree["nodes"]) == 5
+    assert "<|im_start|>" not in json.dumps([node["text"] for node in tree["nodes"]])
 
 
 def test_markdown_outline_keeps_a_parent_and_its_child_apart(loom):

@@ -5,6 +5,14 @@ characters across tokens. A token's *piece* is the text it completes: a token ho
 the first byte of a character has an empty piece, and the token with its last byte
 shows the whole character. Joining the pieces gives the decoded text, with no
 replacement characters for partial bytes.
+
+Special tokens are tokens, never text. Start-of-text (``<bos>``, ``<s>``,
+``<|begin_of_text|>``), end-of-sequence, padding and chat-template control tokens
+(``<start_of_turn>``, ``<|im_end|>``) stand for no characters: :meth:`TokenText.token_bytes`,
+the one place where a token becomes bytes, gives them none. So the document, exports,
+search and every character offset are over the text a writer sees, while the tokens stay
+in the tree and the KV. Their written form is :meth:`TokenText.label`, for the panes that
+show one token on its own (alternatives, the token inspector).
 """
 
 from __future__ import annotations
@@ -42,9 +50,9 @@ class TokenText:
 
     def __init__(self, tokenizer) -> None:
         self.tokenizer = tokenizer
-        self.special_ids = set(tokenizer.all_special_ids or [])
         added = getattr(tokenizer, "added_tokens_decoder", {}) or {}
         self.added_ids = set(added.keys())
+        self.special_ids = control_ids(tokenizer, added)
         self.mode = self._detect_mode()
         self._bytes = lru_cache(maxsize=None)(self._token_bytes)
 
@@ -76,8 +84,16 @@ class TokenText:
         return self.tokenizer.decode([token_id], skip_special_tokens=False).encode("utf-8")
 
     def token_bytes(self, token_id: int) -> bytes:
-        """The raw bytes one token stands for."""
-        return self._bytes(int(token_id))
+        """The bytes of text one token stands for: none for a special token."""
+        token_id = int(token_id)
+        if token_id in self.special_ids:
+            return b""
+        return self._bytes(token_id)
+
+    def label(self, token_id: int) -> str:
+        """One token on its own, as a pane shows it: a special token's written form
+        (``<eos>``), a token holding part of a character as its bytes (``\\xc3``)."""
+        return self._bytes(int(token_id)).decode("utf-8", errors="backslashreplace")
 
     def pieces(self, tokens: list[int]) -> list[str]:
         """Display text per token; ``"".join(pieces(t)) == decode(t)``."""
@@ -99,11 +115,32 @@ class TokenText:
         return flags
 
     def decode(self, tokens: list[int]) -> str:
-        """The text of ``tokens`` (special tokens shown as themselves)."""
+        """The text of ``tokens`` (special tokens have none)."""
         return "".join(self.pieces(tokens))
+
+    def written(self, tokens: list[int]) -> str:
+        """``tokens`` with each special token in its written form: what a chat template
+        renders, for matching templates against a path (never shown as the text)."""
+        return b"".join(self._bytes(int(t)) for t in tokens).decode("utf-8", errors="replace")
 
 
 BYTE_DECODER = _byte_decoder()
+
+
+def control_ids(tokenizer: Any, added: dict | None = None) -> set[int]:
+    """The ids of a Hugging Face tokenizer's special tokens: start and end of text,
+    padding, and every added token marked special (chat-template markers). The unknown
+    token is not among them (unless it doubles as one of those): it stands for text
+    the vocabulary lacks."""
+    ids = set(getattr(tokenizer, "all_special_ids", None) or [])
+    for token_id, token in (added or {}).items():
+        if getattr(token, "special", False):
+            ids.add(int(token_id))
+    unk = getattr(tokenizer, "unk_token_id", None)
+    roles = (getattr(tokenizer, f"{role}_token_id", None) for role in ("bos", "eos", "pad"))
+    if isinstance(unk, int) and unk not in set(roles):  # SmolLM2's unk is its eos
+        ids.discard(unk)
+    return ids
 
 
 class StreamDecoder:
@@ -146,7 +183,9 @@ class PieceMaker:
         return self.pieces(node.tokens[start:end], tokens_before(node, start, PIECE_CONTEXT))
 
     def piece(self, token: int) -> str:
-        """One token on its own (for alternatives)."""
+        """One token on its own (for alternatives): a special token's written form."""
+        if int(token) in self.codec.special_ids:
+            return self.codec.label(token)
         return self.codec.decode([int(token)])
 
 

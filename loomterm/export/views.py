@@ -165,7 +165,10 @@ def bookmark_note(node: Node) -> str:
 # What chat templates put around a turn's content: a header naming the role, and the
 # special tokens that open and close turns (ChatML, Llama 3, Gemma, Phi, Mistral,
 # DeepSeek and their kin). The session keeps them as tokens; a transcript drops them.
+# Special tokens have no text (``engine.text``), so a turn's text starts with the bare
+# role word its header spells ("user\n", Llama 3's "user\n\n"): the first alternative.
 _HEADERS = re.compile(
+    r"\A[ \t]*(?:system|user|assistant|model|tool|developer)[ \t]*\n+|"
     r"<\|im_start\|>[ \t]*[\w-]*[ \t]*\n?"
     r"|<\|start_header_id\|>[^<]*<\|end_header_id\|>\n*"
     r"|<start_of_turn>[\w-]*\n?"

@@ -822,8 +822,9 @@ class LoomApp(App[None]):
     # -- text for the panes ------------------------------------------------------------
     def token_text(self, token: int) -> str:
         """One token's text on its own; a token holding part of a character shows its
-        bytes (``\\xc3``) rather than a replacement character."""
-        return self.loom.codec.token_bytes(token).decode("utf-8", errors="backslashreplace")
+        bytes (``\\xc3``) rather than a replacement character, a special token its
+        written form (``<eos>``)."""
+        return self.loom.codec.label(token)
 
     def node_text(self, node: Node) -> str:
         """A node's own text (for previews), cached per length and tokens (a split

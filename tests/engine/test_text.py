@@ -13,7 +13,12 @@ def test_special_tokens_are_tokenized_as_such(loom):
     assert tokens[0] == loom.runner.tokenizer.convert_tokens_to_ids("<|im_start|>")
     assert loom.runner.tokenizer.convert_tokens_to_ids("<|im_end|>") in tokens
     node = loom.append(loom.root, "<|im_start|>user\nhi<|im_end|>")
-    assert loom.text(node) == "<|im_start|>user\nhi<|im_end|>"
+    # Special tokens are tokens, never text: the markers stay in the tree, the text
+    # is what a writer sees, and a pane shows a marker by its written form.
+    assert loom.tokens(node) == tokens
+    assert loom.text(node) == "user\nhi"
+    assert loom.token_pieces(tokens)[0] == ""
+    assert loom.codec.label(tokens[0]) == "<|im_start|>"
 
 
 def test_partial_utf8_tokens_round_trip_without_replacement_chars(loom):

@@ -113,7 +113,8 @@ def test_the_real_byte_level_tokenizer(tiny_tokenizer):
     assert b"".join(text.token_bytes(t) for t in ids) == sample.encode("utf-8")
     assert text.decode(ids) == sample == tiny_tokenizer.decode(ids)
     im_end = tiny_tokenizer.convert_tokens_to_ids("<|im_end|>")
-    assert text.token_bytes(im_end) == b"<|im_end|>"
+    assert text.token_bytes(im_end) == b""  # a special token stands for no text
+    assert text.label(im_end) == "<|im_end|>"
 
 
 # -- a token's bytes ----------------------------------------------------------------------------
@@ -149,8 +150,11 @@ def test_other_tokenizers_decode_one_token_at_a_time():
 def test_added_tokens_are_decoded_whatever_the_mode():
     text = fake(["\u0120a", "<tool>"], Decoder("ByteLevel", ""), special=[1], added={1: "t"})
     assert text.special_ids == {1} and text.added_ids == {1}
-    assert text.token_bytes(1) == b"<<tool>>"
+    assert text.token_bytes(1) == b""  # special: a token, never text
+    assert text.label(1) == "<<tool>>"  # its written form, decoded with specials shown
     assert text.tokenizer.decoded == [([1], False)]
+    plain = fake(["\u0120a", "<tool>"], Decoder("ByteLevel", ""), special=[], added={1: "t"})
+    assert plain.token_bytes(1) == b"<<tool>>"  # an added token not special is text
     assert fake(["a"], special=None, added=None).added_ids == set()
     assert fake(["a"], special=None).special_ids == set()
     bare = FakeTokenizer(["a"])

@@ -76,7 +76,9 @@ async def test_adding_a_user_turn(make_app, loom):
         user_turn = header.parent
         assert user_turn.meta.get("role") == "user"
         assert "Tell me more" in loom.text(user_turn)
-        assert loom.text(node).count("<|im_start|>user") == 2
+        # Two user turns, their markers in the tokens and not in the text.
+        assert loom.codec.written(loom.tokens(node)).count("<|im_start|>user") == 2
+        assert "<|im_start|>" not in loom.text(node) and app.doc.text == loom.text(node)
 
 
 async def test_a_new_chat_in_a_used_session_starts_a_new_session(make_app, loom, tmp_path):

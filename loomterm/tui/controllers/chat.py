@@ -102,7 +102,8 @@ class Chat:
         app = self.app
         loom = app.loom
         base = app.doc.node or loom.root
-        document = app.doc.text
+        # The template is matched against the turn markers, which are not in the text.
+        document = loom.codec.written(loom.tokens(base))
 
         def job() -> None:
             node = base
