@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from loomterm.engine.text import PieceMaker
 from loomterm.errors import LoomError
 from loomterm.kv_snapshot import save_kv_snapshot
-from loomterm.store import Caret, SessionStore
+from loomterm.store import Caret, SessionStore, Typed
 from loomterm.tree import Node
 
 if TYPE_CHECKING:
@@ -66,6 +66,7 @@ class SessionRecorder:
         pieces: PieceMaker | None = None,
         kv_snapshot: bool = False,
         caret: Caret | None = None,
+        typed: Typed | None = None,
     ) -> None:
         self.loom = loom
         self.store = store
@@ -81,6 +82,7 @@ class SessionRecorder:
         self._timer: threading.Timer | None = None
         self._closed = False
         self._caret = caret  # the caret the file holds (not written again)
+        self.typed = typed  # text typed before the model read it, as the file holds it
         if store is not None:
             self._stored = {node.id: len(node.tokens) for node in loom.tree.nodes.values()}
             self._vocab = set(store.known_vocab())
@@ -170,6 +172,19 @@ class SessionRecorder:
                 assert self.store is not None
                 self.store.set_caret(caret)
                 self._caret = caret
+            except LoomError as exc:
+                self._fail(exc)
+
+    def keep_typed(self, typed: Typed | None) -> None:
+        """Write (or, None, drop) the text typed before the model read it
+        (``loomterm.store.Typed``); nothing when the file already says so."""
+        with self._lock:
+            if self._closed or self.read_only or self.error is not None or typed == self.typed:
+                return
+            try:
+                assert self.store is not None
+                self.store.set_typed(typed)
+                self.typed = typed
             except LoomError as exc:
                 self._fail(exc)
 

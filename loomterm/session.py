@@ -39,6 +39,7 @@ from loomterm.store import (
     SessionData,
     SessionStore,
     SessionSummary,
+    Typed,
 )
 
 if TYPE_CHECKING:
@@ -115,6 +116,20 @@ def record_caret(loom: Loom, node: Node, char: int | None) -> None:
     session = session_of(loom)
     if session is not None and not session.closed:
         session.record_caret(node, char)
+
+
+def typed_before_load(loom: Loom) -> Typed | None:
+    """Text typed into ``loom``'s session before its model read it (the editor puts it
+    back on the screen), if its file keeps any."""
+    session = session_of(loom)
+    return session.recorder.typed if session is not None else None
+
+
+def typed_read(loom: Loom) -> None:
+    """The model has read the typed text into the tree: the file need not keep it."""
+    session = session_of(loom)
+    if session is not None and session.recorder.typed is not None:
+        session.recorder.keep_typed(None)
 
 
 def close_session(loom: Loom) -> None:
@@ -243,7 +258,9 @@ class Session:
         path, store, data = opened.path, opened.store, opened.data
         try:
             loaded, remote = _model_for(data, path, how)
-            matches = same_model(data.model.get("fingerprint"), loaded.fingerprint)
+            # A session made while its model loaded holds no token yet: it is this model's.
+            bind = is_provisional(data)
+            matches = bind or same_model(data.model.get("fingerprint"), loaded.fingerprint)
             if not matches and not (how.retokenize or how.read_only):
                 raise mismatch_error(data.name, data.model, loaded)
             if remote:
@@ -253,6 +270,10 @@ class Session:
             if not matches:
                 data = _retokenize_file(data, loaded, pieces, store, path)
             loom = _loom_for(data, loaded, remote, how, path)
+            if bind and store is not None:
+                store.write_tree(
+                    data.tree, pieces.node_pieces, data.cursor_node, model_record(loom)
+                )
             restored = matches and _restore_kv(loom, path, how.kv_snapshot)
             if how.reattach:
                 from loomterm.session_models import reattach_models
@@ -263,7 +284,9 @@ class Session:
                 store.close()
             raise
         kv_snapshot = bool(how.kv_snapshot) or restored
-        recorder = SessionRecorder(loom, store, path, pieces, kv_snapshot, caret=data.caret)
+        recorder = SessionRecorder(
+            loom, store, path, pieces, kv_snapshot, caret=data.caret, typed=data.typed
+        )
         session = cls(loom, recorder)
         state_changed = how.reattach and loom.model_state != data.model_state
         if store is not None and (loom.model_table != data.models or state_changed):
@@ -323,6 +346,14 @@ class OpenOptions:
     backend: str = "auto"
     threads: int | None = None
     opened: OpenedFile | None = None
+
+
+def is_provisional(data: SessionData) -> bool:
+    """A session file made before its model was there (``SessionOpening.reserve``): its
+    model record names a source but no fingerprint, and no token is in the tree yet."""
+    return bool(data.model.get("provisional")) and not any(
+        node.tokens for node in data.tree.nodes.values()
+    )
 
 
 def _model_for(data: SessionData, path: Path, how: OpenOptions) -> tuple[Any, bool]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from loomterm.errors import SessionError
 from loomterm.store import schema
-from loomterm.store.data import Caret, SessionData
+from loomterm.store.data import Caret, SessionData, Typed
 from loomterm.store.encoding import unpack_top
 from loomterm.store.errors import damaged
 from loomterm.store.schema import SESSION_SUFFIX
@@ -150,6 +150,7 @@ def read_rows(conn: sqlite3.Connection, path: Path) -> SessionData:
         models=info.get("models") or {},
         model_state=info.get("model_state") or {},
         caret=Caret.from_json(info.get("caret")),
+        typed=Typed.from_json(info.get("typed")),
     )
 
 

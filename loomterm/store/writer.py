@@ -21,7 +21,7 @@ from typing import Any
 from loomterm.atomic import atomic_path
 from loomterm.errors import SessionError
 from loomterm.store import schema
-from loomterm.store.data import Caret, SessionData
+from loomterm.store.data import Caret, SessionData, Typed
 from loomterm.store.encoding import pack_top, to_json
 from loomterm.store.errors import damaged
 from loomterm.store.lock import SessionLock
@@ -288,6 +288,15 @@ class SessionStore:
         content: the session's last-change time stays."""
         with self.transaction(stamp=False) as conn:
             self._set(conn, "caret", caret.as_json())
+
+    def set_typed(self, typed: Typed | None) -> None:
+        """Keep the text typed before the model read it (``Typed``), or (None) drop it
+        once the tree holds it. Like the caret, a key without a new schema version."""
+        with self.transaction(stamp=typed is not None) as conn:
+            if typed is None:
+                conn.execute("DELETE FROM session WHERE key = 'typed'")
+            else:
+                self._set(conn, "typed", typed.as_json())
 
     def set_settings(self, settings: dict[str, Any]) -> None:
         """Replace the per-session settings."""
