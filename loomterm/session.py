@@ -218,7 +218,9 @@ class Session:
                     save_kv_snapshot(loom, path)
                 return current
         if current is not None:
-            current.close()
+            # Its file may be the one that cannot be written (saving elsewhere): its
+            # journal stays, for that file, and this file gets everything.
+            current.recorder.close(quiet=True)
         with loom.exclusive():
             store = SessionStore.create(
                 path, model=model_record(loom), settings=loom.settings.as_dict(), overwrite=True
