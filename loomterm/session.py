@@ -217,11 +217,8 @@ class Session:
                     current.recorder.kv_snapshot = True
                     save_kv_snapshot(loom, path)
                 return current
-        if current is not None:
-            # Its file may be the one that cannot be written (saving elsewhere): its
-            # journal stays, for that file, and this file gets everything.
-            current.recorder.close(quiet=True)
         with loom.exclusive():
+            existed = path.exists()
             store = SessionStore.create(
                 path, model=model_record(loom), settings=loom.settings.as_dict(), overwrite=True
             )
@@ -236,7 +233,14 @@ class Session:
                     store.set_contexts(loom.contexts.versions.as_dict())
             except BaseException:
                 store.close()
+                if not existed:  # a file without its tree would only block the name
+                    for leftover in (path, *(path.with_name(path.name + s) for s in SIDES)):
+                        leftover.unlink(missing_ok=True)
                 raise
+            if current is not None:
+                # The old file is let go only now that this one holds everything; it may
+                # be the one that cannot be written (saving elsewhere): its journal stays.
+                current.recorder.close(quiet=True)
             session = cls(loom, SessionRecorder(loom, store, path, pieces, kv_snapshot))
         if kv_snapshot:
             save_kv_snapshot(loom, path)
@@ -348,6 +352,29 @@ class OpenOptions:
     backend: str = "auto"
     threads: int | None = None
     opened: OpenedFile | None = None
+
+
+SIDES = ("-wal", "-shm")  # SQLite's files beside a session's
+
+
+def save_elsewhere(loom: Loom, target: str | os.PathLike) -> Path:
+    """Write ``loom``'s whole session to ``target`` (a session name or a path; nothing
+    may be there yet), which records it from then on: the way out when its own file
+    cannot be written (the old file keeps its journal, replayed when it is next
+    opened). Raises ``SessionError`` with the reason when ``target`` cannot be written
+    either; the session goes on as it was."""
+    path = session_path(target)
+    if path.exists():
+        raise SessionError(f"{path} exists already: choose another name or path")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SessionError(f"cannot write {path}: {exc.strerror or exc}") from None
+    try:
+        Session.create(loom, path)
+    except OSError as exc:
+        raise SessionError(f"cannot write {path}: {exc.strerror or exc}") from None
+    return path
 
 
 def is_provisional(data: SessionData) -> bool:
@@ -671,6 +698,7 @@ __all__ = [
     "resolve_session",
     "retokenized",
     "same_model",
+    "save_elsewhere",
     "saved_caret",
     "save_kv_snapshot",
     "save_loom",

@@ -50,7 +50,7 @@ from loomterm.tui.controllers.context import Context, ContextAssembled
 from loomterm.tui.controllers.dialogs import Dialogs
 from loomterm.tui.controllers.generation import Generation
 from loomterm.tui.controllers.jobs import ENGINE, Jobs
-from loomterm.tui.controllers.keeping import Keeping
+from loomterm.tui.controllers.keeping import Keeping, SavedElsewhere, SaveStateChanged
 from loomterm.tui.controllers.lifecycle import Lifecycle
 from loomterm.tui.controllers.looks import Looks
 from loomterm.tui.controllers.models import Models
@@ -188,7 +188,7 @@ class LoomApp(App[None]):
         self.jobs = jobs = Jobs(self)
         self.progress = progress = Progress(self)
         self.lifecycle = lifecycle = Lifecycle(self, jobs)
-        self.keeping = Keeping(self, lifecycle)
+        self.keeping = Keeping(self, jobs, lifecycle)
         self.looks = looks = Looks(self)
         self.presets = Presets(self)
         self.panes = Panes(self)
@@ -496,6 +496,9 @@ class LoomApp(App[None]):
     def action_sessions(self) -> None:
         self.sessions.pick()
 
+    def action_save_elsewhere(self) -> None:
+        self.keeping.save_elsewhere()
+
     def action_previous_session(self) -> None:
         self.sessions.back()
 
@@ -667,6 +670,12 @@ class LoomApp(App[None]):
 
     def on_saved_as(self, message: SavedAs) -> None:
         self.lifecycle.saved_as(message)
+
+    def on_save_state_changed(self, _message: SaveStateChanged) -> None:
+        self.refresh_status_soon()  # the session file failed a write, or took one again
+
+    def on_saved_elsewhere(self, message: SavedElsewhere) -> None:
+        self.keeping.saved_elsewhere(message.path)
 
     def on_tidied(self, message: Tidied) -> None:
         self.tidy.tidied(message)
@@ -899,6 +908,7 @@ class LoomApp(App[None]):
             read_only=self.read_only,
             unsaved=self.unsaved,
             place=self.navigation.caret_place(),
+            saving=self.keeping.saving(),
         )
         self.status.show_status(info)
 
