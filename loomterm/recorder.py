@@ -136,7 +136,8 @@ class SessionRecorder:
         with self._lock:
             if self.error is None:
                 try:
-                    self._check_file()
+                    if event != "tokens":  # a token is checked at its flush
+                        self._check_file()
                     self._handle(event, node)
                     return
                 except LoomError as exc:
@@ -156,6 +157,7 @@ class SessionRecorder:
         if event == "tokens" and node is not None:
             self._pending[node.id] = node
             if time.monotonic() - self._last_flush >= FLUSH_INTERVAL:
+                self._check_file()
                 self._flush()
             elif self._timer is None:
                 self._timer = threading.Timer(FLUSH_INTERVAL, self._timed_flush)
@@ -252,6 +254,7 @@ class SessionRecorder:
                 self._keep_pending()
                 return
             try:
+                self._check_file()
                 self._flush()
             except LoomError as exc:
                 self._fail(exc)
