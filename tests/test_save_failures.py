@@ -194,8 +194,15 @@ def test_a_journal_left_by_a_kill_during_a_full_disk_is_replayed_on_open(
     )
     assert done.returncode == -9, done.stderr
     last = eval(done.stdout.strip())  # noqa: S307 - our own repr
-    assert journal.journal_files(path)  # the changes are on disk, not in the session
-    assert last not in path_texts(path)
+    kept = journal.journal_files(path)
+    assert kept  # the changes are on disk, beside the session
+    assert last in path_texts(path)  # a reader (export, read-only) sees them already
+    aside = [(p, p.read_bytes()) for p in kept]
+    for p, _ in aside:
+        p.unlink()
+    assert last not in path_texts(path)  # not in the session file itself
+    for p, content in aside:
+        p.write_bytes(content)
     (data / "filler").unlink()
     loom = open_loom(path, model=str(tiny_llama_dir), device="cpu")
     close_session(loom)

@@ -18,6 +18,7 @@ from loomterm.store import schema
 from loomterm.store.data import Caret, SessionData, Typed
 from loomterm.store.encoding import unpack_top
 from loomterm.store.errors import damaged
+from loomterm.store.journal import apply, read_lines
 from loomterm.store.schema import SESSION_SUFFIX
 from loomterm.tree import Node, Origin, Tree
 
@@ -155,8 +156,18 @@ def read_rows(conn: sqlite3.Connection, path: Path) -> SessionData:
 
 
 def load(path: str | os.PathLike) -> SessionData:
-    """Read a whole session without locking it or writing to it."""
+    """Read a whole session without locking it or writing to it, with the changes a
+    journal keeps for it applied in memory (``loomterm.store.journal``: its file could
+    not take them yet)."""
     path = Path(path)
+    data = _load(path)
+    lines = read_lines(path)
+    if lines:
+        apply(data, lines)
+    return data
+
+
+def _load(path: Path) -> SessionData:
     version = check_file(path)
     if version < schema.SCHEMA_VERSION:
         # An old file is read through a migrated copy in memory, never upgraded in place
