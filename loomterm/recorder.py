@@ -282,6 +282,15 @@ class SessionRecorder:
         self._schedule_retry()
         self._tell()
 
+    def carry_on_failing(self, journal: Journal, error: LoomError) -> None:
+        """The file refused a write before this recorder existed (typing while the
+        model loaded), kept in ``journal``: adopt it, and write the whole session (and
+        delete the journal) at the next try that works."""
+        with self._lock:
+            self.journal = journal
+            if self.error is None:
+                self._fail(error)
+
     def _keep(self, event: str, node: Node | None) -> None:
         """Journal one change (the file cannot take it now)."""
         loom = self.loom

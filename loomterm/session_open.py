@@ -304,6 +304,8 @@ class SessionOpening:
         self._commit = threading.Lock()  # the Loom handed over, or the load abandoned
         self._thread: threading.Thread | None = None
         self._typed_lock = threading.Lock()
+        self._journal: Any = None  # where typing goes when the file refuses it
+        self._refused: LoomError | None = None  # why it did
         self._typed: Typed | None = opened.data.typed if opened is not None else None
 
     @property
@@ -361,8 +363,26 @@ class SessionOpening:
                     raise session.recorder.error
             elif self.opened is not None and self.opened.store is not None:
                 if typed != self._typed:
-                    self.opened.store.set_typed(typed)
+                    self._typed = typed
+                    self._write_typed(self.opened.store, typed)
             self._typed = typed
+
+    def _write_typed(self, store: Any, typed: Typed) -> None:
+        """Into the file, else into the session's journal (replayed when it is next
+        opened); raises the file's error either way, for the editor to show."""
+        from loomterm.store.journal import Journal
+
+        try:
+            store.set_typed(typed)
+        except LoomError as exc:
+            if self._journal is None:
+                self._journal = Journal(self.path)
+            self._refused = exc
+            try:
+                where = self._journal.write("set", {"typed": typed.as_json()})
+            except OSError:
+                raise exc from None
+            raise LoomError(f"{exc}; the typing is kept in {where}") from None
 
     @property
     def typed(self) -> Typed | None:
@@ -478,6 +498,9 @@ class SessionOpening:
             with self._typed_lock:
                 self.opened = None  # the Session owns the file now
                 session.recorder.typed = self._typed  # what was typed while it loaded
+                if self._journal is not None and self._refused is not None:
+                    # The file refused the typing: the recorder writes it all when it can.
+                    session.recorder.carry_on_failing(self._journal, self._refused)
             try:
                 if self.reserved and self.prepare is not None:
                     self.prepare(loom)  # a new session's starting samplers

@@ -17,6 +17,7 @@ from loomterm import store
 from loomterm.session import session_path
 from loomterm.session_open import SessionOpening
 from loomterm.settings import EngineOptions
+from tests.test_bad_environment import tmpfs  # noqa: F401
 from tests.tui.conftest import TERMINAL, type_text
 
 
@@ -148,3 +149,37 @@ def test_a_start_quit_with_nothing_typed_leaves_no_file(silent_server):
     assert opening.path.exists()
     opening.close()
     assert opening.unused
+
+
+async def test_typing_during_a_load_on_a_full_disk_goes_to_the_journal(
+    tmpfs,  # noqa: F811
+    monkeypatch,
+):
+    """The disk fills while the model loads: the status bar says the typing is not in
+    the session file, it is kept in the journal, and the session shows it when read."""
+    from loomterm.tui.app import LoomApp
+    from tests.test_save_failures import fill
+
+    data = tmpfs("data", "size=1m")
+    monkeypatch.setenv("LOOMTERM_DATA_DIR", str(data))
+    server = HangingServer()
+    opening = new_opening(server.url, "full")
+    filler = fill(data)
+    app = LoomApp(opening.preview(), session_name="full", opening=opening, sync_delay=0.05)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await type_text(pilot, "typed on a full disk")
+        await pilot.pause(0.2)
+        assert "NOT SAVED" in app.status.full_text
+        assert "journal" in app.status.full_text
+        await pilot.press("ctrl+q")
+        while app.is_running:
+            await pilot.pause(0.05)
+    opening.close()
+    server.drop()
+    assert typed_in_file(opening.path) == "typed on a full disk"  # file + journal
+    filler.unlink()
+    from loomterm.store import SessionStore, journal
+
+    SessionStore.open(opening.path).close()  # replayed into the file
+    assert journal.journal_files(opening.path) == []
+    assert typed_in_file(opening.path) == "typed on a full disk"
