@@ -206,29 +206,46 @@ def apply(data: SessionData, lines: list[dict[str, Any]]) -> None:
                 _apply_tokens(data, value)
             elif kind == "removed":
                 for node_id in value:
-                    node = tree.nodes.pop(int(node_id), None)
-                    data.pieces.pop(int(node_id), None)
-                    if node is not None and node.parent is not None:
-                        if node in node.parent.children:
-                            node.parent.children.remove(node)
+                    node = tree.nodes.get(int(node_id))
+                    if node is None or node is tree.root or node.children:
+                        continue  # a merge removes leaves of the path only: keep the rest
+                    del tree.nodes[node.id]
+                    data.pieces.pop(node.id, None)
+                    if node.parent is not None and node in node.parent.children:
+                        node.parent.children.remove(node)
             elif kind == "set":
                 _apply_keys(data, value)
             elif kind == "vocab":
-                data.vocab.update({int(k): str(v) for k, v in value.items()})
-        except (KeyError, TypeError, ValueError, AttributeError):
+                pieces = {int(k): v for k, v in value.items() if isinstance(v, str)}
+                if all(0 <= t < TOKEN_LIMIT for t in pieces):
+                    data.vocab.update(pieces)
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
             continue
     tree._next_id = max(tree.nodes) + 1  # noqa: SLF001 - ids continue after the largest
 
 
 def _apply_node(data: SessionData, state: dict[str, Any]) -> None:
     tree = data.tree
-    node_id = int(state["id"])
-    parent_id = state.get("parent")
-    parent = tree.nodes[int(parent_id)] if parent_id is not None else None
+    node_id, parent_id = state["id"], state.get("parent")
+    if not _whole(node_id) or not (parent_id is None or _whole(parent_id)):
+        return
+    parent = tree.nodes[parent_id] if parent_id is not None else None
     node = tree.nodes.get(node_id)
+    if node is None and parent is None:
+        return  # a second root: not ours
+    if node is not None and (parent is None) != (node is tree.root):
+        return  # the root stays the root
+    if node is not None and parent is not None and _below(parent, node):
+        return  # under itself: no cycles
+    tokens, logprobs, top, pieces = _records(state)
+    origin = Origin(state.get("origin", Origin.USER.value))
+    sampling, meta, seed = state.get("sampling"), state.get("meta") or {}, state.get("seed")
+    if not (sampling is None or isinstance(sampling, dict)) or not isinstance(meta, dict):
+        return
+    if not (seed is None or _whole(seed)):
+        return
+    created = float(state.get("created") or time.time())
     if node is None:
-        if parent is None:
-            return  # a second root: not ours
         node = Node(id=node_id)
         tree.nodes[node_id] = node
     if node.parent is not None and node in node.parent.children:
@@ -237,35 +254,70 @@ def _apply_node(data: SessionData, state: dict[str, Any]) -> None:
         node.parent = parent
         position = max(0, min(int(state.get("position", 0)), len(parent.children)))
         parent.children.insert(position, node)
-    node.origin = Origin(state.get("origin", Origin.USER.value))
+    node.origin = origin
     node.approx = bool(state.get("approx"))
-    node.sampling = state.get("sampling")
-    node.seed = state.get("seed")
-    node.created = float(state.get("created") or time.time())
-    node.meta = dict(state.get("meta") or {})
-    node.tokens = [int(t) for t in state["tokens"]]
-    node.logprobs = list(state["logprobs"])
-    node.top = [None if t is None else [(int(a), float(b)) for a, b in t] for t in state["top"]]
-    data.pieces[node_id] = [str(p) for p in state["pieces"]]
+    node.sampling = sampling
+    node.seed = seed
+    node.created = created
+    node.meta = dict(meta)
+    node.tokens, node.logprobs, node.top = tokens, logprobs, top
+    data.pieces[node_id] = pieces
+
+
+TOKEN_LIMIT = 2**31  # token ids are small: anything else is not a line of ours
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**63
+
+
+def _records(state: dict[str, Any]) -> tuple[list, list, list, list]:
+    """A line's tokens, log-probabilities, alternatives and pieces, checked; raises
+    ``ValueError`` for anything a session file could not hold."""
+    tokens = [int(t) for t in state["tokens"]]
+    logprobs = [None if p is None else float(p) for p in state["logprobs"]]
+    top = [None if t is None else [(int(a), float(b)) for a, b in t] for t in state["top"]]
+    pieces = [p for p in state["pieces"] if isinstance(p, str)]
+    if not len(tokens) == len(logprobs) == len(top) == len(pieces):
+        raise ValueError("records of different lengths")
+    ids = tokens + [a for alternatives in top if alternatives for a, _ in alternatives]
+    if any(not 0 <= t < TOKEN_LIMIT for t in ids):
+        raise ValueError("a token id out of range")
+    return tokens, logprobs, top, pieces
+
+
+def _below(node: Node, ancestor: Node) -> bool:
+    """Whether ``node`` is ``ancestor`` or hangs below it."""
+    seen: Node | None = node
+    while seen is not None:
+        if seen is ancestor:
+            return True
+        seen = seen.parent
+    return False
 
 
 def _apply_tokens(data: SessionData, state: dict[str, Any]) -> None:
     node = data.tree.nodes[int(state["id"])]
     start = int(state["start"])
-    pieces = data.pieces.setdefault(node.id, [])
-    del node.tokens[start:], node.logprobs[start:], node.top[start:], pieces[start:]
-    node.tokens += [int(t) for t in state["tokens"]]
-    node.logprobs += list(state["logprobs"])
-    node.top += [None if t is None else [(int(a), float(b)) for a, b in t] for t in state["top"]]
-    pieces += [str(p) for p in state["pieces"]]
+    tokens, logprobs, top, pieces = _records(state)
+    had = data.pieces.setdefault(node.id, [])
+    if start < 0:
+        return
+    if start > len(node.tokens):
+        return  # a gap: the lines before it are missing
+    del node.tokens[start:], node.logprobs[start:], node.top[start:], had[start:]
+    node.tokens += tokens
+    node.logprobs += logprobs
+    node.top += top
+    had += pieces
 
 
 def _apply_keys(data: SessionData, keys: dict[str, Any]) -> None:
     from loomterm.store.data import Caret, Typed
 
     for key, value in keys.items():
-        if key == "cursor":
-            data.cursor = int(value)
+        if key == "cursor" and _whole(value):
+            data.cursor = value
         elif key in ("settings", "contexts", "models", "model_state") and isinstance(value, dict):
             setattr(data, key, value)
         elif key == "caret":
