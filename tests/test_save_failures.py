@@ -227,3 +227,22 @@ def test_generate_on_a_full_disk_fails_in_one_line_naming_the_journal(tmpfs, tin
     assert third.returncode == 0, third.stderr
     assert " and then " * 800 in store.load(path).path_text()
     assert journal.journal_files(path) == []
+
+
+def test_import_on_a_full_disk_fails_in_one_line_and_leaves_no_file(
+    tmpfs, tiny_llama_dir, tmp_path
+):  # noqa: F811
+    data = tmpfs("data", "size=1m")
+    env = dict(os.environ, LOOMTERM_DATA_DIR=str(data))
+    made = tmp_path / "made.loom"
+    args = ["generate", "-s", str(made), "--model", str(tiny_llama_dir), "--seed", "1"]
+    first = loomterm(*args, "--prompt", " and then " * 400, "--max-new-tokens", "50")
+    assert first.returncode == 0, first.stderr
+    tree = tmp_path / "tree.json"
+    exported = loomterm("export", str(made), "--format", "json", "-o", str(tree))
+    assert exported.returncode == 0, exported.stderr
+    fill(data, leave=64 * 1024)
+    result = loomterm("import", str(tree), "--name", "copy", env=env)
+    line = one_clear_line(result)
+    assert "full" in line or "space" in line
+    assert not list((data / "sessions").glob("copy*.loom*"))  # nothing half-written left
