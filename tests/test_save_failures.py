@@ -230,8 +230,10 @@ def test_generate_on_a_full_disk_fails_in_one_line_naming_the_journal(tmpfs, tin
 
 
 def test_import_on_a_full_disk_fails_in_one_line_and_leaves_no_file(
-    tmpfs, tiny_llama_dir, tmp_path
-):  # noqa: F811
+    tmpfs,  # noqa: F811
+    tiny_llama_dir,
+    tmp_path,
+):
     data = tmpfs("data", "size=1m")
     env = dict(os.environ, LOOMTERM_DATA_DIR=str(data))
     made = tmp_path / "made.loom"
