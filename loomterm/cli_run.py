@@ -17,6 +17,7 @@ error is one line (``cli.main`` prints :class:`~loomterm.errors.LoomError`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 from pathlib import Path
@@ -55,22 +56,28 @@ def run_editor(args: argparse.Namespace) -> int:
 
     with keys_as_typed():
         opening = plan_opening(args)
-        if opening is not None:
-            return run_opening(*opening)
-        loom, name = open_session(args)
-        from loomterm.session import close_session
+        code = run_opening(*opening) if opening is not None else run_loaded(args)
+    if opening is not None:
+        _leave_abandoned_load(opening[0], code)
+    return code
 
-        app = None
-        try:
-            from loomterm.tui.app import LoomApp
 
-            app = LoomApp(loom, session_name=name)
-            app.run()
-        finally:
-            close_session(loom)
-            if app is not None:
-                _give_up_loading(app)
-                _close_last(app.loom)
+def run_loaded(args: argparse.Namespace) -> int:
+    """The editor on a session whose model is loaded first (see :func:`run_editor`)."""
+    loom, name = open_session(args)
+    from loomterm.session import close_session
+
+    app = None
+    try:
+        from loomterm.tui.app import LoomApp
+
+        app = LoomApp(loom, session_name=name)
+        app.run()
+    finally:
+        close_session(loom)
+        if app is not None:
+            _give_up_loading(app)
+            _close_last(app.loom)
     if app is not None:
         _say_where_it_ended(loom, app.loom)
     return 0
@@ -127,22 +134,43 @@ def run_opening(opening: SessionOpening, name: str) -> int:
     from loomterm.session import close_session
     from loomterm.tui.app import LoomApp
 
+    opening.reserve()  # a new session's file now: typing during the load is saved
     app = LoomApp(opening.preview(), session_name=name, opening=opening)
     try:
         app.run()
     finally:
         opening.close()  # the model never came: the file's lock is given back
+        if opening.unused:
+            from loomterm.tui.sessions import delete
+
+            with contextlib.suppress(OSError, LoomError):
+                delete(opening.path)  # made for typing that never came: no empty session
         _give_up_loading(app)
         if opening.loom is not None:
             close_session(opening.loom)
             _close_last(app.loom)  # type: ignore[arg-type]  # the real Loom by now
     if app.load_error is not None:
+        if opening.typed is not None and opening.typed.text and opening.path.exists():
+            print(f"loomterm: what you typed is kept in session {opening.path}", file=sys.stderr)
         raise app.load_error
     if opening.loom is not None:
         kind = "new session" if opening.new else "session"
         print(f"loomterm: {kind} {opening.path}", file=sys.stderr)
         _say_where_it_ended(opening.loom, app.loom)  # type: ignore[arg-type]
     return 0
+
+
+def _leave_abandoned_load(opening: SessionOpening, code: int) -> None:
+    """The editor quit while its model loaded: everything is saved and closed, but the
+    load's thread may be deep in a download, a conversion or a connection that never
+    answers. Leave now rather than wait for it (its caches are written to temporary
+    names and renamed into place, so a load cut short leaves none half-written)."""
+    if opening.still_loading:
+        import os
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
 
 
 def _give_up_loading(app) -> None:

@@ -7,6 +7,7 @@ their files apart from a user's.
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 from platformdirs import user_cache_dir, user_config_dir, user_data_dir, user_documents_dir
@@ -48,6 +49,19 @@ def documents_dir() -> Path:
         return Path(given).expanduser()
     folder = Path(user_documents_dir())
     return folder if folder.is_dir() else Path.home()
+
+
+def journal_dirs() -> list[Path]:
+    """Where changes a session file could not take are kept (``loomterm.store.journal``),
+    first to last: beside the data folder (so a data folder made read-only or removed
+    does not take it along), then in the temporary folder (most often another file
+    system than a full one). Not created here."""
+    data = Path(os.environ.get("LOOMTERM_DATA_DIR") or user_data_dir(APP_NAME))
+    user = os.getuid() if hasattr(os, "getuid") else 0
+    return [
+        data.parent / f"{data.name}-journal",
+        Path(tempfile.gettempdir()) / f"loomterm-journal-{user}",
+    ]
 
 
 def sessions_dir() -> Path:

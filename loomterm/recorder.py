@@ -2,6 +2,12 @@
 
 Generated tokens are buffered and written at least every ``FLUSH_INTERVAL`` seconds;
 everything else is written at once, one transaction per change.
+
+A write that fails (a full disk, a folder made read-only or removed) never stops the
+work and never loses it: every change from then on is kept in memory (the live tree)
+and appended to a journal (``loomterm.store.journal``), the writes are retried with a
+growing delay (``RETRY_DELAYS``), and once one succeeds the whole session is written
+and the journal deleted. Whoever shows the state hears it (:meth:`watch`).
 """
 
 from __future__ import annotations
@@ -11,20 +17,44 @@ import threading
 import time
 import warnings
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from loomterm.engine.text import PieceMaker
-from loomterm.errors import LoomError
+from loomterm.errors import LoomError, SessionError
 from loomterm.kv_snapshot import save_kv_snapshot
-from loomterm.store import Caret, SessionStore
+from loomterm.store import Caret, SessionData, SessionStore, Typed
+from loomterm.store.journal import Journal, node_state, token_state
 from loomterm.tree import Node
 
 if TYPE_CHECKING:
     from loomterm.engine import Loom
 
 FLUSH_INTERVAL = 0.5  # seconds: generated tokens reach the disk at least this often
+RETRY_DELAYS = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)  # seconds between tries of a failed save
+
+
+@dataclass(frozen=True)
+class SaveState:
+    """Whether a session's changes reach its file (what the status bar shows).
+
+    Attributes:
+        error: Why the file cannot be written now ("" while it can).
+        journal: Where the changes are kept meanwhile (None: in memory only).
+        journal_error: Why the journal could not be written either ("" when it could).
+        retry_at: ``time.monotonic()`` of the next try (None when none is due).
+    """
+
+    error: str = ""
+    journal: Path | None = None
+    journal_error: str = ""
+    retry_at: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.error
 
 
 def alternative_ids(nodes: Iterable[Node], start: dict[int, int] | None = None) -> set[int]:
@@ -49,8 +79,12 @@ class SessionRecorder:
     transaction per change.
 
     A write that fails (disk full...) does not break the engine mid-generation: the
-    error is kept in :attr:`error`, reported once as a warning, and raised by the next
-    :meth:`flush` or :meth:`close`.
+    error is kept in :attr:`error` (reported once as a warning, and to :meth:`watch`
+    listeners), every change from then on goes to the :attr:`journal`, and the write is
+    tried again with a growing delay; once it succeeds the whole session is written,
+    :attr:`error` is None again and the journal is deleted. :meth:`close` tries a last
+    time and raises the error when even that fails (the journal stays, and is replayed
+    into the file when it is next opened).
 
     Attributes:
         path: The session file.
@@ -66,6 +100,7 @@ class SessionRecorder:
         pieces: PieceMaker | None = None,
         kv_snapshot: bool = False,
         caret: Caret | None = None,
+        typed: Typed | None = None,
     ) -> None:
         self.loom = loom
         self.store = store
@@ -81,6 +116,14 @@ class SessionRecorder:
         self._timer: threading.Timer | None = None
         self._closed = False
         self._caret = caret  # the caret the file holds (not written again)
+        self.typed = typed  # text typed before the model read it, as the file holds it
+        self.journal = Journal(self.path)
+        self._journal_error = ""
+        self._journaled: dict[int, int] = {}  # node id -> tokens in the journal
+        self._retry: threading.Timer | None = None
+        self._retry_at: float | None = None
+        self._tries = 0
+        self._watchers: list[Callable[[SaveState], None]] = []
         if store is not None:
             self._stored = {node.id: len(node.tokens) for node in loom.tree.nodes.values()}
             self._vocab = set(store.known_vocab())
@@ -88,13 +131,25 @@ class SessionRecorder:
 
     # -- events -----------------------------------------------------------------------
     def __call__(self, event: str, node: Node | None) -> None:
-        if self._closed or self.read_only or self.error is not None:
+        if self._closed or self.read_only:
             return
         with self._lock:
-            try:
-                self._handle(event, node)
-            except LoomError as exc:
-                self._fail(exc)
+            if self.error is None:
+                try:
+                    if event != "tokens":  # a token is checked at its flush
+                        self._check_file()
+                    self._handle(event, node)
+                    return
+                except LoomError as exc:
+                    self._fail(exc)
+            self._keep(event, node)
+
+    def _check_file(self) -> None:
+        """SQLite writes on into a file that was removed (or whose folder was): that
+        would lose everything at close, so it counts as a failed write."""
+        assert self.store is not None
+        if self.store.missing():
+            raise SessionError(f"session file {self.path} was removed")
 
     def _handle(self, event: str, node: Node | None) -> None:
         store = self.store
@@ -102,6 +157,7 @@ class SessionRecorder:
         if event == "tokens" and node is not None:
             self._pending[node.id] = node
             if time.monotonic() - self._last_flush >= FLUSH_INTERVAL:
+                self._check_file()
                 self._flush()
             elif self._timer is None:
                 self._timer = threading.Timer(FLUSH_INTERVAL, self._timed_flush)
@@ -162,30 +218,255 @@ class SessionRecorder:
 
         Not a Loom event: the editor reports it when it settles (debounced), and at
         quit and session switch, so a caret moved within that delay before a hard kill
-        is lost. A failed write stops saving like any other (:attr:`error`)."""
+        is lost. A failed write is kept and retried like any other (:attr:`error`)."""
         with self._lock:
-            if self._closed or self.read_only or self.error is not None or caret == self._caret:
+            if self._closed or self.read_only or caret == self._caret:
                 return
+            self._write_key("caret", caret.as_json(), lambda: self.store.set_caret(caret))  # type: ignore[union-attr]
+            self._caret = caret
+
+    def keep_typed(self, typed: Typed | None) -> None:
+        """Write (or, None, drop) the text typed before the model read it
+        (``loomterm.store.Typed``); nothing when the file already says so."""
+        with self._lock:
+            if self._closed or self.read_only or typed == self.typed:
+                return
+            value = typed.as_json() if typed is not None else None
+            self._write_key("typed", value, lambda: self.store.set_typed(typed))  # type: ignore[union-attr]
+            self.typed = typed
+
+    def _write_key(self, key: str, value: object, write: Callable[[], None]) -> None:
+        if self.error is None:
             try:
-                assert self.store is not None
-                self.store.set_caret(caret)
-                self._caret = caret
+                self._check_file()
+                write()
+                return
             except LoomError as exc:
                 self._fail(exc)
+        self._journal("set", {key: value})
 
     def _timed_flush(self) -> None:
         with self._lock:
             self._timer = None
-            if self._closed or self.error is not None:
+            if self._closed:
+                return
+            if self.error is not None:
+                self._keep_pending()
                 return
             try:
+                self._check_file()
                 self._flush()
             except LoomError as exc:
                 self._fail(exc)
+                self._keep_pending()
 
+    # -- when the file cannot be written -----------------------------------------------
     def _fail(self, exc: LoomError) -> None:
+        """The file refused a write: keep everything it lacks in the journal, and try
+        again later."""
+        first = self.error is None
         self.error = exc
-        warnings.warn(f"session {self.path.name} is no longer being saved: {exc}", stacklevel=3)
+        if first:
+            warnings.warn(
+                f"session {self.path.name} cannot be saved now ({exc}); changes are kept "
+                "and saved again once it can be written",
+                stacklevel=3,
+            )
+            self._journaled = dict(self._stored)
+            # What the file lacks: tokens not written yet, and the change that failed
+            # (its node's whole state, whatever part of it reached the file).
+            for each in list(self.loom.tree.nodes.values()):
+                if each.id in self._pending or self._stored.get(each.id) != len(each.tokens):
+                    self._journal_node(each)
+            self._pending.clear()
+        self._schedule_retry()
+        self._tell()
+
+    def carry_on_failing(self, journal: Journal, error: LoomError) -> None:
+        """The file refused a write before this recorder existed (typing while the
+        model loaded), kept in ``journal``: adopt it, and write the whole session (and
+        delete the journal) at the next try that works."""
+        with self._lock:
+            self.journal = journal
+            if self.error is None:
+                self._fail(error)
+
+    def _keep(self, event: str, node: Node | None) -> None:
+        """Journal one change (the file cannot take it now)."""
+        loom = self.loom
+        if event == "tokens" and node is not None:
+            self._pending[node.id] = node
+            if self._timer is None:
+                self._timer = threading.Timer(FLUSH_INTERVAL, self._timed_flush)
+                self._timer.daemon = True
+                self._timer.start()
+        elif event == "done":
+            self._keep_pending()
+        elif event == "merge" and node is not None:
+            gone = [i for i in self._stored if i not in loom.tree.nodes]
+            gone += [i for i in self._journaled if i not in loom.tree.nodes and i not in gone]
+            for i in gone:
+                self._stored.pop(i, None)
+                self._journaled.pop(i, None)
+            self._journal("removed", gone)
+            self._journal_node(node)
+        elif event == "split" and node is not None:
+            self._journal_node(node)
+            self._journal_node(node.children[0])
+        elif event == "move" and node is not None and node.parent is not None:
+            for sibling in node.parent.children:  # their places changed
+                self._journal_node(sibling)
+        elif node is not None and event in ("add", "rewrite", "update", "records"):
+            self._pending.pop(node.id, None)
+            self._journal_node(node)
+        elif event == "cursor" and node is not None:
+            self._journal("set", {"cursor": node.id})
+        elif event == "settings":
+            self._journal("set", {"settings": loom.settings.as_dict()})
+        elif event == "models":
+            self._journal("set", {"models": loom.model_table, "model_state": loom.model_state})
+        elif event == "contexts":
+            self._journal("set", {"contexts": loom.contexts.versions.as_dict()})
+
+    def _keep_pending(self) -> None:
+        """Journal the tokens generated since the last line."""
+        pending, self._pending = self._pending, {}
+        for node in pending.values():
+            end = min(len(node.tokens), len(node.logprobs), len(node.top))
+            start = self._journaled.get(node.id, 0)
+            if end > start:
+                pieces = self._pieces.node_pieces(node, start, end)
+                self._journal("tokens", token_state(node, start, end, pieces))
+                self._journal_vocab([node], {node.id: start})
+                self._journaled[node.id] = end
+            elif end < start:
+                self._journal_node(node)
+
+    def _journal_node(self, node: Node) -> None:
+        end = min(len(node.tokens), len(node.logprobs), len(node.top))
+        state = node_state(node, self._pieces.node_pieces(node, 0, end))
+        del state["tokens"][end:], state["logprobs"][end:], state["top"][end:]
+        self._journal("node", state)
+        self._journal_vocab([node])
+        self._journaled[node.id] = end
+
+    def _journal_vocab(self, nodes: list[Node], start: dict[int, int] | None = None) -> None:
+        new = alternative_ids(nodes, start) - self._vocab
+        if new:
+            self._journal("vocab", {t: self._pieces.piece(t) for t in new})
+            self._vocab |= new
+
+    def _journal(self, kind: str, value: object) -> None:
+        try:
+            self.journal.write(kind, value)
+        except OSError as exc:
+            # Nowhere on disk: the live tree still holds it all, written at the next try.
+            if not self._journal_error:
+                self._journal_error = exc.strerror or str(exc)
+                self._tell()
+            return
+        if self._journal_error:
+            self._journal_error = ""
+            self._tell()
+
+    def _schedule_retry(self) -> None:
+        if self._closed or self._retry is not None:
+            return
+        delay = RETRY_DELAYS[min(self._tries, len(RETRY_DELAYS) - 1)]
+        self._tries += 1
+        self._retry_at = time.monotonic() + delay
+        self._retry = threading.Timer(delay, self._retry_now)
+        self._retry.daemon = True
+        self._retry.start()
+
+    def _retry_now(self) -> None:
+        # The Loom's lock first, as the engine takes it before it tells the recorder.
+        with self.loom.exclusive(), self._lock:
+            self._retry = None
+            self._retry_at = None
+            if self._closed or self.error is None:
+                return
+            self.try_again()
+
+    def try_again(self) -> bool:
+        """Write the whole session now (the file failed before); True when it worked.
+        Called by the retry timer, by :meth:`close`, and by whoever wants it now."""
+        with self._lock:
+            if self.error is None or self._closed:
+                return self.error is None
+            try:
+                self._write_whole()
+            except LoomError as exc:
+                self.error = exc
+                self._schedule_retry()
+                self._tell()
+                return False
+            self.error = None
+            self._tries = 0
+            self._pending.clear()
+            self._journaled.clear()
+            self._stored = {n.id: len(n.tokens) for n in self.loom.tree.nodes.values()}
+            self.journal.discard()
+            if self._retry is not None:
+                self._retry.cancel()
+                self._retry = None
+                self._retry_at = None
+            self._tell()
+            return True
+
+    def _write_whole(self) -> None:
+        """Everything the live session holds, over what the file holds, in one
+        transaction; a file that was removed is made again (and its folder)."""
+        loom, store = self.loom, self.store
+        assert store is not None
+        nodes = list(loom.tree.nodes.values())
+        pieces = {node.id: self._pieces.node_pieces(node) for node in nodes}
+        data = SessionData(
+            tree=loom.tree,
+            pieces=pieces,
+            cursor=loom.cursor.id,
+            settings=loom.settings.as_dict(),
+            contexts=loom.contexts.versions.as_dict(),
+            vocab={t: self._pieces.piece(t) for t in alternative_ids(nodes)},
+            models=loom.model_table,
+            model_state=loom.model_state,
+            caret=self._caret,
+            typed=self.typed,
+        )
+        if store.missing():
+            from loomterm.model_identity import model_record
+
+            record = model_record(loom)
+            store.close()
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                store = SessionStore.create(self.path, model=record, settings=data.settings)
+            except OSError as exc:
+                raise SessionError(f"cannot write session {self.path}: {exc.strerror}") from None
+            self.store = store
+        store.write_data(data)
+        self._vocab = set(data.vocab)
+
+    def watch(self, listener: Callable[[SaveState], None]) -> None:
+        """Call ``listener(state)`` (from any thread) whenever saving fails, is tried
+        again, or works again."""
+        self._watchers.append(listener)
+
+    @property
+    def state(self) -> SaveState:
+        """Whether the changes reach the file now (:class:`SaveState`)."""
+        if self.error is None:
+            return SaveState()
+        text = str(self.error).splitlines()[0] if str(self.error) else "write failed"
+        return SaveState(text, self.journal.where, self._journal_error, self._retry_at)
+
+    def _tell(self) -> None:
+        state = self.state
+        for listener in list(self._watchers):
+            try:
+                listener(state)
+            except Exception:  # noqa: BLE001 - a listener's fault is not the save's
+                pass
 
     # -- writing ----------------------------------------------------------------------
     def _flush(self) -> None:
@@ -220,21 +501,47 @@ class SessionRecorder:
             self._vocab |= new
 
     def flush(self) -> None:
-        """Write buffered tokens now; raise the error that stopped saving, if any."""
+        """Write buffered tokens now; raise the error that keeps the file from being
+        written, if any (the changes are kept: see :attr:`journal`)."""
         with self._lock:
             if self.error is not None:
-                raise self.error
+                self._keep_pending()
+                if not self.try_again():
+                    raise self.error
             if not self._closed and not self.read_only:
-                self._flush()
+                try:
+                    self._flush()
+                except LoomError as exc:
+                    self._fail(exc)
+                    self._keep_pending()
+                    raise
 
-    def close(self) -> None:
-        """Flush, write the KV snapshot if asked for, and release the file."""
+    def close(self, quiet: bool = False) -> None:
+        """Flush, write the KV snapshot if asked for, and release the file. A file that
+        still cannot be written is tried once more; then the error is raised (unless
+        ``quiet``) and the journal stays, to be replayed when it is next opened."""
         with self._lock:
             if self._closed:
                 return
+            if self._retry is not None:
+                self._retry.cancel()
+                self._retry = None
+            if not self.read_only and self.error is not None:
+                self._keep_pending()
+                self.try_again()
+            if not self.read_only and self.error is None:
+                try:
+                    self._check_file()
+                    self._flush()
+                except LoomError as exc:
+                    self._fail(exc)
+                    self._keep_pending()
+                    self.try_again()
+            if self._retry is not None:
+                self._retry.cancel()
+                self._retry = None
             try:
                 if not self.read_only and self.error is None:
-                    self._flush()
                     wanted = self.kv_snapshot or self.loom.settings.kv_snapshot
                     if wanted and self.loom.capabilities.node_kv:  # a server keeps its own
                         try:
@@ -247,8 +554,10 @@ class SessionRecorder:
                 if self.store is not None:
                     self.store.close()
                 _open_recorders.discard(self)
-        if self.error is not None:
-            raise self.error
+        if self.error is not None and not quiet:
+            where = self.journal.where
+            kept = f"; changes are kept in {where}" if where is not None else ""
+            raise SessionError(f"{self.error}{kept}") from None
 
     @property
     def closed(self) -> bool:

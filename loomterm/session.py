@@ -39,6 +39,7 @@ from loomterm.store import (
     SessionData,
     SessionStore,
     SessionSummary,
+    Typed,
 )
 
 if TYPE_CHECKING:
@@ -139,6 +140,20 @@ def record_export_folder(loom: Loom, folder: str) -> None:
         pass
 
 
+def typed_before_load(loom: Loom) -> Typed | None:
+    """Text typed into ``loom``'s session before its model read it (the editor puts it
+    back on the screen), if its file keeps any."""
+    session = session_of(loom)
+    return session.recorder.typed if session is not None else None
+
+
+def typed_read(loom: Loom) -> None:
+    """The model has read the typed text into the tree: the file need not keep it."""
+    session = session_of(loom)
+    if session is not None and session.recorder.typed is not None:
+        session.recorder.keep_typed(None)
+
+
 def close_session(loom: Loom) -> None:
     """Detach ``loom`` from its file: flush, snapshot if asked, release the lock."""
     session = session_of(loom)
@@ -224,9 +239,8 @@ class Session:
                     current.recorder.kv_snapshot = True
                     save_kv_snapshot(loom, path)
                 return current
-        if current is not None:
-            current.close()
         with loom.exclusive():
+            existed = path.exists()
             store = SessionStore.create(
                 path, model=model_record(loom), settings=loom.settings.as_dict(), overwrite=True
             )
@@ -241,7 +255,14 @@ class Session:
                     store.set_contexts(loom.contexts.versions.as_dict())
             except BaseException:
                 store.close()
+                if not existed:  # a file without its tree would only block the name
+                    for leftover in (path, *(path.with_name(path.name + s) for s in SIDES)):
+                        leftover.unlink(missing_ok=True)
                 raise
+            if current is not None:
+                # The old file is let go only now that this one holds everything; it may
+                # be the one that cannot be written (saving elsewhere): its journal stays.
+                current.recorder.close(quiet=True)
             session = cls(loom, SessionRecorder(loom, store, path, pieces, kv_snapshot))
         if kv_snapshot:
             save_kv_snapshot(loom, path)
@@ -265,7 +286,9 @@ class Session:
         path, store, data = opened.path, opened.store, opened.data
         try:
             loaded, remote = _model_for(data, path, how)
-            matches = same_model(data.model.get("fingerprint"), loaded.fingerprint)
+            # A session made while its model loaded holds no token yet: it is this model's.
+            bind = is_provisional(data)
+            matches = bind or same_model(data.model.get("fingerprint"), loaded.fingerprint)
             if not matches and not (how.retokenize or how.read_only):
                 raise mismatch_error(data.name, data.model, loaded)
             if remote:
@@ -275,6 +298,10 @@ class Session:
             if not matches:
                 data = _retokenize_file(data, loaded, pieces, store, path)
             loom = _loom_for(data, loaded, remote, how, path)
+            if bind and store is not None:
+                store.write_tree(
+                    data.tree, pieces.node_pieces, data.cursor_node, model_record(loom)
+                )
             restored = matches and _restore_kv(loom, path, how.kv_snapshot)
             if how.reattach:
                 from loomterm.session_models import reattach_models
@@ -285,7 +312,9 @@ class Session:
                 store.close()
             raise
         kv_snapshot = bool(how.kv_snapshot) or restored
-        recorder = SessionRecorder(loom, store, path, pieces, kv_snapshot, caret=data.caret)
+        recorder = SessionRecorder(
+            loom, store, path, pieces, kv_snapshot, caret=data.caret, typed=data.typed
+        )
         session = cls(loom, recorder)
         state_changed = how.reattach and loom.model_state != data.model_state
         if store is not None and (loom.model_table != data.models or state_changed):
@@ -345,6 +374,37 @@ class OpenOptions:
     backend: str = "auto"
     threads: int | None = None
     opened: OpenedFile | None = None
+
+
+SIDES = ("-wal", "-shm")  # SQLite's files beside a session's
+
+
+def save_elsewhere(loom: Loom, target: str | os.PathLike) -> Path:
+    """Write ``loom``'s whole session to ``target`` (a session name or a path; nothing
+    may be there yet), which records it from then on: the way out when its own file
+    cannot be written (the old file keeps its journal, replayed when it is next
+    opened). Raises ``SessionError`` with the reason when ``target`` cannot be written
+    either; the session goes on as it was."""
+    path = session_path(target)
+    if path.exists():
+        raise SessionError(f"{path} exists already: choose another name or path")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SessionError(f"cannot write {path}: {exc.strerror or exc}") from None
+    try:
+        Session.create(loom, path)
+    except OSError as exc:
+        raise SessionError(f"cannot write {path}: {exc.strerror or exc}") from None
+    return path
+
+
+def is_provisional(data: SessionData) -> bool:
+    """A session file made before its model was there (``SessionOpening.reserve``): its
+    model record names a source but no fingerprint, and no token is in the tree yet."""
+    return bool(data.model.get("provisional")) and not any(
+        node.tokens for node in data.tree.nodes.values()
+    )
 
 
 def _model_for(data: SessionData, path: Path, how: OpenOptions) -> tuple[Any, bool]:
@@ -675,6 +735,7 @@ __all__ = [
     "resolve_session",
     "retokenized",
     "same_model",
+    "save_elsewhere",
     "saved_caret",
     "saved_export_folder",
     "save_kv_snapshot",

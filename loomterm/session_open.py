@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from loomterm.errors import LoomError
 from loomterm.settings import EngineOptions, Settings
+from loomterm.store.data import Typed
 from loomterm.tree import Tree
 
 if TYPE_CHECKING:
@@ -35,6 +37,13 @@ LOADING = "model loading\u2026"
 
 class ModelLoading(LoomError):
     """Work that needs the model was asked for before it finished loading."""
+
+
+class LoadAbandoned(LoomError):
+    """The editor quit (or went elsewhere) while the model loaded: the load was left."""
+
+    def __init__(self) -> None:
+        super().__init__("the model's load was abandoned")
 
 
 @dataclass(frozen=True)
@@ -290,10 +299,144 @@ class SessionOpening:
         self.attach = attach
         self.loom: Loom | None = None
         self._preview: PreviewLoom | None = None
+        self.reserved = False  # the file was made before the model came (``reserve``)
+        self._abandoned = threading.Event()
+        self._commit = threading.Lock()  # the Loom handed over, or the load abandoned
+        self._thread: threading.Thread | None = None
+        self._typed_lock = threading.Lock()
+        self._journal: Any = None  # where typing goes when the file refuses it
+        self._refused: LoomError | None = None  # why it did
+        self._typed: Typed | None = opened.data.typed if opened is not None else None
 
     @property
     def new(self) -> bool:
-        return self.opened is None
+        return self.opened is None or self.reserved
+
+    # -- before the model: the file, and what is typed meanwhile ----------------------
+    def reserve(self) -> None:
+        """Make a new session's file now, before its model is there, so that what is
+        typed while it loads is saved (:meth:`record_typed`) whatever happens to the
+        load: a kill, a model that fails, a server that never answers. The file names
+        the model it waits for (``provisional``: no fingerprint, no token); the first
+        model to open it binds it (``Session.open``). A read-only start or a session
+        that exists is left as it is. Raises ``SessionError`` when the file cannot be
+        made (a read-only or full disk): said before anything is typed."""
+        if self.opened is not None or self.read_only:
+            return
+        from loomterm.engine.models.source import DEFAULT_MODEL_NAME
+        from loomterm.session import OpenedFile
+        from loomterm.store import SessionStore
+
+        preview = self.preview()
+        record: dict[str, Any] = {
+            "name": preview.runner.name,
+            "source": self.options.model or DEFAULT_MODEL_NAME,
+            "provisional": True,
+        }
+        if self.options.backend == "llama.cpp":
+            record["backend"] = "llama.cpp"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        store = SessionStore.create(self.path, model=record, settings=preview.settings.as_dict())
+        try:
+            store.write_tree(preview.tree, lambda node: [], preview.tree.root)
+            data = store.read()
+        except BaseException:
+            store.close()
+            self.path.unlink(missing_ok=True)
+            raise
+        data.tree = preview.tree  # the very tree the editor shows (same ids)
+        self.opened = OpenedFile(self.path, store, data)
+        self.reserved = True
+
+    def record_typed(self, node: int, text: str) -> None:
+        """Keep ``text`` (the document, built on node ``node``'s path), typed before the
+        model could read it, in the session file; raises ``LoomError`` when it cannot be
+        written. Nothing for a read-only session."""
+        from loomterm.session import session_of
+
+        typed = Typed(node, text)
+        with self._typed_lock:
+            session = session_of(self.loom) if self.loom is not None else None
+            if session is not None:
+                session.recorder.keep_typed(typed)
+                if session.recorder.error is not None:
+                    raise session.recorder.error
+            elif self.opened is not None and self.opened.store is not None:
+                if typed != self._typed:
+                    self._typed = typed
+                    self._write_typed(self.opened.store, typed)
+            self._typed = typed
+
+    def _write_typed(self, store: Any, typed: Typed) -> None:
+        """Into the file, else into the session's journal (replayed when it is next
+        opened); raises the file's error either way, for the editor to show."""
+        from loomterm.store.journal import Journal
+
+        try:
+            store.set_typed(typed)
+        except LoomError as exc:
+            if self._journal is None:
+                self._journal = Journal(self.path)
+            self._refused = exc
+            try:
+                where = self._journal.write("set", {"typed": typed.as_json()})
+            except OSError:
+                raise exc from None
+            raise LoomError(f"{exc}; the typing is kept in {where}") from None
+
+    @property
+    def typed(self) -> Typed | None:
+        """What the file keeps of the text typed before the model read it."""
+        return self._typed
+
+    # -- the load, which may be abandoned ---------------------------------------------
+    def abandon(self) -> None:
+        """Leave the load (the editor quits): :meth:`finish_in_background` returns at
+        once, a load still running stops at its next progress report, and one that
+        ends anyway closes its session instead of handing it over."""
+        with self._commit:
+            self._abandoned.set()
+
+    @property
+    def still_loading(self) -> bool:
+        """A load left by :meth:`abandon` is still running on its thread."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def finish_in_background(self, progress: ProgressCallback | None = None) -> Loom:
+        """:meth:`finish` on a daemon thread, waited for here: raises
+        :class:`LoadAbandoned` within 50 ms of :meth:`abandon`, however long the load
+        itself takes to notice (a server that never answers, a long conversion, which
+        writes to a temporary folder and renames it, so leaving it harms no cache)."""
+        outcome: dict[str, Any] = {}
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                outcome["loom"] = self.finish(progress)
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+                outcome["error"] = exc
+            finally:
+                done.set()
+
+        self._thread = threading.Thread(target=run, name="loomterm-load", daemon=True)
+        self._thread.start()
+        while not done.wait(0.05):
+            if self._abandoned.is_set():
+                raise LoadAbandoned()
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["loom"]
+
+    def _checked(self, progress: ProgressCallback | None) -> ProgressCallback:
+        """``progress``, stopping the load at its next report once it is abandoned."""
+
+        def report(stage: str, done: int, total: int | None) -> None:
+            if self._abandoned.is_set():
+                raise LoadAbandoned()
+            if progress is not None:
+                progress(stage, done, total)
+
+        return report
 
     def preview(self) -> PreviewLoom:
         """The tree to show now (made once)."""
@@ -334,30 +477,44 @@ class SessionOpening:
     def finish(self, progress: ProgressCallback | None = None) -> Loom:
         """Load the model and make the real Loom over the previewed tree (heavy: run it
         off the UI thread). Raises what opening raises (``LoomError``)."""
+        from loomterm.session import close_session
+
+        progress = self._checked(progress)
         import_engine(progress)
         if self.opened is None:
             loom = self._create(progress)
         else:
             from loomterm.session import Session
 
-            loom = Session.open(
+            session = Session.open(
                 self.opened.path,
                 **self.options.load_kwargs(),
                 progress=progress,
                 read_only=self.read_only,
                 reattach=True,
                 opened=self.opened,
-            ).loom
-            self.opened = None  # the Session owns the file now
+            )
+            loom = session.loom
+            with self._typed_lock:
+                self.opened = None  # the Session owns the file now
+                session.recorder.typed = self._typed  # what was typed while it loaded
+                if self._journal is not None and self._refused is not None:
+                    # The file refused the typing: the recorder writes it all when it can.
+                    session.recorder.carry_on_failing(self._journal, self._refused)
             try:
+                if self.reserved and self.prepare is not None:
+                    self.prepare(loom)  # a new session's starting samplers
+                    session.recorder("settings", None)
                 if self.attach is not None:
                     self.attach(loom, progress)
             except BaseException:
-                from loomterm.session import close_session
-
                 close_session(loom)
                 raise
-        self.loom = loom
+        with self._commit, self._typed_lock:
+            if self._abandoned.is_set():
+                close_session(loom)
+                raise LoadAbandoned()
+            self.loom = loom
         return loom
 
     def _create(self, progress: ProgressCallback | None) -> Loom:
@@ -400,6 +557,13 @@ class SessionOpening:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         save_loom(loom, self.path)
         return loom
+
+    @property
+    def unused(self) -> bool:
+        """A file made by :meth:`reserve` that the model never came to and nothing was
+        typed into: nothing to keep (the caller deletes it, as an empty session)."""
+        typed = self._typed
+        return self.reserved and self.loom is None and (typed is None or not typed.text)
 
     def close(self) -> None:
         """Give the file back if the model never came (the editor quit first, or the

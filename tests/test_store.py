@@ -450,7 +450,8 @@ def test_a_failing_disk_does_not_break_generation_and_is_reported(loom, tmp_path
         raise SessionError("cannot write session full.loom: database or disk is full")
 
     monkeypatch.setattr(recorder.store, "append_tokens", disk_full)
-    with pytest.warns(UserWarning, match="no longer being saved"):
+    monkeypatch.setattr(recorder.store, "write_data", disk_full)  # the retries fail too
+    with pytest.warns(UserWarning, match="cannot be saved now"):
         node = loom.generate(prompt, 3, temperature=0.0)[0]
     assert len(node.tokens) == 3  # the generation was not cut short
     more = loom.generate(node, 3, temperature=0.0)[0]  # and generating carries on

@@ -6,7 +6,8 @@ Each module owns one thing:
 - :mod:`~loomterm.store.schema`: the tables, schema version, file marks and migrations;
 - :mod:`~loomterm.store.encoding`: packing token ids, alternatives and JSON values;
 - :mod:`~loomterm.store.data`: :class:`SessionData`, a session in memory (and
-  :class:`Caret`, where the editor's caret was);
+  :class:`Caret`, where the editor's caret was, and :class:`Typed`, text typed before
+  the model read it);
 - :mod:`~loomterm.store.errors`: the errors raised, and the damaged-file message;
 - :mod:`~loomterm.store.lock`: the writer's exclusive lock;
 - :mod:`~loomterm.store.reader`: validating a file read-only (:func:`check_file`) and
@@ -34,7 +35,7 @@ patch :mod:`loomterm.store.schema`, which every module reads them from.
 
 from __future__ import annotations
 
-from loomterm.store.data import Caret, SessionData
+from loomterm.store.data import Caret, SessionData, Typed
 from loomterm.store.encoding import pack_tokens, pack_top, to_json, unpack_top
 from loomterm.store.errors import ModelMismatchError, SessionLockedError
 from loomterm.store.lock import SessionLock
@@ -58,6 +59,7 @@ __all__ = [
     "Caret",
     "ModelMismatchError",
     "SessionData",
+    "Typed",
     "SessionLock",
     "SessionLockedError",
     "SessionStore",

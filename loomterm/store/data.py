@@ -41,6 +41,32 @@ class Caret:
         return cls(node, None if char is None else max(0, char))
 
 
+@dataclass(frozen=True)
+class Typed:
+    """Text the writer typed before the model could read it (the editor takes typing
+    while its model loads): the whole text of the document, built on node ``node``'s
+    path. Kept in the ``session`` table under ``typed`` as ``{"node": id, "text": s}``
+    until the model has read it into the tree, so a kill or a failed load loses none of
+    it; the editor puts it back on the screen when the session is next opened.
+    """
+
+    node: int
+    text: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {"node": self.node, "text": self.text}
+
+    @classmethod
+    def from_json(cls, value: Any) -> Typed | None:
+        """The typed text a stored value describes; None for anything malformed."""
+        if not isinstance(value, dict):
+            return None
+        node, text = value.get("node"), value.get("text")
+        if not _whole(node) or not isinstance(text, str):
+            return None
+        return cls(node, text)
+
+
 def _whole(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -71,6 +97,7 @@ class SessionData:
         name: The session's name (its file stem), or a title.
         caret: Where the editor's caret was (:class:`Caret`), if recorded (files
             written before it was kept have none: the caret goes to the end).
+        typed: Text typed before the model read it (:class:`Typed`), if any.
     """
 
     tree: Tree
@@ -86,6 +113,7 @@ class SessionData:
     models: dict[str, Any] = field(default_factory=dict)
     model_state: dict[str, Any] = field(default_factory=dict)
     caret: Caret | None = None
+    typed: Typed | None = None
 
     @property
     def cursor_node(self) -> Node:

@@ -15,10 +15,11 @@ from typing import Any
 
 from loomterm.errors import SessionError
 from loomterm.store import schema
-from loomterm.store.data import Caret, SessionData
+from loomterm.store.data import Caret, SessionData, Typed
 from loomterm.store.encoding import unpack_top
 from loomterm.store.errors import damaged
 from loomterm.store.guard import check_schema, harden
+from loomterm.store.journal import apply, read_lines
 from loomterm.store.schema import SESSION_SUFFIX
 from loomterm.tree import Node, Origin, Tree
 
@@ -175,10 +176,18 @@ def read_rows(conn: sqlite3.Connection, path: Path) -> SessionData:
         models=info.get("models") or {},
         model_state=info.get("model_state") or {},
         caret=Caret.from_json(info.get("caret")),
+        typed=Typed.from_json(info.get("typed")),
     )
 
 
 def load(path: str | os.PathLike) -> SessionData:
     """Read a whole session without locking it or writing to it (validated as
-    :func:`check_file` does, through the same read-only connection)."""
-    return _read_checked(Path(path))[1]
+    :func:`check_file` does, through the same read-only connection), with the changes
+    a journal keeps for it applied in memory (``loomterm.store.journal``: its file
+    could not take them yet)."""
+    path = Path(path)
+    data = _read_checked(path)[1]
+    lines = read_lines(path)
+    if lines:
+        apply(data, lines)
+    return data

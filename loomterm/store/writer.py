@@ -21,8 +21,8 @@ from typing import Any
 
 from loomterm.atomic import atomic_path
 from loomterm.errors import SessionError
-from loomterm.store import schema
-from loomterm.store.data import Caret, SessionData
+from loomterm.store import journal, schema
+from loomterm.store.data import Caret, SessionData, Typed
 from loomterm.store.encoding import pack_top, to_json
 from loomterm.store.errors import damaged
 from loomterm.store.guard import check_schema, harden
@@ -44,6 +44,12 @@ class SessionStore:
         self._lock = lock
         self._mutex = threading.RLock()
         self._known_vocab: set[int] | None = None
+        self._inode = _inode(path)
+
+    def missing(self) -> bool:
+        """The file this store writes is no longer at its path (removed, or its folder
+        was): SQLite would go on writing into the unlinked file, and lose it all."""
+        return self._inode is None or _inode(self.path) != self._inode
 
     # -- opening ----------------------------------------------------------------------
     @classmethod
@@ -68,7 +74,13 @@ class SessionStore:
         except BaseException:
             lock.release()
             raise
-        return cls(path, conn, lock)
+        store = cls(path, conn, lock)
+        try:
+            replay_journal(store)
+        except BaseException:
+            store.close()
+            raise
+        return store
 
     @classmethod
     def create(
@@ -226,6 +238,34 @@ class SessionStore:
             )
             self._set(conn, "cursor", cursor.id)
 
+    def write_data(self, data: SessionData, model: dict[str, Any] | None = None) -> None:
+        """Write everything ``data`` holds (its tree, pieces, keys and vocab) over what
+        the file holds, in one transaction: a journal's changes, or a whole session
+        kept in memory while its file could not be written. ``model`` replaces the
+        model record."""
+        with self.transaction() as conn:
+            if model is not None:
+                self._set(conn, "model", model)
+            conn.execute("DELETE FROM tokens")
+            conn.execute("DELETE FROM nodes")
+            for node in data.tree.root.walk():
+                self._insert_node(conn, node)
+                self._insert_tokens(conn, node, 0, data.pieces.get(node.id, []))
+            self._set(conn, "cursor", data.cursor)
+            self._set(conn, "settings", data.settings)
+            self._set(conn, "contexts", data.contexts)
+            self._set(conn, "models", data.models)
+            self._set(conn, "model_state", data.model_state)
+            conn.execute("DELETE FROM session WHERE key IN ('caret', 'typed')")
+            if data.caret is not None:
+                self._set(conn, "caret", data.caret.as_json())
+            if data.typed is not None:
+                self._set(conn, "typed", data.typed.as_json())
+            conn.executemany(
+                "INSERT OR REPLACE INTO vocab(token, piece) VALUES (?, ?)", data.vocab.items()
+            )
+            self._known_vocab = None
+
     def add_node(self, node: Node, pieces: list[str]) -> None:
         """A new node (with whatever tokens it already has)."""
         with self.transaction() as conn:
@@ -323,6 +363,15 @@ class SessionStore:
             return json.loads(row[0]) if row is not None else None
         except ValueError:
             return None
+
+    def set_typed(self, typed: Typed | None) -> None:
+        """Keep the text typed before the model read it (``Typed``), or (None) drop it
+        once the tree holds it. Like the caret, a key without a new schema version."""
+        with self.transaction(stamp=typed is not None) as conn:
+            if typed is None:
+                conn.execute("DELETE FROM session WHERE key = 'typed'")
+            else:
+                self._set(conn, "typed", typed.as_json())
 
     def set_settings(self, settings: dict[str, Any]) -> None:
         """Replace the per-session settings."""
@@ -512,6 +561,36 @@ def _remove_leftovers(path: Path) -> None:
 def glob_escape(name: str) -> str:
     """``name`` with glob's special characters taken literally."""
     return "".join(f"[{c}]" if c in "*?[" else c for c in name)
+
+
+def _inode(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino
+
+
+def replay_journal(store: SessionStore) -> int:
+    """Write into ``store`` the changes its journal kept (``loomterm.store.journal``):
+    the program ended while the file could not be written. Returns the lines applied;
+    the journal is deleted once they are in the file. A file that still cannot be
+    written raises ``SessionError`` and keeps the journal for the next open."""
+    lines = journal.read_lines(store.path)
+    if not lines:
+        for leftover in journal.journal_files(store.path):
+            leftover.unlink(missing_ok=True)  # a header only, or torn lines
+        return 0
+    data = store.read()
+    journal.apply(data, lines)
+    try:
+        store.write_data(data)
+    except SessionError as exc:
+        kept = ", ".join(str(p) for p in journal.journal_files(store.path))
+        raise SessionError(f"{exc}; its unsaved changes stay in {kept}") from None
+    for path in journal.journal_files(store.path):
+        path.unlink(missing_ok=True)
+    return len(lines)
 
 
 def write_session(

@@ -38,6 +38,7 @@ from textual.timer import Timer
 from textual.worker import Worker, WorkerState
 
 from loomterm.errors import LoomError, PrefillCancelled
+from loomterm.session_open import LoadAbandoned
 from loomterm.tree import Node
 from loomterm.tui import ops, paste, sessions
 from loomterm.tui.commands import LoomCommands
@@ -49,6 +50,7 @@ from loomterm.tui.controllers.context import Context, ContextAssembled
 from loomterm.tui.controllers.dialogs import Dialogs
 from loomterm.tui.controllers.generation import Generation
 from loomterm.tui.controllers.jobs import ENGINE, Jobs
+from loomterm.tui.controllers.keeping import Keeping, SavedElsewhere, SaveStateChanged
 from loomterm.tui.controllers.lifecycle import Lifecycle
 from loomterm.tui.controllers.looks import Looks
 from loomterm.tui.controllers.models import Models
@@ -185,7 +187,8 @@ class LoomApp(App[None]):
         """One controller per area; each is handed the ones it uses."""
         self.jobs = jobs = Jobs(self)
         self.progress = progress = Progress(self)
-        self.lifecycle = Lifecycle(self, jobs)
+        self.lifecycle = lifecycle = Lifecycle(self, jobs)
+        self.keeping = Keeping(self, jobs, lifecycle)
         self.looks = looks = Looks(self)
         self.presets = Presets(self)
         self.panes = Panes(self)
@@ -256,6 +259,7 @@ class LoomApp(App[None]):
         cursor = self.loom.cursor
         self.doc.show(cursor)
         self.caret.place_saved(cursor)  # where the user left it (else the end)
+        self.keeping.restore()  # text typed before the model read it, kept in the file
         if self.loader is not None:
             self.loader.caret_at_start = self.doc.caret
         self.history.push(Place(cursor, self.doc.caret))
@@ -492,6 +496,9 @@ class LoomApp(App[None]):
     def action_sessions(self) -> None:
         self.sessions.pick()
 
+    def action_save_elsewhere(self) -> None:
+        self.keeping.save_elsewhere()
+
     def action_previous_session(self) -> None:
         self.sessions.back()
 
@@ -627,6 +634,8 @@ class LoomApp(App[None]):
 
     def on_job_failed(self, message: JobFailed) -> None:
         error = message.error
+        if isinstance(error, LoadAbandoned):
+            return  # the editor quit while the model loaded: nothing to say
         if message.label == LOAD_JOB:
             if self.sessions.load_failed(error):
                 return  # a session switched to: back to the one left
@@ -661,6 +670,12 @@ class LoomApp(App[None]):
 
     def on_saved_as(self, message: SavedAs) -> None:
         self.lifecycle.saved_as(message)
+
+    def on_save_state_changed(self, _message: SaveStateChanged) -> None:
+        self.refresh_status_soon()  # the session file failed a write, or took one again
+
+    def on_saved_elsewhere(self, message: SavedElsewhere) -> None:
+        self.keeping.saved_elsewhere(message.path)
 
     def on_tidied(self, message: Tidied) -> None:
         self.tidy.tidied(message)
@@ -750,6 +765,7 @@ class LoomApp(App[None]):
             self.jobs.cancel.set()  # typing over a generation stops it; the typing wins
         self._failed_sync = None
         self.note_change()
+        self.keeping.edited()  # while the model loads: written to the file at once
         doc = self.doc
         if not event.undoing and doc.word_ended():  # a step for undo, as editors coalesce typing
             self.history.push(Place(doc.node or self.loom.root, doc.caret, doc.text))
@@ -802,6 +818,9 @@ class LoomApp(App[None]):
                 if stopped.node is not None:
                     self.post_message(Synced(stopped.node, text))
                 raise
+            from loomterm.session import typed_read
+
+            typed_read(loom)  # the file no longer needs the text typed during a load
             self.post_message(Synced(node, text))
 
         self.jobs.submit("sync", job)
@@ -890,6 +909,7 @@ class LoomApp(App[None]):
             read_only=self.read_only,
             unsaved=self.unsaved,
             place=self.navigation.caret_place(),
+            saving=self.keeping.saving(),
         )
         self.status.show_status(info)
 

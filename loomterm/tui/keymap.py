@@ -483,6 +483,16 @@ ACTIONS: tuple[Action, ...] = (
         "Session",
     ),
     Action(
+        "save_elsewhere",
+        "",
+        "save_elsewhere",
+        "Save session elsewhere",
+        "Write the whole session to another name or path, which records it from then on "
+        "(the way out when its file cannot be written: a full disk, a folder gone).",
+        False,
+        "Session",
+    ),
+    Action(
         "previous_session",
         "",
         "previous_session",

@@ -65,7 +65,8 @@ class StartupLoader:
         app, opening = self.app, self.opening
 
         def job() -> None:
-            loom = opening.finish(progress=app.loading_progress)
+            # On its own thread: quitting abandons it at once (``SessionOpening``).
+            loom = opening.finish_in_background(progress=app.loading_progress)
             app.post_message(ModelReady(loom))
 
         ask_then(app, servers_to_ask(opening), lambda: self.jobs.submit(LOAD_JOB, job))

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from loomterm.tree import Node
     from loomterm.tui.document import DocumentModel
     from loomterm.tui.history import History
+    from loomterm.tui.model_loading import StartupLoader
     from loomterm.tui.ops import TypingRun
     from loomterm.tui.prefs import Prefs
     from loomterm.tui.widgets.branch_tree import BranchTree
@@ -56,6 +57,8 @@ class Editor(Protocol):
     last_export: ExportRequest | None
     """The last export of this editor run: the export dialog opens on its choices."""
     generating: bool
+    loader: StartupLoader | None
+    """While the model loads in the background: what loads it and what waits for it."""
     typing_run: TypingRun
     """The nodes this run of typing writes into (``ops.TypingRun``)."""
     """True from the moment a generation (or weave) is asked for until it has ended."""
@@ -76,6 +79,7 @@ class Editor(Protocol):
     def text_waiting(self) -> bool: ...
     def sync_due(self) -> bool: ...
     def start_sync(self) -> None: ...
+    def sync_now(self) -> None: ...
     def token_text(self, token: int) -> str: ...
     def sync_taken(self, timer: bool) -> None: ...
     def loading_progress(self, stage: str, done: int, total: int | None) -> None: ...

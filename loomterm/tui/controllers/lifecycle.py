@@ -81,6 +81,10 @@ class Lifecycle:
             return
         self.quitting = True
         self.jobs.cancel.set()
+        app = self.app
+        if app.loader is not None and not (app.read_only and app.unsaved):
+            app.keeping.quit_while_loading()  # the typing is written; the load left
+            return
         # ctrl+q is a priority binding: it runs before keys typed just ahead of it have
         # reached the document. Those are applied first, then the engine gets the text.
         self.app.view.after_input(lambda: self.jobs.when_idle(self.finish))

@@ -55,6 +55,7 @@ class StatusInfo:
     read_only: bool = False
     unsaved: bool = False  # a read-only session holds changes that are not saved
     place: str = ""  # where the caret's branch stands: "sibling 2 of 4 · depth 1"
+    saving: str = ""  # why the changes are not reaching the session file, while they are not
 
 
 class StatusBar(Widget):
@@ -113,6 +114,8 @@ def status_layouts(info: StatusInfo) -> list[Content]:
     )
     bar = Content(" \u2502 ")
     head: list[Content] = []
+    if info.saving:  # first of all, for as long as it lasts: the work is not on disk
+        head += [Content.styled(info.saving, "bold $error"), bar]
     if info.read_only:  # always first: nothing typed here is saved
         label = "READ-ONLY \u00b7 changes not saved" if info.unsaved else "READ-ONLY"
         head += [Content.styled(label, "bold $error"), bar]

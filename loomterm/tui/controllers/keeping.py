@@ -1,0 +1,166 @@
+"""Nothing typed is lost: the editor's side of keeping the writer's work.
+
+- While the model loads, the document takes typing that no model can read yet: each
+  edit is written at once into the session file as the text typed
+  (``SessionOpening.record_typed``), so a kill, a model that fails to load or a server
+  that never answers leaves it in a session the writer can reopen.
+- A session opened with such text puts it back on the screen, to be read in by the
+  model as any other typing (the file drops it once the tree holds it).
+- Quitting while the model loads leaves at once: the typing is written, the load is
+  abandoned (``SessionOpening.abandon``), the editor does not wait for it.
+- A session file that cannot be written (a full disk, a folder made read-only or
+  removed) is said in the status bar for as long as it lasts (:meth:`Keeping.saving`),
+  not in a toast: the recorder keeps every change in a journal and tries again
+  (``loomterm.recorder``); "Save session elsewhere" writes it all to another path.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from textual.message import Message
+
+from loomterm.errors import LoomError
+from loomterm.tui.sanitize import safe_line
+
+if TYPE_CHECKING:
+    from loomterm.tui.controllers.editor import Editor
+    from loomterm.tui.controllers.jobs import Jobs
+    from loomterm.tui.controllers.lifecycle import Lifecycle
+
+
+class SaveStateChanged(Message):
+    """The session file failed to take a write, or took one again (any thread)."""
+
+
+class SavedElsewhere(Message):
+    """The session was written to another path, which records it from now on."""
+
+    def __init__(self, path) -> None:
+        super().__init__()
+        self.path = path
+
+
+class Keeping:
+    """Typing kept before the model is there, quitting while it loads, and saving that
+    fails."""
+
+    def __init__(self, app: Editor, jobs: Jobs, lifecycle: Lifecycle) -> None:
+        self.app = app
+        self.jobs = jobs
+        self.lifecycle = lifecycle
+        self.problem = ""  # why the typed text could not be written, if it could not
+        self._heard: set[int] = set()  # ids of the recorders this editor listens to
+
+    def saving(self) -> str:
+        """What the status bar says while the changes do not reach the session file
+        ("" while they do): why, where they are kept meanwhile, and what to do."""
+        from loomterm.session import session_of
+
+        if self.problem:
+            return f"NOT SAVED \u00b7 {safe_line(self.problem)}"
+        session = session_of(self.app.loom)  # type: ignore[arg-type]
+        if session is None or session.read_only:
+            return ""
+        recorder = session.recorder
+        if id(recorder) not in self._heard:
+            self._heard.add(id(recorder))
+            recorder.watch(lambda _state: self.app.post_message(SaveStateChanged()))
+        state = recorder.state
+        if state.ok:
+            return ""
+        if state.journal is not None:
+            kept = f"kept in {state.journal}"
+        else:
+            kept = f"kept in memory only ({state.journal_error})"
+        return (
+            f"NOT SAVED \u00b7 {safe_line(state.error)} \u00b7 {safe_line(kept)} \u00b7 retrying"
+            " \u00b7 ctrl+p: save elsewhere"
+        )
+
+    def save_elsewhere(self) -> None:
+        """Ask for another name or path, and write the whole session there (it is
+        recorded there from then on; the old file keeps its journal)."""
+        from loomterm.tui.widgets.dialogs import NameScreen
+
+        app = self.app
+        title = "Save the whole session to (a session name, or a path such as /mnt/usb/story.loom)"
+        name = f"{app.session_name or 'session'}-saved"
+        app.push_screen(NameScreen(title, name, "Save"), self._save_to)
+
+    def _save_to(self, target: str | None) -> None:
+        from loomterm.session import save_elsewhere
+
+        if not target:
+            return
+        app = self.app
+        loom = app.loom
+
+        def job() -> None:
+            path = save_elsewhere(loom, target)
+            app.post_message(SavedElsewhere(path))
+
+        self.jobs.submit("save elsewhere", job)
+
+    def saved_elsewhere(self, path) -> None:
+        """The session is recorded at ``path`` now."""
+        from loomterm.store import SESSION_SUFFIX
+
+        app = self.app
+        app.session_name = path.name.removesuffix(SESSION_SUFFIX)
+        app.show_title()
+        app.notify(f"Saved to {safe_line(str(path))}", timeout=5)
+        app.refresh_status_soon()
+
+    def edited(self) -> None:
+        """The document changed: while the model loads, write the text to the file."""
+        app = self.app
+        loader = app.loader
+        if loader is None:
+            return
+        base = app.doc.node or app.loom.root
+        try:
+            loader.opening.record_typed(base.id, app.doc.text)
+        except LoomError as exc:
+            text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            if text != self.problem:
+                self.problem = text
+                app.refresh_status_soon()
+            return
+        if self.problem:
+            self.problem = ""
+            app.refresh_status_soon()
+
+    def restore(self) -> None:
+        """The session just opened keeps text typed before its model read it: show it
+        again, as typing the model will read."""
+        from loomterm.session import typed_before_load
+
+        app = self.app
+        loader = app.loader
+        typed = loader.opening.typed if loader is not None else typed_before_load(app.loom)
+        if typed is None or not typed.text:
+            return
+        node = app.loom.tree.nodes.get(typed.node, app.loom.root)
+        doc = app.doc
+        doc.show(node)
+        if doc.text == typed.text:
+            return
+        doc.become(typed.text)
+        doc.move_to(len(doc.text))
+        app.note_change()
+        app.sync_now()
+
+    def quit_while_loading(self) -> None:
+        """ctrl+q before the model is there: write the typing (keys typed just ahead
+        of ctrl+q first), abandon the load and leave at once."""
+        app = self.app
+        loader = app.loader
+
+        def leave() -> None:
+            self.edited()
+            if loader is not None:
+                loader.opening.abandon()
+            self.lifecycle.finish(ask=False)
+
+        app.view.after_input(leave)
