@@ -187,3 +187,155 @@ def build_tiny_family(folder: Path, family: str, seed: int = 0) -> Path:
     model = cls(config)
     _scale_up(model)
     return _save(model, tokenizer, folder)
+
+
+# -- the zoo: one tiny seeded model per decoder-only family transformers ships -----------
+# Each entry: (model_type, config overrides). Shared defaults give a 2-layer model with
+# hidden size 64, 4 query heads and 2 KV heads; the overrides name what makes the family
+# itself (its attention features, position scheme, experts). Sliding windows are small
+# (8 tokens) so the zoo's paths, 20 to 60 tokens long, really cross them.
+_LLAMA_LIKE = dict(
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=512,
+)
+_SLIDING_GLOBAL = dict(sliding_window=8, layer_types=["sliding_attention", "full_attention"])
+_MOE = dict(num_experts_per_tok=2, moe_intermediate_size=32)
+ZOO: dict[str, tuple[str, dict]] = {
+    "llama": ("llama", {}),
+    "mistral": ("mistral", dict(sliding_window=8)),
+    "mixtral": ("mixtral", dict(sliding_window=8, num_local_experts=4, num_experts_per_tok=2)),
+    "qwen2": ("qwen2", {}),
+    "qwen2_moe": (
+        "qwen2_moe",
+        dict(num_experts=4, shared_expert_intermediate_size=64, **_MOE),
+    ),
+    "qwen3": ("qwen3", dict(head_dim=16)),
+    "qwen3_moe": ("qwen3_moe", dict(head_dim=16, num_experts=4, **_MOE)),
+    "gemma": ("gemma", dict(head_dim=16)),
+    "gemma2": (
+        "gemma2",
+        dict(
+            head_dim=16,
+            attn_logit_softcapping=50.0,
+            final_logit_softcapping=30.0,
+            **_SLIDING_GLOBAL,
+        ),
+    ),
+    "gemma3_text": (
+        "gemma3_text",
+        dict(
+            head_dim=16,
+            rope_parameters={
+                "full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
+                "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            },
+            **_SLIDING_GLOBAL,
+        ),
+    ),
+    "phi": ("phi", dict(partial_rotary_factor=0.5, num_key_value_heads=4)),
+    "phi3": ("phi3", {}),
+    "phi3-longrope": (
+        "phi3",
+        dict(
+            max_position_embeddings=512,
+            rope_parameters={
+                "rope_type": "longrope",
+                "rope_theta": 10000.0,
+                "short_factor": [1.0] * 8,
+                "long_factor": [2.0] * 8,
+                "original_max_position_embeddings": 256,
+            },
+        ),
+    ),
+    "stablelm": ("stablelm", dict(partial_rotary_factor=0.25, num_key_value_heads=4)),
+    "gpt_neox": ("gpt_neox", dict(rotary_pct=0.25, num_key_value_heads=4)),
+    "gptj": ("gptj", dict(n_embd=64, n_layer=2, n_head=4, rotary_dim=8, n_positions=512)),
+    "gpt2": ("gpt2", dict(n_embd=64, n_layer=2, n_head=4, n_positions=512)),
+    "opt": (
+        "opt",
+        dict(
+            hidden_size=64,
+            ffn_dim=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            word_embed_proj_dim=64,
+        ),
+    ),
+    "falcon": ("falcon", dict(new_decoder_architecture=True, num_kv_heads=2)),
+    "falcon-alibi": ("falcon", dict(alibi=True, multi_query=True, parallel_attn=True)),
+    "bloom": ("bloom", dict(hidden_size=64, n_layer=2, n_head=4)),
+    "mpt": ("mpt", dict(d_model=64, n_layers=2, n_heads=4, expansion_ratio=2, max_seq_len=512)),
+    "starcoder2": ("starcoder2", dict(sliding_window=8)),
+    "cohere": ("cohere", {}),
+    "cohere2": ("cohere2", dict(head_dim=16, **_SLIDING_GLOBAL)),
+    "olmo": ("olmo", {}),
+    "olmo2": ("olmo2", {}),
+    "granite": ("granite", dict(attention_multiplier=0.5, logits_scaling=2.0)),
+    "deepseek_v3": (
+        "deepseek_v3",
+        dict(
+            kv_lora_rank=16,
+            q_lora_rank=32,
+            qk_rope_head_dim=8,
+            qk_nope_head_dim=8,
+            v_head_dim=16,
+            n_routed_experts=4,
+            n_shared_experts=1,
+            n_group=1,
+            topk_group=1,
+            first_k_dense_replace=1,
+            **_MOE,
+        ),
+    ),
+    "smollm3": ("smollm3", dict(no_rope_layers=[1, 0])),
+    "glm": ("glm", dict(head_dim=16, partial_rotary_factor=0.5)),
+    "ernie4_5": ("ernie4_5", dict(head_dim=16)),
+    "llama-yarn": (
+        "llama",
+        dict(
+            rope_parameters={
+                "rope_type": "yarn",
+                "rope_theta": 10000.0,
+                "factor": 2.0,
+                "original_max_position_embeddings": 256,
+            }
+        ),
+    ),
+}
+# Families whose config field names differ from Llama's: no Llama-like defaults.
+_OWN_FIELDS = {"gptj", "gpt2", "opt", "bloom", "mpt"}
+
+
+def tiny_config(arch: str):
+    """The zoo's config for ``arch`` (a key of ``ZOO``), with the shared tokenizer's ids."""
+    from transformers import AutoConfig
+
+    model_type, overrides = ZOO[arch]
+    tokenizer = build_tokenizer()
+    kwargs = {} if model_type in _OWN_FIELDS else dict(_LLAMA_LIKE)
+    kwargs.update(overrides)
+    return AutoConfig.for_model(
+        model_type,
+        vocab_size=len(tokenizer),
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=False,
+        **kwargs,
+    ), tokenizer
+
+
+def build_tiny_arch(folder: Path, arch: str, seed: int = 0) -> Path:
+    """Save the zoo's tiny seeded ``arch`` model (a key of ``ZOO``) as a model folder."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    config, tokenizer = tiny_config(arch)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config)
+    _scale_up(model)
+    return _save(model, tokenizer, folder)
