@@ -275,22 +275,6 @@ ZOO: dict[str, tuple[str, dict]] = {
     "olmo": ("olmo", {}),
     "olmo2": ("olmo2", {}),
     "granite": ("granite", dict(attention_multiplier=0.5, logits_scaling=2.0)),
-    "deepseek_v3": (
-        "deepseek_v3",
-        dict(
-            kv_lora_rank=16,
-            q_lora_rank=32,
-            qk_rope_head_dim=8,
-            qk_nope_head_dim=8,
-            v_head_dim=16,
-            n_routed_experts=4,
-            n_shared_experts=1,
-            n_group=1,
-            topk_group=1,
-            first_k_dense_replace=1,
-            **_MOE,
-        ),
-    ),
     "smollm3": ("smollm3", dict(no_rope_layers=[1, 0])),
     "glm": ("glm", dict(head_dim=16, partial_rotary_factor=0.5)),
     "ernie4_5": ("ernie4_5", dict(head_dim=16)),
@@ -305,6 +289,60 @@ ZOO: dict[str, tuple[str, dict]] = {
             }
         ),
     ),
+}
+# Families loomterm refuses before loading (``engine.models.support``), as tiny configs:
+# (model_type, overrides, a word the one-line refusal must hold).
+REFUSED: dict[str, tuple[str, dict, str]] = {
+    "mamba": ("mamba", dict(hidden_size=64, num_hidden_layers=2, state_size=8), "state-space"),
+    "mamba2": (
+        "mamba2",
+        dict(hidden_size=64, num_hidden_layers=2, num_heads=4, head_dim=32, state_size=8),
+        "state-space",
+    ),
+    "falcon_mamba": ("falcon_mamba", dict(hidden_size=64, num_hidden_layers=2), "state-space"),
+    "jamba": ("jamba", dict(_LLAMA_LIKE, num_experts=2), "hybrid"),
+    "zamba": ("zamba", dict(hidden_size=64), "hybrid"),
+    "zamba2": ("zamba2", dict(hidden_size=64), "hybrid"),
+    # Not named in support.FAMILIES: refused by their cache layer kinds alone.
+    "qwen3_5_text": ("qwen3_5_text", dict(hidden_size=64), "hybrid"),
+    "glm_moe_dsa": ("glm_moe_dsa", dict(hidden_size=64), "sparse"),
+    "falcon_h1": ("falcon_h1", dict(_LLAMA_LIKE), "hybrid"),
+    "bamba": ("bamba", dict(_LLAMA_LIKE), "hybrid"),
+    "granitemoehybrid": ("granitemoehybrid", dict(_LLAMA_LIKE), "hybrid"),
+    "nemotron_h": ("nemotron_h", dict(hidden_size=64), "hybrid"),
+    "qwen3_next": ("qwen3_next", dict(_LLAMA_LIKE), "hybrid"),
+    "lfm2": ("lfm2", dict(hidden_size=64, num_hidden_layers=2), "hybrid"),
+    "rwkv": ("rwkv", dict(hidden_size=64, num_hidden_layers=2), "recurrent"),
+    "recurrent_gemma": ("recurrent_gemma", dict(hidden_size=64), "recurrent"),
+    "xlstm": ("xlstm", dict(hidden_size=64), "recurrent"),
+    "t5": ("t5", dict(d_model=16, num_layers=1, num_heads=2, d_ff=32), "encoder-decoder"),
+    "bart": ("bart", dict(d_model=16, encoder_layers=1, decoder_layers=1), "encoder-decoder"),
+    "whisper": ("whisper", dict(d_model=16), "encoder-decoder"),
+    "bert": ("bert", dict(hidden_size=16, num_hidden_layers=1), "encoder-only"),
+    "roberta": ("roberta", dict(hidden_size=16, num_hidden_layers=1), "encoder-only"),
+    "deepseek_v3": (
+        "deepseek_v3",
+        dict(
+            _LLAMA_LIKE,
+            kv_lora_rank=16,
+            q_lora_rank=32,
+            qk_rope_head_dim=8,
+            qk_nope_head_dim=8,
+            v_head_dim=16,
+            n_routed_experts=4,
+            n_shared_experts=1,
+            n_group=1,
+            topk_group=1,
+            first_k_dense_replace=1,
+            **_MOE,
+        ),
+        "latent",
+    ),
+    "deepseek_v2": ("deepseek_v2", dict(_LLAMA_LIKE, kv_lora_rank=16), "latent"),
+    "minicpm3": ("minicpm3", dict(_LLAMA_LIKE, kv_lora_rank=16), "latent"),
+    "gemma3n_text": ("gemma3n_text", {}, "reuse"),
+    "musicgen": ("musicgen", {}, "audio"),
+    "trocr": ("trocr", dict(d_model=16), "audio or images"),
 }
 # Families whose config field names differ from Llama's: no Llama-like defaults.
 _OWN_FIELDS = {"gptj", "gpt2", "opt", "bloom", "mpt"}

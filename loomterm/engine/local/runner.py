@@ -490,6 +490,8 @@ def _no_drafting_reason(config, attention_note: str | None, n_ctx: int) -> str |
     2D mask), and which replaces the sliding-window masks transformers would build."""
     if attention_note is not None:
         return "drafted decoding's tree masks need loomterm's attention"
+    if getattr(config, "alibi", False):  # Falcon builds its ALiBi bias from a 2D mask
+        return "drafted decoding's tree masks do not carry ALiBi position biases"
     windows = [getattr(config, "attention_chunk_size", None)]
     if getattr(config, "use_sliding_window", True):
         windows.append(getattr(config, "sliding_window", None))

@@ -1,0 +1,182 @@
+"""The zoo: every decoder-only family transformers ships that a writer might load, as a
+tiny seeded model (``tests.tiny_models.ZOO``), put through random edits -- append,
+generate (drafted and plain), truncate, splice exact and fast, regenerate siblings,
+switch branches -- with every exact node's next logits checked against a plain
+transformers forward of the same token path, with the model's own attention.
+
+Per family it also states what loomterm does with it: whether it runs loomterm's
+attention or falls back to the model's own (``FALLBACK``), and whether a fast splice
+re-ropes (``REROPE``: only where shifting cached keys is proven equal to recomputing
+them, here and at load by ``kv.rope.probe_rope``; elsewhere a fast splice is exact).
+
+``python -m tests.engine.test_zoo`` prints the table the run saw.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from loomterm.engine.kv.rope import rerotate
+from tests.helpers import make_loom, reference_logits, relative_error
+from tests.tiny_models import ZOO, build_tiny_arch
+
+# float32 noise: the engine's tolerance (tests.helpers.REL_TOL).
+TOL = 1e-4
+# Families that keep their own attention, and what the note names.
+FALLBACK = {
+    "gemma2": "soft-capping",
+    "bloom": "no SDPA path",
+    "mpt": "no SDPA path",
+}
+# Families whose fast splice re-ropes (shift proven equal to recompute); the rest are
+# recomputed: learned absolute positions (GPT-2, OPT), ALiBi (Bloom, MPT, Falcon's
+# ALiBi variant), per-layer RoPE bases (Gemma 3's local/global, Cohere 2's rope-free
+# global layers, SmolLM3's rope-free layers) and length-dependent scaling (LongRoPE).
+NO_REROPE = {
+    "gemma3_text",
+    "phi3-longrope",
+    "gpt2",
+    "opt",
+    "bloom",
+    "mpt",
+    "falcon-alibi",
+    "cohere2",
+    "smollm3",
+}
+REROPE = sorted(set(ZOO) - NO_REROPE)
+WORDS = [" the", " fox", " caf\u00e9", " \u65e5\u672c", ".", " once upon", "\n", " weaver"]
+# What each family's run saw: {arch: {"worst", "checks", "attention", "rerope"}}.
+TABLE: dict[str, dict] = {}
+
+
+@pytest.fixture(scope="module")
+def zoo_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("zoo")
+
+
+def check(loom, node, seen: dict) -> None:
+    """``node``'s next logits equal a plain forward of its path (exact nodes only)."""
+    if not node.end or not loom.is_exact(node):
+        return
+    err = relative_error(loom.next_logits(node), reference_logits(loom, loom.tokens(node)))
+    seen["worst"] = max(seen["worst"], err)
+    seen["checks"] += 1
+    assert err < TOL, f"node {node.id} differs from a recompute by {err:.2e} (relative)"
+
+
+def random_edits(loom, rng: random.Random, seen: dict, steps: int = 10) -> None:
+    """``steps`` random operations, each result checked, then every node of the tree
+    (each check switches the working cache to that node's branch)."""
+    first = loom.append(loom.root, "Once upon a time, in a land far away, there lived")
+    nodes = [first]
+    check(loom, first, seen)
+    for _ in range(steps):
+        node = rng.choice(nodes)
+        op = rng.choice(["append", "generate", "siblings", "truncate", "splice", "fast"])
+        length = node.end
+        if op == "append":
+            made = [loom.append(node, "".join(rng.choices(WORDS, k=rng.randint(1, 3))))]
+        elif op == "generate":
+            drafting = rng.choice(["off", "lookahead", "auto"])
+            made = loom.generate(node, rng.randint(3, 8), temperature=0.0, drafting=drafting)
+        elif op == "siblings":
+            made = loom.generate(node, 4, n=3, temperature=0.9, seed=rng.randint(0, 999))
+        elif op == "truncate" and length > 2:
+            made = [loom.truncate(node, rng.randint(1, length - 1))]
+        elif op in ("splice", "fast") and length > 3:
+            start = rng.randint(1, length - 2)
+            end = min(length - 1, start + rng.randint(0, 2))
+            made = [loom.splice(node, start, end, rng.choice(WORDS), exact=op == "splice")]
+        else:
+            made = [loom.append(node, rng.choice(WORDS))]
+        for child in made:
+            if child.end:
+                nodes.append(child)
+                check(loom, child, seen)
+    for node in list(loom.tree.nodes.values()):
+        if node.parent is not None and node.end:
+            if not loom.is_exact(node):
+                loom.refresh(node)  # fast splices come back exact
+            check(loom, node, seen)
+
+
+@pytest.mark.parametrize("arch", sorted(ZOO))
+def test_family_holds_exactly_under_random_edits(arch, zoo_dir):
+    loom = make_loom(build_tiny_arch(zoo_dir / arch, arch))
+    runner = loom.runner
+    seen = {"worst": 0.0, "checks": 0, "attention": "loomterm", "rerope": runner.rope is not None}
+    TABLE[arch] = seen
+    note = runner.attention_note
+    if arch in FALLBACK:
+        assert note is not None and FALLBACK[arch] in note, note
+        assert runner.model.config._attn_implementation != "loom"
+        seen["attention"] = runner.model.config._attn_implementation
+        assert not loom.capabilities.drafting  # its tree masks need loomterm's attention
+    else:
+        assert note is None, note
+        assert runner.model.config._attn_implementation == "loom"
+    random_edits(loom, random.Random(sum(map(ord, arch))), seen)
+    assert seen["checks"] >= 8
+
+
+@pytest.mark.parametrize("arch", sorted(ZOO))
+def test_fast_splice_only_where_shift_equals_recompute(arch, zoo_dir):
+    folder = zoo_dir / arch
+    if not (folder / "config.json").exists():
+        build_tiny_arch(folder, arch)
+    loom = make_loom(folder)
+    spec = loom.runner.rope
+    assert (spec is not None) == (arch in REROPE), f"{arch}: re-rope {spec}"
+    node = loom.append(loom.root, "Once upon a time, in a land far away, there lived a weaver")
+    fast = loom.splice(node, 2, 3, " long", exact=False)
+    if spec is None:
+        assert loom.is_exact(fast)  # asked for fast, got exact
+    else:
+        # The proof: keys computed at position 0 and moved by 53 equal keys computed
+        # at 53, in every layer; values do not move.
+        tokens = loom.encode("Once upon a time, in a land far away")
+        at_zero = loom.runner.fresh_kv(tokens, 0)
+        at_delta = loom.runner.fresh_kv(tokens, 53)
+        scale = at_delta.abs().max()
+        moved = rerotate(at_zero[:, 0], 53, spec)
+        assert (moved - at_delta[:, 0]).abs().max() / scale < TOL
+        assert (at_zero[:, 1] - at_delta[:, 1]).abs().max() / scale < TOL
+        assert not loom.is_exact(fast)
+        loom.refresh(fast)
+    err = relative_error(loom.next_logits(fast), reference_logits(loom, loom.tokens(fast)))
+    assert err < TOL
+
+
+def table() -> str:
+    """The zoo's table as the tests saw it (markdown)."""
+    lines = [
+        "| architecture | model type | exact worst rel. error | checks | attention | fast splice |",
+        "|---|---|---|---|---|---|",
+    ]
+    for arch in sorted(TABLE):
+        row = TABLE[arch]
+        attention = (
+            "loomterm" if row["attention"] == "loomterm" else f"fallback: {row['attention']}"
+        )
+        rerope = "re-rope (proven)" if row["rerope"] else "exact recompute"
+        lines.append(
+            f"| {arch} | {ZOO[arch][0]} | {row['worst']:.1e} | {row['checks']} | "
+            f"{attention} | {rerope} |"
+        )
+    return "\n".join(lines)
+
+
+def test_zoo_table_prints(capsys):
+    """Runs last in this module: print the table (shown with ``-s``)."""
+    if TABLE:
+        with capsys.disabled():
+            print("\n" + table())
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(pytest.main([__file__, "-q", "-s", "-p", "no:randomly"]))
