@@ -278,6 +278,73 @@ ZOO: dict[str, tuple[str, dict]] = {
     "smollm3": ("smollm3", dict(no_rope_layers=[1, 0])),
     "glm": ("glm", dict(head_dim=16, partial_rotary_factor=0.5)),
     "ernie4_5": ("ernie4_5", dict(head_dim=16)),
+    "gpt_oss": (
+        "gpt_oss",
+        dict(head_dim=16, num_local_experts=4, num_experts_per_tok=2, **_SLIDING_GLOBAL),
+    ),
+    "vaultgemma": ("vaultgemma", dict(head_dim=16, attn_logit_softcapping=50.0)),
+    "codegen": ("codegen", dict(n_embd=64, n_layer=2, n_head=4, rotary_dim=8, n_positions=512)),
+    "gpt_neo": (
+        "gpt_neo",
+        dict(
+            hidden_size=64,
+            num_layers=2,
+            num_heads=4,
+            attention_types=[[["global", "local"], 1]],
+            window_size=8,
+        ),
+    ),
+    "gpt_bigcode": ("gpt_bigcode", dict(n_embd=64, n_layer=2, n_head=4, n_positions=512)),
+    "persimmon": ("persimmon", dict(num_key_value_heads=4)),
+    "olmo3": ("olmo3", dict(**_SLIDING_GLOBAL)),
+    "olmoe": ("olmoe", dict(num_experts=4, num_experts_per_tok=2)),
+    "granitemoe": ("granitemoe", dict(num_local_experts=4, num_experts_per_tok=2)),
+    "exaone4": ("exaone4", dict(**_SLIDING_GLOBAL)),
+    "helium": ("helium", dict(head_dim=16)),
+    "ministral": ("ministral", dict(head_dim=16, **_SLIDING_GLOBAL)),
+    "seed_oss": ("seed_oss", dict(head_dim=16)),
+    "apertus": ("apertus", {}),
+    "arcee": ("arcee", dict(head_dim=16)),
+    "nemotron": ("nemotron", dict(head_dim=16, partial_rotary_factor=0.5)),
+    "glm4": ("glm4", dict(head_dim=16)),
+    "glm4_moe": (
+        "glm4_moe",
+        dict(
+            head_dim=16,
+            n_routed_experts=4,
+            n_shared_experts=1,
+            first_k_dense_replace=1,
+            n_group=1,
+            topk_group=1,
+            **_MOE,
+        ),
+    ),
+    "ernie4_5_moe": (
+        "ernie4_5_moe",
+        dict(head_dim=16, moe_num_experts=4, moe_k=2, moe_intermediate_size=32),
+    ),
+    "hunyuan_v1_dense": ("hunyuan_v1_dense", dict(head_dim=16)),
+    "llama4_text": (
+        "llama4_text",
+        dict(
+            head_dim=16,
+            num_local_experts=2,
+            num_experts_per_tok=1,
+            intermediate_size_mlp=128,
+            attention_chunk_size=8,
+            no_rope_layers=[1, 0],
+            interleave_moe_layer_step=2,
+        ),
+    ),
+    "bitnet": ("bitnet", {}),
+    "diffllama": ("diffllama", dict(head_dim=16)),
+    "phimoe": ("phimoe", dict(num_local_experts=4, num_experts_per_tok=2)),
+    "jetmoe": ("jetmoe", dict(num_local_experts=4, num_experts_per_tok=2, kv_channels=16)),
+    "biogpt": ("biogpt", {}),
+    "xglm": ("xglm", dict(d_model=64, num_layers=2, attention_heads=4, ffn_dim=128)),
+    "cohere2_moe": ("cohere2_moe", dict(head_dim=16, **_SLIDING_GLOBAL)),
+    "minimax_m2": ("minimax_m2", dict(head_dim=16, num_local_experts=4, num_experts_per_tok=2)),
+    "hunyuan_v1_moe": ("hunyuan_v1_moe", dict(head_dim=16, num_experts=4, moe_topk=2)),
     "llama-yarn": (
         "llama",
         dict(
@@ -345,7 +412,7 @@ REFUSED: dict[str, tuple[str, dict, str]] = {
     "trocr": ("trocr", dict(d_model=16), "audio or images"),
 }
 # Families whose config field names differ from Llama's: no Llama-like defaults.
-_OWN_FIELDS = {"gptj", "gpt2", "opt", "bloom", "mpt"}
+_OWN_FIELDS = {"gptj", "gpt2", "opt", "bloom", "mpt", "codegen", "gpt_neo", "gpt_bigcode", "xglm"}
 
 
 def tiny_config(arch: str):

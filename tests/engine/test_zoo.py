@@ -17,7 +17,6 @@ from __future__ import annotations
 import random
 
 import pytest
-import torch
 
 from loomterm.engine.kv.rope import rerotate
 from tests.helpers import make_loom, reference_logits, relative_error
@@ -30,11 +29,16 @@ FALLBACK = {
     "gemma2": "soft-capping",
     "bloom": "no SDPA path",
     "mpt": "no SDPA path",
+    "gpt_neo": "no SDPA path",
+    "xglm": "no SDPA path",
+    "vaultgemma": "soft-capping",
+    "gpt_oss": "attention sinks",
 }
 # Families whose fast splice re-ropes (shift proven equal to recompute); the rest are
 # recomputed: learned absolute positions (GPT-2, OPT), ALiBi (Bloom, MPT, Falcon's
-# ALiBi variant), per-layer RoPE bases (Gemma 3's local/global, Cohere 2's rope-free
-# global layers, SmolLM3's rope-free layers) and length-dependent scaling (LongRoPE).
+# ALiBi variant), per-layer RoPE (Gemma 3's local/global bases, rope-free global or
+# interleaved layers: Cohere 2, OLMo 3, EXAONE 4, SmolLM3, Llama 4) and length-dependent
+# scaling (LongRoPE).
 NO_REROPE = {
     "gemma3_text",
     "phi3-longrope",
@@ -45,6 +49,14 @@ NO_REROPE = {
     "falcon-alibi",
     "cohere2",
     "smollm3",
+    "gpt_neo",
+    "gpt_bigcode",
+    "biogpt",
+    "xglm",
+    "olmo3",
+    "exaone4",
+    "llama4_text",
+    "cohere2_moe",
 }
 REROPE = sorted(set(ZOO) - NO_REROPE)
 WORDS = [" the", " fox", " caf\u00e9", " \u65e5\u672c", ".", " once upon", "\n", " weaver"]
