@@ -236,6 +236,22 @@ ZOO: dict[str, tuple[str, dict]] = {
             **_SLIDING_GLOBAL,
         ),
     ),
+    # Gemma 3's multimodal checkpoint (Gemma3ForConditionalGeneration): text-only use.
+    "gemma3": (
+        "gemma3",
+        dict(
+            text_of="gemma3_text",
+            vision_config=dict(
+                hidden_size=16,
+                intermediate_size=32,
+                num_hidden_layers=1,
+                num_attention_heads=2,
+                image_size=28,
+                patch_size=14,
+            ),
+            mm_tokens_per_image=4,
+        ),
+    ),
     "phi": ("phi", dict(partial_rotary_factor=0.5, num_key_value_heads=4)),
     "phi3": ("phi3", {}),
     "phi3-longrope": (
@@ -410,6 +426,8 @@ REFUSED: dict[str, tuple[str, dict, str]] = {
     "gemma3n_text": ("gemma3n_text", {}, "reuse"),
     "musicgen": ("musicgen", {}, "audio"),
     "trocr": ("trocr", dict(d_model=16), "audio or images"),
+    "llava": ("llava", {}, "vision-language"),
+    "mistral3": ("mistral3", {}, "vision-language"),
 }
 # Families whose config field names differ from Llama's: no Llama-like defaults.
 _OWN_FIELDS = {"gptj", "gpt2", "opt", "bloom", "mpt", "codegen", "gpt_neo", "gpt_bigcode", "xglm"}
@@ -420,6 +438,10 @@ def tiny_config(arch: str):
     from transformers import AutoConfig
 
     model_type, overrides = ZOO[arch]
+    if "text_of" in overrides:  # a multimodal wrapper around another zoo entry's text model
+        rest = {k: v for k, v in overrides.items() if k != "text_of"}
+        text, tokenizer = tiny_config(overrides["text_of"])
+        return AutoConfig.for_model(model_type, text_config=text.to_dict(), **rest), tokenizer
     tokenizer = build_tokenizer()
     kwargs = {} if model_type in _OWN_FIELDS else dict(_LLAMA_LIKE)
     kwargs.update(overrides)

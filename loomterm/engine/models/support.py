@@ -18,7 +18,10 @@ says why, before loading:
   per layer;
 - encoder-decoder models (T5, BART, Whisper...) decode against an encoder's output,
   and encoder-only ones (BERT, RoBERTa...) attend both ways: neither is a token stream;
-- audio and image-to-text decoders (MusicGen, Moshi, TrOCR...) have no text-only path.
+- audio and image-to-text decoders (MusicGen, Moshi, TrOCR...) have no text-only path,
+  nor do vision-language wrappers transformers has no causal-LM class for (Llava,
+  Qwen2-VL, Mistral 3: the line names the language model inside). Wrappers it runs as
+  a causal LM (Gemma 3's, Llama 4's) load, text only.
 
 The rules read transformers' own description of a model's cache layers
 (``cache_utils.get_layer_types_and_kwargs``) where it has one, so a new hybrid family
@@ -45,6 +48,10 @@ _SHARED = "some of its layers reuse another layer's keys and values, which loomt
 _ENC_DEC = "an encoder-decoder model decodes against its encoder's output, not one token stream"
 _ENCODER = "an encoder-only model attends in both directions and does not predict the next token"
 _NOT_TEXT = "its decoder reads audio or images, with no text-only path"
+_VISION = (
+    "a vision-language model whose transformers class has no text-only causal-LM path "
+    "(its language model is a {text} model: load that on its own)"
+)
 
 # Families whose config does not describe its layers as state layers.
 FAMILIES: dict[str, str] = {
@@ -101,6 +108,10 @@ def refusal(config) -> str | None:
         text = config.get_text_config(decoder=True)
     except Exception:  # noqa: BLE001 - an odd config: judge the outer one
         text = config
+    if text is not config and not _is_causal_lm(model_type):
+        # Llava, Qwen2-VL, Mistral 3...: a wrapper transformers does not run as a
+        # causal LM (Gemma 3's and Llama 4's wrappers it does, and they load).
+        return _VISION.format(text=getattr(text, "model_type", None) or "text")
     if getattr(text, "is_encoder_decoder", False):
         return _ENC_DEC
     kinds = _layer_kinds(text)
@@ -140,6 +151,13 @@ def _is_encoder(model_type: str) -> bool:
     except ImportError:  # pragma: no cover - transformers always has it
         return False
     return model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+
+def _is_causal_lm(model_type: str) -> bool:
+    """Whether transformers has a causal-LM class for ``model_type``."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    return model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
 
 def _layer_kinds(config) -> set[str]:
