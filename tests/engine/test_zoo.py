@@ -165,6 +165,46 @@ def test_fast_splice_only_where_shift_equals_recompute(arch, zoo_dir):
     assert err < TOL
 
 
+# One family per mechanism that meets the context window differently: the model's own
+# attention (eager), per-layer RoPE, ALiBi, partial and interleaved rotary, sliding
+# windows, learned absolute positions.
+PAST_N_CTX = [
+    "bloom",
+    "cohere2",
+    "falcon-alibi",
+    "gemma2",
+    "gemma3_text",
+    "gpt_oss",
+    "gptj",
+    "mistral",
+    "mpt",
+    "opt",
+    "phi",
+    "smollm3",
+]
+
+
+@pytest.mark.parametrize("arch", PAST_N_CTX)
+def test_family_holds_past_the_context_window(arch, zoo_dir):
+    """Generation runs past ``n_ctx`` (the window slides: re-rotated where the family
+    re-ropes, recomputed where not); refreshed, every node equals a plain forward of
+    its window, and going back below ``n_ctx`` uses the exact prefix again."""
+    folder = zoo_dir / arch
+    if not (folder / "config.json").exists():
+        build_tiny_arch(folder, arch)
+    loom = make_loom(folder, n_ctx=32)
+    node = loom.append(loom.root, "Once upon a time, in a land far away,")
+    seen = {"worst": 0.0, "checks": 0}
+    for kid in loom.generate(node, 50, n=2, temperature=1.0, seed=4):
+        assert kid.end > loom.n_ctx
+        if loom.runner.rope is None:
+            assert loom.is_exact(kid)  # nothing to re-rotate: the window was recomputed
+        loom.refresh(kid)
+        check(loom, kid, seen)
+        check(loom, loom.truncate(kid, 20), seen)
+    assert seen["checks"] == 4
+
+
 def table() -> str:
     """The zoo's table as the tests saw it (markdown)."""
     lines = [
