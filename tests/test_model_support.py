@@ -83,3 +83,28 @@ def test_a_family_not_in_the_table_is_refused_by_its_cache_layers():
     for name in ("qwen3_5_text", "glm_moe_dsa"):
         assert REFUSED[name][0] not in FAMILIES
         assert REFUSED[name][2] in refusal(refused_config(name))
+
+
+def test_a_cache_loomterm_cannot_read_is_one_line_at_start(tmp_path):
+    """Past the config check (here: DeepSeek-V3 loaded around it), a model whose cache
+    is not one key and value per token and layer stops the runner in one line."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from loomterm.engine.local.runner import LocalRunner
+    from loomterm.engine.models.load import LoadedModel
+    from loomterm.errors import ModelLoadError
+
+    tokenizer = build_tokenizer()
+    config = refused_config("deepseek_v3")
+    config.vocab_size = len(tokenizer)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config).eval()
+    loaded = LoadedModel(
+        model, tokenizer, "tiny-deepseek", "", torch.device("cpu"), torch.float32, {}
+    )
+    with pytest.raises(ModelLoadError) as exc:
+        LocalRunner(loaded)
+    message = str(exc.value)
+    assert "\n" not in message
+    assert message.startswith("cannot run tiny-deepseek: its key/value cache is not one key")

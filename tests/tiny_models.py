@@ -236,6 +236,13 @@ ZOO: dict[str, tuple[str, dict]] = {
             **_SLIDING_GLOBAL,
         ),
     ),
+    # Gemma 3's class runs SDPA; a config asking for logit soft-capping runs eager, which
+    # applies a cap wherever a model passes it on (Gemma 3's attention in transformers
+    # 5.25 does not: then eager equals SDPA, exactly as slow as transformers itself).
+    "gemma3_text-softcap": (
+        "gemma3_text",
+        dict(head_dim=16, attn_logit_softcapping=50.0, **_SLIDING_GLOBAL),
+    ),
     # Gemma 3's multimodal checkpoint (Gemma3ForConditionalGeneration): text-only use.
     "gemma3": (
         "gemma3",

@@ -27,6 +27,7 @@ TOL = 1e-4
 # Families that keep their own attention, and what the note names.
 FALLBACK = {
     "gemma2": "soft-capping",
+    "gemma3_text-softcap": "soft-capping",
     "bloom": "no SDPA path",
     "mpt": "no SDPA path",
     "gpt_neo": "no SDPA path",
@@ -41,6 +42,7 @@ FALLBACK = {
 # scaling (LongRoPE).
 NO_REROPE = {
     "gemma3",
+    "gemma3_text-softcap",
     "gemma3_text",
     "phi3-longrope",
     "gpt2",
@@ -129,6 +131,8 @@ def test_family_holds_exactly_under_random_edits(arch, zoo_dir):
         assert note is not None and FALLBACK[arch] in note, note
         assert runner.model.config._attn_implementation != "loom"
         seen["attention"] = runner.model.config._attn_implementation
+        if FALLBACK[arch] == "soft-capping":
+            assert seen["attention"] == "eager"  # SDPA raises on a cap
         assert not loom.capabilities.drafting  # its tree masks need loomterm's attention
     else:
         assert note is None, note
