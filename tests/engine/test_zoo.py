@@ -169,6 +169,27 @@ def test_fast_splice_only_where_shift_equals_recompute(arch, zoo_dir):
     assert err < TOL
 
 
+@pytest.mark.parametrize("arch", sorted(ZOO))
+def test_drafted_greedy_equals_plain_greedy(arch, zoo_dir):
+    """Drafted decoding (where the family allows it) writes the tokens plain greedy
+    decoding writes, and its child is exact. Its tree masks replace the masks
+    transformers builds, so it is off where they would drop something: past a sliding
+    window (Mistral's drafts once wrote other tokens there), ALiBi, the model's own
+    attention."""
+    folder = zoo_dir / arch
+    if not (folder / "config.json").exists():
+        build_tiny_arch(folder, arch)
+    loom = make_loom(folder)
+    node = loom.append(loom.root, "Once upon a time, in a land far away, there lived a weaver who")
+    plain = loom.generate(node, 24, temperature=0.0, drafting="off")[0]
+    seen = {"worst": 0.0, "checks": 0}
+    for mode in ("lookahead", "tree"):
+        drafted = loom.generate(node, 24, temperature=0.0, drafting=mode)[0]
+        assert loom.tokens(drafted) == loom.tokens(plain), mode
+        check(loom, drafted, seen)
+    assert seen["checks"] == 2
+
+
 # One family per mechanism that meets the context window differently: the model's own
 # attention (eager), per-layer RoPE, ALiBi, partial and interleaved rotary, sliding
 # windows, learned absolute positions.
