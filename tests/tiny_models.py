@@ -440,8 +440,9 @@ REFUSED: dict[str, tuple[str, dict, str]] = {
 _OWN_FIELDS = {"gptj", "gpt2", "opt", "bloom", "mpt", "codegen", "gpt_neo", "gpt_bigcode", "xglm"}
 
 
-def tiny_config(arch: str):
-    """The zoo's config for ``arch`` (a key of ``ZOO``), with the shared tokenizer's ids."""
+def tiny_config(arch: str, **changes):
+    """The zoo's config for ``arch`` (a key of ``ZOO``), with the shared tokenizer's ids;
+    ``changes`` override the zoo's own settings."""
     from transformers import AutoConfig
 
     model_type, overrides = ZOO[arch]
@@ -452,6 +453,7 @@ def tiny_config(arch: str):
     tokenizer = build_tokenizer()
     kwargs = {} if model_type in _OWN_FIELDS else dict(_LLAMA_LIKE)
     kwargs.update(overrides)
+    kwargs.update(changes)
     return AutoConfig.for_model(
         model_type,
         vocab_size=len(tokenizer),
@@ -463,12 +465,13 @@ def tiny_config(arch: str):
     ), tokenizer
 
 
-def build_tiny_arch(folder: Path, arch: str, seed: int = 0) -> Path:
-    """Save the zoo's tiny seeded ``arch`` model (a key of ``ZOO``) as a model folder."""
+def build_tiny_arch(folder: Path, arch: str, seed: int = 0, **changes) -> Path:
+    """Save the zoo's tiny seeded ``arch`` model (a key of ``ZOO``) as a model folder;
+    ``changes`` override config settings."""
     import torch
     from transformers import AutoModelForCausalLM
 
-    config, tokenizer = tiny_config(arch)
+    config, tokenizer = tiny_config(arch, **changes)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config)
     _scale_up(model)

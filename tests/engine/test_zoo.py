@@ -19,7 +19,7 @@ import random
 import pytest
 
 from loomterm.engine.kv.rope import rerotate
-from tests.helpers import WORST, make_loom, reference_logits, relative_error
+from tests.helpers import WORST, ForwardCounter, make_loom, reference_logits, relative_error
 from tests.tiny_models import ZOO, build_tiny_arch
 
 # float32 noise: the engine's tolerance (tests.helpers.REL_TOL).
@@ -173,9 +173,9 @@ def test_fast_splice_only_where_shift_equals_recompute(arch, zoo_dir):
 def test_drafted_greedy_equals_plain_greedy(arch, zoo_dir):
     """Drafted decoding (where the family allows it) writes the tokens plain greedy
     decoding writes, and its child is exact. Its tree masks replace the masks
-    transformers builds, so it is off where they would drop something: past a sliding
-    window (Mistral's drafts once wrote other tokens there), ALiBi, the model's own
-    attention."""
+    transformers builds, so it is off where they would drop something: a generation
+    reaching past a sliding window or chunk (Mistral's drafts once wrote other tokens
+    there), ALiBi, the model's own attention."""
     folder = zoo_dir / arch
     if not (folder / "config.json").exists():
         build_tiny_arch(folder, arch)
@@ -188,6 +188,33 @@ def test_drafted_greedy_equals_plain_greedy(arch, zoo_dir):
         assert loom.tokens(drafted) == loom.tokens(plain), mode
         check(loom, drafted, seen)
     assert seen["checks"] == 2
+
+
+def test_drafting_runs_inside_a_sliding_window_and_stops_past_it(tmp_path):
+    """A Mistral with a 96-token window drafts a short generation (every column inside
+    the window: the tree mask drops nothing) and decodes a long one plainly."""
+    from loomterm.engine.generation import GenerateRequest
+    from loomterm.engine.sample.chain import SamplingParams
+
+    loom = make_loom(build_tiny_arch(tmp_path / "mistral", "mistral", sliding_window=96))
+    runner = loom.runner
+    assert loom.capabilities.drafting and runner.draft_limit == 96
+    node = loom.append(loom.root, "Once upon a time")
+    loom.next_logits(node)  # the working cache holds the node, as decode reads it
+
+    def request(tokens: int) -> GenerateRequest:
+        return GenerateRequest(
+            node, tokens, 1, SamplingParams(temperature=0.0), drafting="lookahead"
+        )
+
+    assert runner.drafting_for(request(16)) is not None
+    assert runner.drafting_for(request(90)) is None
+    plain = loom.generate(node, 16, temperature=0.0, drafting="off")[0]
+    with ForwardCounter(loom) as counter:
+        drafted = loom.generate(node, 16, temperature=0.0, drafting="lookahead")[0]
+    assert counter.tokens > counter.calls  # blocks of drafted tokens were verified
+    assert loom.tokens(drafted) == loom.tokens(plain)
+    check(loom, drafted, {"worst": 0.0, "checks": 0})
 
 
 # One family per mechanism that meets the context window differently: the model's own

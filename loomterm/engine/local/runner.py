@@ -139,7 +139,8 @@ class LocalRunner(Runner):
         self.drafting = KeptDrafting()
         self._pieces: list[str] | None = None  # every token's text, for DRY's breakers
         why_not = () if self.rope else (("rerope", _no_rope_reason(config)),)
-        no_drafts = _no_drafting_reason(config, self.attention_note, self.n_ctx)
+        no_drafts = _no_drafting_reason(config, self.attention_note)
+        self.draft_limit = _draft_limit(config)
         if no_drafts:
             why_not += (("drafting", no_drafts),)
         self.capabilities = Capabilities(
@@ -398,7 +399,11 @@ class LocalRunner(Runner):
         is now (None: it would decode plainly)."""
         if request.banned or not self.capabilities.drafting:
             return None
-        return drafting_config(request, self.decode_model)
+        model = self.decode_model
+        if self.draft_limit is not None and self.draft_limit < model.n_ctx:
+            # Drafts only while the whole generation stays inside one window.
+            model = replace(model, n_ctx=self.draft_limit)
+        return drafting_config(request, model)
 
     def moved_kv(self, source: Node, lo: int, hi: int, delta: int) -> torch.Tensor:
         assert self.rope is not None, "moved_kv needs the rerope capability"
@@ -483,21 +488,27 @@ class LocalRunner(Runner):
         )
 
 
-def _no_drafting_reason(config, attention_note: str | None, n_ctx: int) -> str | None:
+def _no_drafting_reason(config, attention_note: str | None) -> str | None:
     """Why drafted decoding is off for this model (None: it is on). Its tree of guesses
     is verified under a custom (B, 1, q, T) mask, which only loomterm's attention reads
     as meant (a model's own eager attention adds it as a bias, Bloom builds ALiBi from a
-    2D mask), and which replaces the sliding-window masks transformers would build."""
+    2D mask). Past a sliding window it is off per generation (``_draft_limit``)."""
     if attention_note is not None:
         return "drafted decoding's tree masks need loomterm's attention"
     if getattr(config, "alibi", False):  # Falcon builds its ALiBi bias from a 2D mask
         return "drafted decoding's tree masks do not carry ALiBi position biases"
+    return None
+
+
+def _draft_limit(config) -> int | None:
+    """The columns drafted decoding may reach on this model: its smallest sliding
+    window or attention chunk (None: no limit). A tree mask replaces the window's mask,
+    which changes nothing only while every column lies inside one window."""
     windows = [getattr(config, "attention_chunk_size", None)]
     if getattr(config, "use_sliding_window", True):
         windows.append(getattr(config, "sliding_window", None))
-    if any(window and window < n_ctx for window in windows):
-        return "drafted decoding's tree masks do not carry sliding windows"
-    return None
+    windows = [int(w) for w in windows if isinstance(w, int) and w > 0]
+    return min(windows) if windows else None
 
 
 def _no_rope_reason(config: Any) -> str:
