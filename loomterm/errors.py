@@ -15,6 +15,11 @@ class NotCausalLMError(ModelLoadError):
     """The model exists but is not a causal language model."""
 
 
+class UnsupportedModelError(NotCausalLMError):
+    """A causal LM whose state loomterm cannot branch (state-space, hybrid, latent
+    attention), or a model that is not a decoder-only transformer at all."""
+
+
 class EditRangeError(LoomError, IndexError):
     """A position or range lies outside the path."""
 

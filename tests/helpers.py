@@ -27,11 +27,12 @@ def window_tokens(loom: Loom, tokens: list[int]) -> list[int]:
 @torch.inference_mode()
 def reference_logits(loom: Loom, tokens: list[int]) -> torch.Tensor:
     """A plain transformers forward over the tokens, no cache, with transformers' own
-    SDPA attention (not loomterm's): (V,) float32."""
+    attention (SDPA where loomterm installed its own, else the model's own, e.g. Gemma
+    2's eager): (V,) float32."""
     ids = torch.tensor([window_tokens(loom, tokens)], device=loom.runner.device)
     config = loom.runner.model.config
     saved = config._attn_implementation
-    config._attn_implementation = "sdpa"
+    config._attn_implementation = "sdpa" if saved == "loom" else saved
     try:
         return loom.runner.model(input_ids=ids).logits[0, -1].float()
     finally:

@@ -123,7 +123,8 @@ def test_table_and_json(tiny_result, tmp_path):
     table = format_table(tiny_result.rows, tiny_result.title(), NOTES)
     lines = table.splitlines()
     assert lines[0].startswith("loomterm bench --quick")
-    assert len({len(line) for line in lines[1:3]}) == 1  # header and rule line up
+    assert lines[1] == "attention: loomterm's in-place attention"
+    assert len({len(line) for line in lines[2:4]}) == 1  # header and rule line up
     for row in tiny_result.rows:
         assert row.name in table
     path = tmp_path / "bench.json"
@@ -238,3 +239,18 @@ def test_the_transformers_baseline_is_a_freshly_loaded_model(tiny_llama_dir):
     loom = Loom.from_loaded(loaded)
     ours = loom.generate(loom.append_tokens(loom.root, [1, 5, 9, 13]), 6, temperature=0)[0]
     assert list(ours.tokens) == theirs[: len(ours.tokens)]
+
+
+def test_bench_names_the_attention_fallback(tmp_path):
+    """Gemma 2 runs its own (eager) attention: the bench's title says so, and the
+    decode rows it measures run (its logit soft-capping would raise under SDPA)."""
+    from tests.tiny_models import build_tiny_arch
+
+    loaded = load_model(str(build_tiny_arch(tmp_path / "gemma2", "gemma2")), device="cpu")
+    plan = TINY_PLAN.scaled(sections=("decode",))
+    result = run_bench(loaded, plan, quick=True)
+    lines = format_table(result.rows, result.title(), NOTES).splitlines()
+    assert lines[1] == (
+        "attention: eager, the model's own (loomterm's cannot run it: attention logit soft-capping)"
+    )
+    assert result.rows and all(row.loomterm > 0 for row in result.rows)

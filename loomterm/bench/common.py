@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from loomterm.engine import Loom
+from loomterm.engine.kernels import attention
 
 if TYPE_CHECKING:
     from loomterm.engine.models.load import LoadedModel
@@ -47,10 +48,11 @@ def make_loom(loaded: LoadedModel, drafting: str = "off", n_ctx: int | None = No
 @contextlib.contextmanager
 def stock_attention(model):
     """Run ``model`` with transformers' own SDPA attention, as a plain transformers user
-    would, then restore whatever loomterm installed."""
+    would, then restore whatever loomterm installed. A model that kept its own attention
+    (``kernels.attention.install``: Gemma 2's eager) keeps it here too."""
     current = getattr(model.config, "_attn_implementation", None)
     changed = False
-    if current not in (None, "sdpa"):
+    if current == attention.NAME:
         try:
             model.set_attn_implementation("sdpa")
             changed = True

@@ -27,6 +27,7 @@ from loomterm.bench import (
 )
 from loomterm.bench.common import loom_options
 from loomterm.bench.report import Row
+from loomterm.engine.kernels import attention
 
 
 @dataclass(frozen=True)
@@ -156,11 +157,13 @@ class BenchResult:
                 f"loomterm bench{' --quick' if m.get('quick') else ''}: {m['model']} on "
                 f"{m['server']} at {m['device']}, {m['seconds']:.0f} s"
             )
-        return (
+        title = (
             f"loomterm bench{' --quick' if m.get('quick') else ''}: {m['model']} on "
             f"{m['device']} ({m['dtype']}), torch {m['torch']}, {m['threads']} threads, "
             f"{m['seconds']:.0f} s"
         )
+        # Which attention the engine ran: loomterm's, or the model's own and why.
+        return f"{title}\n{m['attention']}" if m.get("attention") else title
 
 
 def run_bench(
@@ -250,6 +253,7 @@ def _run(loaded, plan: BenchPlan, quick: bool, log: Callable[[str], None]) -> Be
         rows += files.files_rows(plan.files_nodes, plan.files_depth, log)
     meta = {
         "model": loaded.name,
+        "attention": attention.describe(loaded.model),
         "device": str(loaded.device),
         "dtype": str(loaded.dtype).removeprefix("torch."),
         "torch": torch.__version__,

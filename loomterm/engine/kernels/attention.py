@@ -57,6 +57,7 @@ def loom_attention(
         or dropout
         or any(kwargs.get(name) is not None for name in _UNSUPPORTED)
         or value.shape[-1] != head_dim
+        or (attention_mask is not None and attention_mask.shape[1] != 1)  # per-head bias
     ):
         return sdpa_attention_forward(
             module,
@@ -172,11 +173,34 @@ def causal_mask(
     )
 
 
-def install(model) -> str | None:
-    """Switch ``model`` to this attention when it currently uses SDPA or eager attention.
+def own_attention_reason(model) -> str | None:
+    """Why ``model`` must run its own attention rather than this module's, or None.
 
-    Returns None when it did, else one line saying why not (the model then keeps its
-    own attention, which copies the working cache's views: slower decoding, same
+    This module does short queries itself and hands the rest to transformers' SDPA
+    path, with per-call features (sliding windows, position biases, per-head masks)
+    left to SDPA too. So it can run a model only where SDPA can: a model class that
+    refuses SDPA (Gemma 2, gpt-oss's attention sinks) or a config asking for what SDPA
+    does not do (attention logit soft-capping) keeps transformers' attention, as
+    transformers itself would run it."""
+    config = model.config.get_text_config(decoder=True)
+    features = []
+    if getattr(config, "attn_logit_softcapping", None):
+        features.append("attention logit soft-capping")
+    if any(isinstance(getattr(m, "sinks", None), torch.Tensor) for m in model.modules()):
+        features.append("attention sinks")
+    if features:
+        return ", ".join(features)
+    if not getattr(type(model), "_supports_sdpa", False):
+        return f"{type(model).__name__} has no SDPA path"
+    return None
+
+
+def install(model) -> str | None:
+    """Switch ``model`` to this attention when it currently uses SDPA or eager attention
+    and ``own_attention_reason`` finds nothing against it.
+
+    Returns None when it did, else one line naming the attention the model keeps and
+    why (its own attention copies the working cache's views: slower decoding, the same
     numbers). The caller reports that line once."""
     AttentionInterface.register(NAME, loom_attention)
     AttentionMaskInterface.register(NAME, causal_mask)
@@ -184,14 +208,24 @@ def install(model) -> str | None:
     current = getattr(config, "_attn_implementation", None)
     if current == NAME:
         return None  # another loom on the same model installed it already
+    reason = own_attention_reason(model)
+    if reason is not None:
+        if current == "sdpa" and "soft-capping" in reason:
+            model.set_attn_implementation("eager")  # SDPA would raise on the cap
+            current = "eager"
+        return f"attention: {current}, the model's own (loomterm's cannot run it: {reason})"
     if current not in ("sdpa", "eager", None):
-        return f"the model uses {current} attention; loomterm's in-place attention is off"
+        return f"attention: {current}, the model's own (loomterm's in-place attention is off)"
     try:
         model.set_attn_implementation(NAME)
     except Exception as exc:  # noqa: BLE001 - any refusal means: keep the model's own
-        return f"{type(model).__name__} refused loomterm's attention ({exc}); using its own"
+        return f"attention: {current}, the model's own ({type(model).__name__} refused loomterm's: {exc})"
     if getattr(model.config, "_attn_implementation", None) != NAME:
-        return (
-            f"{type(model).__name__} kept its own attention; loomterm's in-place attention is off"
-        )
+        return f"attention: {current}, the model's own ({type(model).__name__} kept it)"
     return None
+
+
+def describe(model) -> str:
+    """One line naming the attention ``model`` runs (after ``install``): loomterm's, or
+    the model's own and why."""
+    return install(model) or "attention: loomterm's in-place attention"

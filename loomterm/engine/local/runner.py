@@ -38,7 +38,7 @@ from loomterm.engine.local.path_cache import PathCache
 from loomterm.engine.runner import Capabilities, Runner
 from loomterm.engine.sample.chain import DryBreakers, SamplingParams, resolve_dry_breakers
 from loomterm.engine.text import TokenText
-from loomterm.errors import ContextError, InputError, LoomError
+from loomterm.errors import ContextError, InputError, LoomError, ModelLoadError
 from loomterm.tree import Node
 
 if TYPE_CHECKING:
@@ -105,9 +105,18 @@ class LocalRunner(Runner):
             log.warning(self.attention_note)
         # Three forward passes read the KV geometry and the RoPE convention; their
         # answers are kept per model and setting (``local.probes``).
-        found = probes.probed(
-            loaded, self.model, self.fresh_kv, self.vocab_size, self.attention_note
-        )
+        try:
+            found = probes.probed(
+                loaded, self.model, self.fresh_kv, self.vocab_size, self.attention_note
+            )
+        except (RuntimeError, ValueError, TypeError, IndexError, AttributeError) as exc:
+            # A family ``models.support`` does not know whose cache is not one key and
+            # one value per token and layer: one line, not a traceback from transformers.
+            log.debug("probing %s failed", self.name, exc_info=True)
+            raise ModelLoadError(
+                f"cannot run {self.name}: its key/value cache is not one key and value per "
+                f"token and layer, which loomterm branches ({type(exc).__name__})"
+            ) from None
         n_layers, n_heads, head_dim = found.geometry
         self.rope: RopeSpec | None = found.rope
         self.n_ctx = self._check_ctx(n_ctx)
@@ -130,12 +139,16 @@ class LocalRunner(Runner):
         self.drafting = KeptDrafting()
         self._pieces: list[str] | None = None  # every token's text, for DRY's breakers
         why_not = () if self.rope else (("rerope", _no_rope_reason(config)),)
+        no_drafts = _no_drafting_reason(config, self.attention_note)
+        self.draft_limit = _draft_limit(config)
+        if no_drafts:
+            why_not += (("drafting", no_drafts),)
         self.capabilities = Capabilities(
             rerope=self.rope is not None,
             full_logits=True,
             node_kv=True,
             batched_siblings=True,
-            drafting=True,
+            drafting=no_drafts is None,
             prompt_logprobs=True,
             why_not=why_not,
         )
@@ -384,7 +397,13 @@ class LocalRunner(Runner):
     def drafting_for(self, request: GenerateRequest) -> DraftConfig | None:
         """The draft settings ``decode`` would use for ``request`` with the cache as it
         is now (None: it would decode plainly)."""
-        return None if request.banned else drafting_config(request, self.decode_model)
+        if request.banned or not self.capabilities.drafting:
+            return None
+        model = self.decode_model
+        if self.draft_limit is not None and self.draft_limit < model.n_ctx:
+            # Drafts only while the whole generation stays inside one window.
+            model = replace(model, n_ctx=self.draft_limit)
+        return drafting_config(request, model)
 
     def moved_kv(self, source: Node, lo: int, hi: int, delta: int) -> torch.Tensor:
         assert self.rope is not None, "moved_kv needs the rerope capability"
@@ -469,9 +488,33 @@ class LocalRunner(Runner):
         )
 
 
+def _no_drafting_reason(config, attention_note: str | None) -> str | None:
+    """Why drafted decoding is off for this model (None: it is on). Its tree of guesses
+    is verified under a custom (B, 1, q, T) mask, which only loomterm's attention reads
+    as meant (a model's own eager attention adds it as a bias, Bloom builds ALiBi from a
+    2D mask). Past a sliding window it is off per generation (``_draft_limit``)."""
+    if attention_note is not None:
+        return "drafted decoding's tree masks need loomterm's attention"
+    if getattr(config, "alibi", False):  # Falcon builds its ALiBi bias from a 2D mask
+        return "drafted decoding's tree masks do not carry ALiBi position biases"
+    return None
+
+
+def _draft_limit(config) -> int | None:
+    """The columns drafted decoding may reach on this model: its smallest sliding
+    window or attention chunk (None: no limit). A tree mask replaces the window's mask,
+    which changes nothing only while every column lies inside one window."""
+    windows = [getattr(config, "attention_chunk_size", None)]
+    if getattr(config, "use_sliding_window", True):
+        windows.append(getattr(config, "sliding_window", None))
+    windows = [int(w) for w in windows if isinstance(w, int) and w > 0]
+    return min(windows) if windows else None
+
+
 def _no_rope_reason(config: Any) -> str:
-    scaling = getattr(config, "rope_scaling", None) or {}
+    scaling = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None)
+    scaling = scaling or {}
     kind = scaling.get("rope_type") or scaling.get("type") if isinstance(scaling, dict) else None
-    if kind:
+    if kind and kind != "default":
         return f"{kind} RoPE scaling is not shift-invariant: splices recompute exactly"
     return "this model has no rotary positions (or failed the shift check): splices are exact"

@@ -36,6 +36,7 @@ from loomterm.engine.models.source import (
     hub_model_name,
     hub_snapshot_folder,
 )
+from loomterm.engine.models.support import check_supported
 from loomterm.errors import ModelLoadError, NotCausalLMError
 from loomterm.progress import Progress, ProgressCallback, end_progress_line, print_progress
 
@@ -264,8 +265,14 @@ def _gguf_folder(gguf_path: Path, report: Progress) -> Path:
     if is_converted(target, sha256):
         return target
     return ensure_converted(
-        gguf_path, sha256, target, report, check_config=lambda c: check_causal_lm(c, str(gguf_path))
+        gguf_path, sha256, target, report, check_config=lambda c: _check_config(c, str(gguf_path))
     )
+
+
+def _check_config(config, source: str) -> None:
+    """Refuse what loomterm cannot hold, then what is not a causal LM."""
+    check_supported(config, source)
+    check_causal_lm(config, source)
 
 
 def check_causal_lm(config, source: str) -> None:
@@ -390,6 +397,7 @@ def _from_pretrained(
             raise ModelLoadError(
                 f"cannot read the config of {source}: {short_reason(exc)}"
             ) from None
+    check_supported(config, source)
     check_causal_lm(config, source)
     with report.timed("load"), quiet_warnings():
         try:
