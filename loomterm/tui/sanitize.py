@@ -13,17 +13,34 @@ from __future__ import annotations
 from functools import lru_cache
 
 from rich.cells import get_character_cell_size
+from rich.text import Text
 from textual.content import Content
 
 from loomterm.sanitize import TAB, display, safe, safe_line, safe_text
 
-__all__ = ["TAB", "cells", "char_cells", "display", "plain", "safe", "safe_line", "safe_text"]
+__all__ = [
+    "TAB",
+    "cells",
+    "char_cells",
+    "display",
+    "plain",
+    "plain_text",
+    "safe",
+    "safe_line",
+    "safe_text",
+]
 
 
 def plain(text: object) -> Content:
     """``text`` as one safe line of plain content: a widget shows it as it is, whatever
     brackets it holds (a str given to a widget is read as markup)."""
     return Content(safe_line(text))
+
+
+def plain_text(text: object) -> Text:
+    """``text`` as one safe line in a rich ``Text`` (a table cell given a str reads
+    it as markup)."""
+    return Text(safe_line(text), end="")
 
 
 @lru_cache(maxsize=8192)

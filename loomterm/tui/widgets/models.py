@@ -125,7 +125,7 @@ class SiblingsScreen(FormScreen["list[tuple[str, int]] | None"]):
             hint = "how many siblings each model writes · enter generates · escape cancels"
             if self.blind:
                 hint += " · blind: who wrote which stays hidden until you pick one"
-            yield Label(hint, classes="dialog--hint")
+            yield Label(hint, classes="dialog--hint", markup=False)
 
     def on_mount(self) -> None:
         self.query_one("#count-0", Field).focus()

@@ -87,7 +87,7 @@ class SearchScreen(DialogScreen["SearchPick | None"], FieldForm):
                     "Archived branches (alt+h)", start.archived, id="archived", compact=True
                 )
             yield Label("", id="search-status", markup=False)
-            yield OptionList(id="search-hits")
+            yield OptionList(id="search-hits", markup=False)
             yield Label(
                 "each hit starts with where it is: branch 2.1.3 is, at each fork from the "
                 "top, the 2nd branch, then the 1st, then the 3rd (main text: above every "
@@ -130,7 +130,7 @@ class SearchScreen(DialogScreen["SearchPick | None"], FieldForm):
         try:
             result = self._search(query)
         except InputError as exc:
-            status.update(str(exc))
+            status.update(safe_line(exc))
             status.add_class("-error")
             return
         status.remove_class("-error")
