@@ -41,7 +41,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from loomterm.errors import InputError
-from loomterm.search_pattern import Matcher, SearchStopped, compile_query, python_pattern
+from loomterm.search_pattern import (
+    Matcher,
+    PatternTooSlow,
+    SearchStopped,
+    compile_query,
+    python_pattern,
+)
 from loomterm.search_reach import Reach, analyse
 from loomterm.tree import Node
 
@@ -170,8 +176,8 @@ def search_tree(
     """Every match of ``query`` in the text of the tree under ``root`` (see the module
     docstring for what is matched and where a hit is reported). A pattern that would
     have to read every path whole for every node of a large tree raises
-    :class:`InputError` (too costly) instead of freezing the editor; so does one that
-    backtracks past ``deadline`` (a ``time.monotonic()`` value; default
+    :class:`InputError` (too costly) instead of freezing the editor; a search past
+    ``deadline`` raises :class:`PatternTooSlow` (an InputError) (a ``time.monotonic()`` value; default
     :data:`DEADLINE_S` from now). ``stopped()`` True raises :class:`SearchStopped`."""
     pattern = query.matcher()
     if not query.text:
@@ -192,7 +198,7 @@ def search_tree(
         if stopped is not None and stopped():
             raise SearchStopped
         if time.monotonic() > deadline:
-            raise InputError("search stopped at its time limit: the tree is too large for it")
+            raise PatternTooSlow("search stopped at its time limit: the tree is too large for it")
         if depth and not query.archived and is_archived(node):
             skipped += 1
             continue

@@ -51,7 +51,8 @@ UNICODE_CLASSES = {"DIGIT": UNICODE_DIGIT, "WORD": UNICODE_WORD, "SPACE": UNICOD
 
 
 class PatternTooSlow(InputError):
-    """A pattern only the backtracking engine runs took longer than its deadline."""
+    """A search went past its deadline (a pattern only the backtracking engine runs,
+    or a tree too large)."""
 
 
 class SearchStopped(Exception):
