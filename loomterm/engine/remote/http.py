@@ -28,6 +28,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from loomterm.engine.remote.sse import bounded_reply, sse_lines
 from loomterm.errors import (
     ServerAuthError,
     ServerError,
@@ -148,12 +149,7 @@ class ServerClient:
                 if self._wait_out(reply, attempt):
                     continue
             if reply.status_code >= 400:
-                try:
-                    reply.read()
-                except httpx.HTTPError:
-                    pass
-                reply.close()
-                self.raise_for(reply, path)
+                self.raise_for(bounded_reply(reply), path)
             return Stream(self, reply, path)
         raise ServerError(f"the server at {self.url} kept refusing with 429", self.url, 429)
 
@@ -287,7 +283,7 @@ class Stream:
 
     def __iter__(self) -> Iterator[dict]:
         try:
-            lines = self.reply.iter_lines()
+            lines = sse_lines(self.reply.iter_bytes(), self.client.url, self.path)  # bounded
             while True:
                 try:
                     line = next(lines)
