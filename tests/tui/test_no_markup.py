@@ -139,3 +139,23 @@ def test_the_check_finds_each_dangerous_use(source):
 )
 def test_the_check_passes_safe_uses(source):
     assert not problems(source, "example")
+
+
+async def test_a_notification_with_markup_and_escapes_is_shown_as_its_text(make_app):
+    """A message holding ``[/x]`` (an export path, a server error) was a MarkupError: the
+    editor's notifications are one safe line of plain text, whoever sends them."""
+    from tests.tui.conftest import TERMINAL
+
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        app.notify("wrote /tmp/[/x]/story.md", severity="error")
+        app.screen.notify("server said \x1b]52;c;aGk=\x07 [bold]hi", markup=True)
+        await pilot.pause(0.2)
+        shown = [(n.message, n.markup) for n in app._notifications]  # noqa: SLF001
+        assert shown == [
+            ("wrote /tmp/[/x]/story.md", False),
+            ("server said \u241b]52;c;aGk=\u2407 [bold]hi", False),
+        ]
+        await pilot.press("x")  # still running
+        await pilot.pause(0.1)
+        assert app.doc.text.endswith("x")
