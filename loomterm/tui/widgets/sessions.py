@@ -21,7 +21,7 @@ from textual.widgets import DataTable, Label
 
 from loomterm.errors import LoomError
 from loomterm.tui import sessions
-from loomterm.tui.sanitize import plain_text, safe_line
+from loomterm.tui.sanitize import plain_text, safe_line, safe_text
 from loomterm.tui.sessions import SessionRow
 from loomterm.tui.widgets.dialogs import DIALOG_CSS, ConfirmScreen, DialogScreen, NameScreen
 from loomterm.tui.widgets.status_bar import human_bytes
@@ -82,7 +82,7 @@ class SessionsScreen(DialogScreen["SessionChoice | None"]):
             hint = "enter opens · n new · r rename · d delete · escape closes"
             if self.hint:
                 hint = f"{self.hint}\n{hint}"
-            yield Label(hint, classes="dialog--hint", markup=False)
+            yield Label(safe_text(hint), classes="dialog--hint", markup=False)
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
