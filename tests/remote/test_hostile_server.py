@@ -3,9 +3,11 @@ request through except ``/completion``, which it answers as an attacker would. E
 attack ends in one line, nothing hangs, memory stays bounded, the tokens that came are
 kept, and what the server said reaches the terminal only through the sanitiser.
 
-- pings, empty lines and repeated progress every 0.2 s, forever (the 60 s limit was per
-  read, so this never timed out): the deadline between tokens ends it;
+- pings, empty lines and repeated progress every 0.2 s, or a byte every 0.5 s, forever
+  (the 60 s limit was per read, so this never timed out): the deadline between tokens
+  ends it;
 - a 50 MB line without a line break (httpx kept it all): stopped past 1 MiB;
+- a plain JSON reply whose body trickles forever: stopped at the read timeout;
 - HTTP 500 whose message holds escape sequences (OSC 52 writes the clipboard) and
   markup (``[/x]`` crashed the editor), on the command line and in the editor.
 """
@@ -25,6 +27,7 @@ import httpx
 import pytest
 
 from loomterm.engine import Loom
+from loomterm.engine.remote.http import ServerClient, Timeouts
 from loomterm.errors import ServerError, ServerStreamCut, ServerTimeout
 from loomterm.sanitize import safe_line
 from loomterm.tree import Origin
@@ -42,8 +45,9 @@ class _Hostile(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        if self.path != "/completion":
-            self._pass_on(body)
+        streamed = json.loads(body or b"{}").get("stream", False)
+        if self.path != "/completion" or streamed == (self.server.mode == "json_trickle"):
+            self._pass_on(body)  # the attacks are on token streams; one on plain replies
             return
         try:
             getattr(self, f"_attack_{self.server.mode}")(body)
@@ -69,7 +73,7 @@ class _Hostile(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
 
-    def _attack_pings(self, body: bytes) -> None:
+    def _attack_pings(self, body: bytes, trickle: bool = False) -> None:
         """Two real tokens, then only keep-alives, forever (30 s at most)."""
         self._events()
         sent = 0
@@ -88,11 +92,31 @@ class _Hostile(http.server.BaseHTTPRequestHandler):
                     break
         progress = {"prompt_progress": {"total": 7, "cache": 0, "processed": 7, "time_ms": 1}}
         end = time.monotonic() + 30
+        while trickle and time.monotonic() < end:
+            self.wfile.write(b":")  # a comment that never ends, a byte at a time
+            self.wfile.flush()
+            time.sleep(0.5)
         while time.monotonic() < end:
             for piece in (": ping\n\n", "\n", f"data: {json.dumps(progress)}\n\n", ":\n\n"):
                 self.wfile.write(piece.encode())
                 self.wfile.flush()
                 time.sleep(0.05)
+
+    def _attack_trickle(self, body: bytes) -> None:
+        """Two real tokens, then one byte at a time, never a whole event."""
+        self._attack_pings(body, trickle=True)
+
+    def _attack_json_trickle(self, _body: bytes) -> None:
+        """A plain reply whose body never ends: a byte every 0.2 s."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(b'{"content": "')
+        end = time.monotonic() + 30
+        while time.monotonic() < end:
+            self.wfile.write(b"a")
+            self.wfile.flush()
+            time.sleep(0.2)
 
     def _attack_line(self, _body: bytes) -> None:
         """50 MB in one line, no line break."""
@@ -138,10 +162,11 @@ def hostile(llama_server):
         front.server_close()
 
 
-def test_pings_and_progress_do_not_keep_a_silent_stream_alive(hostile, llama_server):
+@pytest.mark.parametrize("mode", ["pings", "trickle"])
+def test_pings_and_progress_do_not_keep_a_silent_stream_alive(hostile, llama_server, mode):
     # A fresh server's first request is slow (it sets up its buffers): not this test's point.
     httpx.post(llama_server.url + "/completion", json={"prompt": "Hi", "n_predict": 1}, timeout=120)
-    url = hostile("pings")
+    url = hostile(mode)
     loom = Loom.load(url, read_timeout=3.0)
     node = loom.append(loom.root, PROMPT)
     start = time.monotonic()
@@ -154,6 +179,18 @@ def test_pings_and_progress_do_not_keep_a_silent_stream_alive(hostile, llama_ser
     )
     [kid] = [n for n in node.children if n.origin is Origin.MODEL]
     assert len(kid.tokens) == TOKENS_FIRST
+
+
+def test_a_plain_reply_that_never_ends_times_out(hostile):
+    url = hostile("json_trickle")
+    client = ServerClient(url, Timeouts(read=2.0))
+    start = time.monotonic()
+    with pytest.raises(ServerTimeout) as caught:
+        client.post("/completion", {"prompt": "Hi", "n_predict": 0, "stream": False})
+    assert time.monotonic() - start < 15  # the attack would go on for 30 s
+    assert (
+        str(caught.value) == f"the server at {url} took over 2 s to send its answer to /completion"
+    )
 
 
 def test_a_line_without_end_is_cut_at_1_mib_in_bounded_memory(hostile):

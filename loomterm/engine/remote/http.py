@@ -28,7 +28,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from loomterm.engine.remote.sse import bounded_reply, sse_lines
+from loomterm.engine.remote.sse import bounded_reply, read_reply, sse_lines
 from loomterm.errors import (
     ServerAuthError,
     ServerError,
@@ -120,7 +120,9 @@ class ServerClient:
 
     def _json(self, method: str, path: str, body: dict | None, missing_ok: bool) -> Any:
         for attempt in range(RATE_LIMIT_TRIES + 1):
-            reply = self._send(self.http.build_request(method, path, json=body))
+            reply = self._send(self.http.build_request(method, path, json=body), stream=True)
+            with self._faults(path):  # the body in bounded time and size
+                reply = read_reply(reply, self.url, path, self.timeouts.read)
             if reply.status_code == 429 and self._wait_out(reply, attempt):
                 continue
             if missing_ok and reply.status_code in (404, 405, 501):

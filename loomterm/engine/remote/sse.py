@@ -18,6 +18,7 @@ from loomterm.errors import ServerStreamCut
 
 MAX_LINE_BYTES = 1 << 20  # 1 MiB: a token event is well under a kilobyte
 MAX_ERROR_BYTES = 64 << 10  # of an error reply's body: its message is in the first line
+MAX_REPLY_BYTES = 64 << 20  # of a JSON reply (a long prompt's tokens are a few MB)
 
 
 def sse_lines(
@@ -72,6 +73,40 @@ def bounded_reply(reply: httpx.Response, limit: int = MAX_ERROR_BYTES) -> httpx.
     headers = [(k, v) for k, v in reply.headers.multi_items() if k.lower() not in skip]
     return httpx.Response(
         reply.status_code, headers=headers, content=bytes(body[:limit]), request=reply.request
+    )
+
+
+def read_reply(reply: httpx.Response, url: str, path: str, seconds: float) -> httpx.Response:
+    """A plain (JSON) reply read whole within ``seconds`` of its headers and
+    :data:`MAX_REPLY_BYTES`: a server that trickles a body forever, or sends an endless
+    one, ends in one line instead of holding the caller (a per-read timeout never fires
+    while bytes come)."""
+    import time
+
+    from loomterm.errors import ServerTimeout
+
+    end = time.monotonic() + seconds
+    body = bytearray()
+    try:
+        for chunk in reply.iter_bytes():
+            body += chunk
+            if len(body) > MAX_REPLY_BYTES:
+                raise ServerStreamCut(
+                    f"the server at {url} answered {path} with over {_size(MAX_REPLY_BYTES)}: "
+                    "stopped reading it",
+                    url,
+                )
+            if time.monotonic() > end:
+                raise ServerTimeout(
+                    f"the server at {url} took over {seconds:g} s to send its answer to {path}",
+                    url,
+                )
+    finally:
+        reply.close()
+    skip = {"content-encoding", "content-length", "transfer-encoding"}  # body decoded here
+    headers = [(k, v) for k, v in reply.headers.multi_items() if k.lower() not in skip]
+    return httpx.Response(
+        reply.status_code, headers=headers, content=bytes(body), request=reply.request
     )
 
 
