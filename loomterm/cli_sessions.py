@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction, engine: argparse.ArgumentParser) -
         choices=["current", "all"],
         help="the current path, or every branch (default: current for md/txt, all for json/html)",
     )
-    export.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
+    export.add_argument("-o", "--output", metavar="FILE", help="write here (default, or -: stdout)")
     export.set_defaults(handler=run_export, loads_model=False)
 
     imp = sub.add_parser(
@@ -56,10 +56,11 @@ def run_export(args: argparse.Namespace) -> int:
     from loomterm.session import load_session
 
     data = load_session(args.session)
-    fmt = export.format_for(args.output, args.format)
+    output = None if args.output == "-" else args.output
+    fmt = export.format_for(output, args.format)
     text = export.render(data, fmt, args.branch)
-    if args.output:
-        export.write_atomic(args.output, text)
+    if output:
+        export.write_atomic(output, text)
     else:
         sys.stdout.write(for_stream(text, sys.stdout))  # a pipe or a file gets it exactly
         sys.stdout.flush()

@@ -93,3 +93,10 @@ def test_generate_is_byte_exact_to_a_pipe_and_safe_to_a_terminal(isolated_dirs, 
     assert code == 0, err
     assert b"\x1b" not in out and b"\x07" not in out
     assert "Hi\u241b]0;title\u2407 there\u241b[2J".encode() in out
+    # The session's text exported to stdout (-o -): exact to a pipe, safe to a terminal.
+    code, out, err = loomterm("export", "piped", "-o", "-", "--format", "txt")
+    assert code == 0, err
+    assert prompt.encode() in out
+    code, out, err = loomterm("export", "piped", "-o", "-", "--format", "txt", tty=True)
+    assert code == 0, err
+    assert b"\x1b" not in out and "Hi\u241b]0;title\u2407 there".encode() in out
