@@ -14,6 +14,7 @@ import warnings
 
 from loomterm.cli_types import argument_type
 from loomterm.errors import LoomError
+from loomterm.sanitize import safe_line, say
 from loomterm.settings import EngineOptions
 
 
@@ -133,7 +134,9 @@ def main(argv: list[str] | None = None) -> int:
         used = args.command or "--prompt"
         parser.error(f"--attach adds models to the editor: it cannot be given with {used}")
     # Warnings (a session that stopped saving, a stale KV snapshot) are one line each.
-    warnings.formatwarning = lambda message, *rest, **kw: f"loomterm: warning: {message}\n"
+    warnings.formatwarning = lambda message, *rest, **kw: (
+        safe_line(f"loomterm: warning: {message}") + "\n"
+    )
     try:
         if getattr(args, "loads_model", True):
             check_models(args)  # a path typo answers now, before torch is imported
@@ -144,15 +147,15 @@ def main(argv: list[str] | None = None) -> int:
         return int(cli_run.run(args) or 0)
     except LoomError as exc:
         _end_progress()
-        print(f"loomterm: {exc}", file=sys.stderr)
+        say(f"loomterm: {exc}")
         return 1
     except OSError as exc:  # a read-only folder, a full disk: the user's environment
         _end_progress()
         where = f": {exc.filename}" if exc.filename else ""
-        print(f"loomterm: {exc.strerror or exc}{where}", file=sys.stderr)
+        say(f"loomterm: {exc.strerror or exc}{where}")
         return 1
     except KeyboardInterrupt:
-        print("loomterm: interrupted", file=sys.stderr)
+        say("loomterm: interrupted")
         return 130
 
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
+
+from loomterm.sanitize import safe_text, say
 
 
 def register(sub: argparse._SubParsersAction, engine: argparse.ArgumentParser) -> None:
@@ -33,13 +34,13 @@ def run(args: argparse.Namespace) -> int:
     from loomterm.settings import EngineOptions
 
     def log(text: str) -> None:
-        print(f"bench: {text}", file=sys.stderr, flush=True)
+        say(f"bench: {text}")
 
     options = EngineOptions.from_args(args)
     sections = _sections(args.sections, BenchPlan.sections) if args.sections else None
     if is_server_url(options.model):  # the rows that apply to a server
         result = run_server_bench(options.model, args.quick, log, **options.server_kwargs())
-        print(format_table(result.rows, result.title(), SERVER_NOTES))
+        print(safe_text(format_table(result.rows, result.title(), SERVER_NOTES)))
         if args.json:
             write_json(args.json, result.rows, result.meta)
         return 0
@@ -55,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     if sections:
         plan = plan.scaled(sections=sections)
     result = run_bench(loaded, plan, quick=args.quick, log=log, **options.loom_kwargs())
-    print(format_table(result.rows, result.title(), NOTES))
+    print(safe_text(format_table(result.rows, result.title(), NOTES)))
     if args.json:
         write_json(args.json, result.rows, result.meta)
     return 0

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import re
 import signal
 import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+
+from loomterm.sanitize import for_stream, say
 
 
 def overridable() -> list[str]:
@@ -54,16 +55,6 @@ def register(sub: argparse._SubParsersAction, engine: argparse.ArgumentParser) -
     parser.set_defaults(handler=run, loads_model=True)
 
 
-# C0/C1 control characters other than newline and tab: never sent raw to a terminal,
-# where an escape sequence from the model could move the cursor or retitle the window.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def visible(text: str) -> str:
-    """``text`` with control characters shown as ``\\xNN`` escapes."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-
-
 def open_or_create(args: argparse.Namespace):
     """The Loom of session ``args.session``: opened, or made and saved with the
     editor's starting samplers (llama.cpp's, or the model's generation_config, not the
@@ -92,7 +83,7 @@ def open_or_create(args: argparse.Namespace):
         save_loom(loom, path)
         end_progress_line()
         # A typo in -s would otherwise start a story silently beside the intended one.
-        print(f"loomterm: new session {path.stem!r} ({path})", file=sys.stderr)
+        say(f"loomterm: new session {path.stem!r} ({path})")
     end_progress_line()
     return loom
 
@@ -127,7 +118,7 @@ def session_run(args: argparse.Namespace, echo_prompt: bool = False) -> Iterator
             node = loom.append(node, args.prompt)
             loom.cursor = node
             if echo_prompt:
-                sys.stdout.write(args.prompt if not sys.stdout.isatty() else visible(args.prompt))
+                sys.stdout.write(for_stream(args.prompt, sys.stdout))
         if node.end == 0:
             raise InputError("the session is empty: give a --prompt to start from")
         settings = loom.settings.replace(
@@ -142,10 +133,9 @@ def session_run(args: argparse.Namespace, echo_prompt: bool = False) -> Iterator
 def run(args: argparse.Namespace) -> int:
     with session_run(args, echo_prompt=True) as session:
         loom, settings = session.loom, session.settings
-        raw = not sys.stdout.isatty()  # pipes get the text as is
 
         def show(_node, _token, piece: str) -> None:
-            sys.stdout.write(piece if raw else visible(piece))
+            sys.stdout.write(for_stream(piece, sys.stdout))  # a pipe gets the text as is
             sys.stdout.flush()
 
         kids = loom.generate(

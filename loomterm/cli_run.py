@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from loomterm.errors import LoomError
+from loomterm.sanitize import for_stream, say
 from loomterm.settings import EngineOptions
 
 if TYPE_CHECKING:
@@ -155,7 +156,7 @@ def run_opening(opening: SessionOpening, name: str) -> int:
         raise app.load_error
     if opening.loom is not None:
         kind = "new session" if opening.new else "session"
-        print(f"loomterm: {kind} {opening.path}", file=sys.stderr)
+        say(f"loomterm: {kind} {opening.path}")
         _say_where_it_ended(opening.loom, app.loom)  # type: ignore[arg-type]
     return 0
 
@@ -193,7 +194,7 @@ def _say_where_it_ended(first: Loom, last: Loom) -> None:
 
     start, end = session_file(first), session_file(last)
     if end is not None and end != start and end.exists():
-        print(f"loomterm: session {end}", file=sys.stderr)
+        say(f"loomterm: session {end}")
 
 
 def _close_last(loom: Loom) -> None:
@@ -236,10 +237,9 @@ def open_session(args: argparse.Namespace) -> tuple[Loom, str]:
 
 def say_new_session(name: str, model: str) -> None:
     """The most recent session is on another model than ``--model``: say so."""
-    print(
+    say(
         f"loomterm: session {name!r} was made with {model}; "
-        "starting a new session on the model asked for",
-        file=sys.stderr,
+        "starting a new session on the model asked for"
     )
 
 
@@ -272,7 +272,7 @@ def _open(
     except BaseException:
         close_session(loom)
         raise
-    print(f"loomterm: session {path}", file=sys.stderr)
+    say(f"loomterm: session {path}")
     return loom
 
 
@@ -287,7 +287,7 @@ def _create(path: Path, args: argparse.Namespace, options: EngineOptions, progre
     attach_more(loom, getattr(args, "attach", []), options, progress)
     path.parent.mkdir(parents=True, exist_ok=True)
     save_loom(loom, path)
-    print(f"loomterm: new session {path}", file=sys.stderr)
+    say(f"loomterm: new session {path}")
     return loom
 
 
@@ -311,7 +311,7 @@ def attach_more(
         if already is not None and quiet:
             continue
         if already is not None:
-            print(f"loomterm: {source} is attached already, as {already}", file=sys.stderr)
+            say(f"loomterm: {source} is attached already, as {already}")
             continue
         who = name or slug(source)
 
@@ -326,7 +326,7 @@ def attach_more(
             if not quiet:
                 end_progress_line()
         if not quiet:
-            print(f"loomterm: attached {key} ({source})", file=sys.stderr)
+            say(f"loomterm: attached {key} ({source})")
         keys.append(key)
     return keys
 
@@ -372,13 +372,13 @@ def run_prompt(args: argparse.Namespace) -> int:
     prompt = args.prompt
     node = loom.append(loom.root, prompt)
     dtype = runner.identity().get("dtype", "")
-    print(f"[{runner.name} on {runner.where}, {dtype}]", file=sys.stderr)
+    say(f"[{runner.name} on {runner.where}, {dtype}]")
     if args.prompt is not None:
-        print(prompt, end="", flush=True)
+        print(for_stream(prompt, sys.stdout), end="", flush=True)
 
     def show(_node, token_id: int, piece: str) -> None:
         if token_id not in loom.eos_ids:  # the end-of-turn marker is not text
-            print(piece, end="", flush=True)
+            print(for_stream(piece, sys.stdout), end="", flush=True)
 
     max_new_tokens = getattr(args, "max_new_tokens", PROMPT_TOKENS)
     loom.generate(node, max_new_tokens, temperature=0, on_token=show)

@@ -10,6 +10,8 @@ import argparse
 import sys
 from datetime import datetime
 
+from loomterm.sanitize import for_stream, safe_line, say
+
 
 def register(sub: argparse._SubParsersAction, engine: argparse.ArgumentParser) -> None:
     """Add the session subcommands (``engine``: the engine options' parent parser, for
@@ -80,7 +82,7 @@ def run_export(args: argparse.Namespace) -> int:
         except export.TargetExists as exc:  # appeared while the session was read
             raise export.ExportError(f"{exc}; --force replaces it") from None
     else:
-        sys.stdout.write(text)
+        sys.stdout.write(for_stream(text, sys.stdout))  # a pipe or a file gets it exactly
         sys.stdout.flush()
     return 0
 
@@ -108,17 +110,17 @@ def run_import(args: argparse.Namespace) -> int:
         warnings.warn(f"import builds no engine: {', '.join(unused)} has no effect", stacklevel=1)
     source = export.read_import(args.file)
     for notice in getattr(source, "notices", []):
-        print(f"loomterm: {notice}", file=sys.stderr)
+        say(f"loomterm: {notice}", sys.stderr)
     name = args.name or Path(args.file).stem
     target = session_path(name)
     data = import_session(source, target, **options.model_kwargs())
     tokens = sum(len(node.tokens) for node in data.tree.nodes.values())
     tool = getattr(source, "tool", "")
-    print(
+    say(
         f"imported {len(data.tree.nodes) - 1} nodes ({tokens} tokens)"
         + (f" from a {tool} file" if tool else "")
-        + " into session "
-        f"{target.name.removesuffix('.loom')!r} at {target}"
+        + f" into session {target.name.removesuffix('.loom')!r} at {target}",
+        sys.stdout,
     )
     return 0
 
@@ -129,15 +131,16 @@ def run_sessions(args: argparse.Namespace) -> int:
 
     summaries = list_sessions()
     if not summaries:
-        print(f"no sessions yet in {sessions_dir()}")
+        say(f"no sessions yet in {sessions_dir()}", sys.stdout)
         return 0
     rows = [("NAME", "MODEL", "LAST CHANGE", "NODES", "PATH")]
     for s in summaries:
         when = datetime.fromtimestamp(s.modified).strftime("%Y-%m-%d %H:%M") if s.modified else "?"
         if s.error:
-            rows.append((s.name, "(unreadable)", when, "-", s.error))
+            row = (s.name, "(unreadable)", when, "-", s.error)
         else:
-            rows.append((s.name, s.model, when, str(s.nodes - 1), f"{s.path_tokens} tokens"))
+            row = (s.name, s.model, when, str(s.nodes - 1), f"{s.path_tokens} tokens")
+        rows.append(tuple(safe_line(cell) for cell in row))  # names and models from files
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     for row in rows:
         print(

@@ -73,18 +73,15 @@ def count(top: int):
 
 
 def run(args: argparse.Namespace) -> int:
-    from loomterm.cli_generate import session_run, visible
+    from loomterm.cli_generate import session_run
     from loomterm.engine.loom.weave import WeaveRequest, weave
+    from loomterm.sanitize import for_stream, say
 
     with session_run(args) as session:
         loom, node, settings = session.loom, session.node, session.settings
 
         def progress(level: int, done: int, total: int) -> None:
-            print(
-                f"weave: level {level}/{args.depth} \u00b7 {done}/{total} nodes",
-                file=sys.stderr,
-                flush=True,
-            )
+            say(f"weave: level {level}/{args.depth} \u00b7 {done}/{total} nodes")
 
         request = WeaveRequest(
             node,
@@ -103,13 +100,12 @@ def run(args: argparse.Namespace) -> int:
         if best is not None:
             loom.cursor = best
             text = loom.decode(loom.tokens(best)[node.end :])
-            sys.stdout.write((text if not sys.stdout.isatty() else visible(text)) + "\n")
+            sys.stdout.write(for_stream(text, sys.stdout) + "\n")
         head = "stopped" if result.cancelled else "done"
-        print(
+        say(
             f"weave: {head}: {len(result.nodes)} nodes, made per level "
             f"{result.made_per_level}, kept {result.kept_per_level}, {result.tokens} tokens "
             f"in {result.seconds:.1f} s (run {result.run_id})"
-            + ("; the cursor is on the best branch" if best is not None else ""),
-            file=sys.stderr,
+            + ("; the cursor is on the best branch" if best is not None else "")
         )
     return 0

@@ -23,6 +23,8 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from loomterm.sanitize import safe_line
+
 ProgressCallback = Callable[[str, int, "int | None"], None]
 
 HEARTBEAT_S = 1.0
@@ -104,7 +106,7 @@ class _ProgressLine:
             self._stage, self._started, self._timed = stage, now, False
         self._timed = self._timed or total is None
         finished = total is not None and done >= total
-        text = self._render(stage, done, total, now - self._started, finished)
+        text = safe_line(self._render(stage, done, total, now - self._started, finished))
         if not stream.isatty():
             if finished:
                 stream.write(text + "\n")

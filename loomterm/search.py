@@ -18,6 +18,11 @@ is for a pattern: a few characters for a plain query or ``\\b\\w+ly\\b``, a line
 ``.*``). A pattern that can match across any amount of text (``(?s).*``) must read each
 path whole for every node; on a large tree it is refused as too costly, in one line.
 
+Patterns run in linear time (RE2) wherever RE2 can say them, else on a backtracking
+engine with a deadline (``loomterm.search_pattern``); a search takes ``stopped`` (checked
+between nodes) and ``deadline``, so the editor runs it on a worker and drops it when a
+newer one starts.
+
 Archived branches (the editor's "hide branch": ``meta["hidden"]`` on a branch's first
 node) are left out unless ``Query.archived``.
 
@@ -31,16 +36,25 @@ from __future__ import annotations
 import bisect
 import codecs
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from loomterm.errors import InputError
+from loomterm.search_pattern import (
+    Matcher,
+    PatternTooSlow,
+    SearchStopped,
+    compile_query,
+    python_pattern,
+)
 from loomterm.search_reach import Reach, analyse
 from loomterm.tree import Node
 
 COSTLY = 250_000  # tokens a barrier-less pattern may read in all (``_check_cost``)
 SNIPPET = 30  # characters of context on each side of a hit in its snippet
 LIMIT = 1000  # hits reported at most (the result says when there were more)
+DEADLINE_S = 10.0  # a search that would take longer ends in one line instead
 
 TokenBytes = Callable[[int], bytes]
 _State = tuple[bytes, int]  # an incremental UTF-8 decoder's state
@@ -54,7 +68,7 @@ class Query:
     Attributes:
         text: The text, or the pattern when ``regex``.
         regex: Read ``text`` as a Python regular expression (``^`` and ``$`` match at
-            line ends).
+            line ends), run by RE2 where it can (``loomterm.search_pattern``).
         case: Match case exactly (default: case-insensitive).
         archived: Search archived (hidden) branches too (default: left out, as the
             branch pane leaves them out).
@@ -66,16 +80,15 @@ class Query:
     archived: bool = False
 
     def compile(self) -> re.Pattern[str]:
-        """The pattern; a bad regular expression raises :class:`InputError` in one
-        line, naming where it is wrong."""
-        flags = re.MULTILINE | (0 if self.case else re.IGNORECASE)
-        if not self.regex:
-            return re.compile(re.escape(self.text), flags)
-        try:
-            return re.compile(self.text, flags)
-        except re.error as exc:
-            where = f" at position {exc.pos}" if exc.pos is not None else ""
-            raise InputError(f"bad regular expression: {exc.msg}{where}") from None
+        """The pattern as Python's ``re`` reads it (the reference reading: compiling
+        runs nothing); a bad regular expression raises :class:`InputError` in one
+        line, naming where it is wrong. The search matches with :meth:`matcher`."""
+        return python_pattern(self.text, self.regex, self.case)
+
+    def matcher(self) -> Matcher:
+        """What the search matches with: RE2, or a backtracking engine with a deadline
+        (``loomterm.search_pattern``)."""
+        return compile_query(self.text, self.regex, self.case)
 
 
 @dataclass(frozen=True)
@@ -152,15 +165,26 @@ class NodeTexts:
         self._cache.clear()
 
 
-def search_tree(root: Node, query: Query, texts: NodeTexts, limit: int = LIMIT) -> SearchResult:
+def search_tree(
+    root: Node,
+    query: Query,
+    texts: NodeTexts,
+    limit: int = LIMIT,
+    stopped: Callable[[], bool] | None = None,
+    deadline: float | None = None,
+) -> SearchResult:
     """Every match of ``query`` in the text of the tree under ``root`` (see the module
     docstring for what is matched and where a hit is reported). A pattern that would
     have to read every path whole for every node of a large tree raises
-    :class:`InputError` (too costly) instead of freezing the editor."""
-    pattern = query.compile()
+    :class:`InputError` (too costly) instead of freezing the editor; a search past
+    ``deadline`` raises :class:`PatternTooSlow` (an InputError) (a ``time.monotonic()`` value; default
+    :data:`DEADLINE_S` from now). ``stopped()`` True raises :class:`SearchStopped`."""
+    pattern = query.matcher()
     if not query.text:
         return SearchResult([], False, 0)
-    reach = analyse(pattern.pattern, pattern.flags)
+    if deadline is None:
+        deadline = time.monotonic() + DEADLINE_S
+    reach = analyse(pattern.source, pattern.flags)
     if reach.endless:
         _check_cost(root, query)
     hits: list[Hit] = []
@@ -171,6 +195,10 @@ def search_tree(root: Node, query: Query, texts: NodeTexts, limit: int = LIMIT) 
     stack: list[tuple[Node, int, _State, int]] = [(root, 0, _FRESH, 0)]
     while stack:
         node, depth, state, resume = stack.pop()
+        if stopped is not None and stopped():
+            raise SearchStopped
+        if time.monotonic() > deadline:
+            raise PatternTooSlow("search stopped at its time limit: the tree is too large for it")
         if depth and not query.archived and is_archived(node):
             skipped += 1
             continue
@@ -186,8 +214,8 @@ def search_tree(root: Node, query: Query, texts: NodeTexts, limit: int = LIMIT) 
         origin = max(0, resume - max(reach.behind + 1, SNIPPET))
         hay = _path_from(path_texts, path_starts, origin)
         stable_end = resume
-        for found in pattern.finditer(hay, resume - origin):
-            start, end = found.start() + origin, found.end() + origin
+        for found_start, found_end in pattern.spans(hay, resume - origin, deadline):
+            start, end = found_start + origin, found_end + origin
             if start <= stable:
                 stable_end = end  # found the same way whatever text follows
             if end <= above or start == end:

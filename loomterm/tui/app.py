@@ -99,6 +99,7 @@ from loomterm.tui.widgets.status_bar import StatusBar, StatusInfo
 
 if TYPE_CHECKING:
     from textual.driver import Driver
+    from textual.notifications import SeverityLevel
 
     from loomterm.engine import Loom
     from loomterm.session_open import SessionOpening
@@ -410,6 +411,27 @@ class LoomApp(App[None]):
         for run in loader.take_waiting():
             self.call_later(run)
         self.refresh_status_soon()
+
+    # -- notifications -----------------------------------------------------------------
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """Every notification (widgets' and screens' come here too) as one safe line of
+        plain text, never markup: messages carry server errors, names and paths, and
+        ``[/x]`` in one would be a markup error. ``markup`` is accepted and ignored."""
+        super().notify(
+            safe_line(message),
+            title=safe_line(title),
+            severity=severity,
+            timeout=timeout,
+            markup=False,
+        )
 
     # -- the title -------------------------------------------------------------------
     def show_title(self) -> None:

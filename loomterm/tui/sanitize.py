@@ -1,63 +1,46 @@
-"""Showing untrusted text safely in a terminal.
+"""Showing untrusted text safely in the editor: ``loomterm.sanitize`` (the one road to
+the terminal, headless) plus the cells a character takes on screen.
 
-Model output and pasted text may hold control characters and escape sequences. Written
-raw, an ``ESC [ 2 J`` would clear the user's screen and a bidi override would reorder
-what they read. Every character the document shows goes through :func:`display`:
-
-- C0 controls become their Unicode control pictures (``ESC`` -> ``␛``, ``NUL`` -> ``␀``),
-  one cell each, so an escape sequence stays readable as ``␛[2J``;
-- DEL becomes ``␡``; C1 controls, format characters (bidi overrides, zero-width
-  joiners), line/paragraph separators and unassigned code points become ``\\x9b`` or
-  ``\\u202e`` escapes;
-- a tab is four spaces (the document wraps by cells, not tab stops).
-
-``\\n`` never reaches here: the layout splits lines on it.
+Every character the document shows goes through :func:`display` (control pictures for
+C0 controls, escapes for C1 and format characters, a tab as four spaces); ``\\n`` never
+reaches it: the layout splits lines on it. Everything else from outside (names, server
+messages, notes, paths) is made one safe line by :func:`safe_line` and shown as plain
+text, never as markup (:func:`plain`).
 """
 
 from __future__ import annotations
 
-import unicodedata
 from functools import lru_cache
 
 from rich.cells import get_character_cell_size
+from rich.text import Text
+from textual.content import Content
 
-TAB = "    "
-# Categories str.isprintable() rejects that are nonetheless safe and visible.
-_SAFE_SPACES = frozenset({"Zs"})
+from loomterm.sanitize import TAB, display, safe, safe_line, safe_text
 
-
-@lru_cache(maxsize=8192)
-def display(char: str) -> tuple[str, bool]:
-    """How one character is shown: ``(text, escaped)``; ``escaped`` marks stand-ins."""
-    if char.isprintable():
-        return char, False
-    code = ord(char)
-    if char == "\t":
-        return TAB, False
-    if code < 0x20:
-        return chr(0x2400 + code), True
-    if code == 0x7F:
-        return "\u2421", True
-    category = unicodedata.category(char)
-    if category in _SAFE_SPACES:
-        return char, False
-    if code <= 0xFF:
-        return f"\\x{code:02x}", True
-    if code <= 0xFFFF:
-        return f"\\u{code:04x}", True
-    return f"\\U{code:08x}", True
+__all__ = [
+    "TAB",
+    "cells",
+    "char_cells",
+    "display",
+    "plain",
+    "plain_text",
+    "safe",
+    "safe_line",
+    "safe_text",
+]
 
 
-def safe(text: str) -> str:
-    """``text`` with every unsafe character replaced by its stand-in."""
-    if text.isprintable():
-        return text
-    return "".join(display(char)[0] for char in text)
+def plain(text: object) -> Content:
+    """``text`` as one safe line of plain content: a widget shows it as it is, whatever
+    brackets it holds (a str given to a widget is read as markup)."""
+    return Content(safe_line(text))
 
 
-def safe_line(text: str) -> str:
-    """Like :func:`safe`, for one-line previews: newlines become ``⏎``."""
-    return safe(text.replace("\n", "\u23ce"))
+def plain_text(text: object) -> Text:
+    """``text`` as one safe line in a rich ``Text`` (a table cell given a str reads
+    it as markup)."""
+    return Text(safe_line(text), end="")
 
 
 @lru_cache(maxsize=8192)

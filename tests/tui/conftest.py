@@ -54,6 +54,7 @@ def _quiet(app) -> bool:
     the branch pane or the status bar (their timers have fired)."""
     return (
         not app.jobs.busy
+        and not app.search.busy  # a search on its thread (ctrl+f, alt+n)
         and not app.jobs.deferred
         and not app.doc.dirty
         and app._sync_timer is None  # noqa: SLF001

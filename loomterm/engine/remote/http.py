@@ -39,6 +39,7 @@ from loomterm.engine.remote.credentials import (
     check_secret,
     resolve,
 )
+from loomterm.engine.remote.sse import bounded_reply, read_reply, sse_lines
 from loomterm.errors import (
     ServerAuthError,
     ServerError,
@@ -165,7 +166,9 @@ class ServerClient:
 
     def _json(self, method: str, path: str, body: dict | None, missing_ok: bool) -> Any:
         for attempt in range(RATE_LIMIT_TRIES + 1):
-            reply = self._send(self.http.build_request(method, path, json=body))
+            reply = self._send(self.http.build_request(method, path, json=body), stream=True)
+            with self._faults(path):  # the body in bounded time and size
+                reply = read_reply(reply, self.url, path, self.timeouts.read)
             if reply.status_code == 429 and self._wait_out(reply, attempt):
                 continue
             if missing_ok and reply.status_code in (404, 405, 501):
@@ -195,12 +198,7 @@ class ServerClient:
                 if self._wait_out(reply, attempt):
                     continue
             if reply.status_code >= 300:
-                try:
-                    reply.read()
-                except httpx.HTTPError:
-                    pass
-                reply.close()
-                self.raise_for(reply, path)
+                self.raise_for(bounded_reply(reply), path)
             return Stream(self, reply, path)
         raise ServerError(f"the server at {self.url} kept refusing with 429", self.url, 429)
 
@@ -355,7 +353,7 @@ class Stream:
 
     def __iter__(self) -> Iterator[dict]:
         try:
-            lines = self.reply.iter_lines()
+            lines = sse_lines(self.reply.iter_bytes(), self.client.url, self.path)  # bounded
             while True:
                 try:
                     line = next(lines)

@@ -8,6 +8,13 @@ reads on a queue; the thread that called ``decode`` takes it off, adds each toke
 its sibling through the NodeWriter, and stops on cancel (within ``POLL_S``), at the end
 of every stream, or on a fault, which it words as a :class:`~loomterm.errors.ServerError`
 line saying how many tokens were kept.
+
+A stream has a deadline between tokens (the client's read timeout, 60 s by default):
+keep-alive pings, comments, empty lines, repeated progress and events without tokens do
+not move it, so a server that trickles a byte every 25 s, or pings forever, ends in one
+``ServerTimeout`` line with the tokens kept. Before the first token, prompt progress
+that advances (the server reading a long prompt) moves it. A single line is capped
+(``remote.sse``).
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWrit
 from loomterm.engine.remote.servers import Finish, Token
 from loomterm.engine.remote.tokens import ServerTokenText
 from loomterm.engine.text import StreamDecoder
-from loomterm.errors import ServerError, ServerStreamCut, ServerUnreachable
+from loomterm.errors import ServerError, ServerStreamCut, ServerTimeout, ServerUnreachable
 from loomterm.tree import Node
 
 if TYPE_CHECKING:
@@ -52,6 +59,9 @@ class StreamHost(Protocol):
 
 POLL_S = 0.02  # how often decode looks at the cancel flag while waiting for tokens
 FINAL_EVENT_WAIT_S = 1.0  # after the last token: wait this long for the server's counts
+# When nothing at all comes, the reader's read timeout (as long as the deadline) speaks
+# first, with its own line; the deadline is for a server that sends, but no tokens.
+READ_TIMEOUT_FIRST_S = 1.0
 
 
 @dataclass
@@ -89,6 +99,9 @@ class Generation:
         self.streams: dict[int, StreamDecoder] = {}
         self.first_token: float | None = None
         self.finishes: list[Finish] = []
+        self.token_deadline = runner.client.timeouts.read  # seconds without a token
+        self.last_sign = time.monotonic()  # the last token (or advancing prompt progress)
+        self.prompt_read = -1  # the prompt progress seen so far (tokens processed)
 
     def go(self) -> GenerateResult:
         threads = [
@@ -158,6 +171,9 @@ class Generation:
                 grace = time.monotonic() + FINAL_EVENT_WAIT_S
             if grace is not None and time.monotonic() > grace:
                 return None
+            silent = time.monotonic() - self.last_sign
+            if grace is None and silent > self.token_deadline + READ_TIMEOUT_FIRST_S:
+                return self._silent()
             try:
                 job, tokens, finishes = self.records.get(timeout=POLL_S)
             except queue.Empty:
@@ -166,6 +182,9 @@ class Generation:
                 return self._explain(job, tokens)
             if tokens == "prefill":  # the server's prompt progress, for a long prompt
                 done, total = finishes.get("processed"), finishes.get("total")
+                if isinstance(done, int) and done > self.prompt_read and not self.kids:
+                    self.prompt_read = done  # it is reading the prompt: real work
+                    self.last_sign = time.monotonic()
                 if isinstance(done, int) and isinstance(total, int) and self.runner.progress:
                     self.runner.progress("prefill", done, total)
                 continue
@@ -205,6 +224,7 @@ class Generation:
             self.streams[row] = StreamDecoder(codec)
             self.counts[row] = 0
         self.writer.push(kid, token.id, token.logprob, token.top)
+        self.last_sign = time.monotonic()
         self.counts[row] += 1
         job.tokens += 1
         if self.request.on_token is not None:
@@ -231,6 +251,18 @@ class Generation:
         if isinstance(exc, ServerError) and job.tokens and "kept" not in str(exc):
             return type(exc)(f"{exc} (after {self._streamed()} token(s), which are kept)", exc.url)
         return exc
+
+    def _silent(self) -> ServerTimeout:
+        url = self.runner.url
+        streamed = self._streamed()
+        said = (
+            f"after {streamed} token(s), which are kept" if streamed else "before the first token"
+        )
+        return ServerTimeout(
+            f"the server at {url} sent no token for {self.token_deadline:g} s {said} "
+            "(pings and progress do not count)",
+            url,
+        )
 
     def _cut(self, job: Job) -> ServerStreamCut:
         url = self.runner.url

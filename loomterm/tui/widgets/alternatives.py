@@ -98,8 +98,8 @@ class AlternativesScreen(DialogScreen["Pick | None"]):
             )
             options.append(Option(text, id=str(row.token_id)))
         with Vertical():
-            yield Label(self.title_text, classes="dialog--title", markup=False)
-            yield OptionList(*options)
+            yield Label(safe_line(self.title_text), classes="dialog--title", markup=False)
+            yield OptionList(*options, markup=False)
             yield Label(
                 "enter: branch · ^g: branch and generate · esc: close",
                 classes="dialog--hint",

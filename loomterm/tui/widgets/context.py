@@ -20,6 +20,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Label, Static, TextArea
 
 from loomterm.settings import SettingError, Settings
+from loomterm.tui.sanitize import safe_line, safe_text
 from loomterm.tui.widgets.dialogs import DIALOG_CSS, FormScreen
 from loomterm.tui.widgets.fields import Field, FieldArea
 
@@ -107,7 +108,7 @@ class ContextScreen(FormScreen["dict[str, Any] | None"]):
             with Horizontal(classes="context--row"):
                 yield Label("Scan depth (tokens)")
                 yield Field(str(s.world_info["scan_depth"]), id="context-scan", type="integer", compact=True)  # fmt: skip
-            yield Label("", id="context-problem")
+            yield Label("", id="context-problem", markup=False)
             with Horizontal(classes="dialog--buttons"):
                 yield Button("Cancel", id="cancel", compact=True)
                 yield Button("Save", id="save", variant="primary", compact=True)
@@ -143,7 +144,7 @@ class ContextScreen(FormScreen["dict[str, Any] | None"]):
             values = self.values()
         except (ValueError, SettingError) as exc:
             self.problem = str(exc)
-            self.query_one("#context-problem", Label).update(self.problem)
+            self.query_one("#context-problem", Label).update(safe_line(self.problem))
             return
         self.dismiss(values)
 
@@ -171,13 +172,14 @@ def render_context(runs: list[Run]) -> Text:
     out.append("\u2500" * 40 + "\n", "dim")
     for run in runs:
         if run.kind == "path":
-            out.append(run.text)
+            out.append(safe_text(run.text))
             continue
-        body = run.text.removesuffix("\n")  # the close mark before the line break
+        text = safe_text(run.text)  # document text: newlines kept, controls shown
+        body = text.removesuffix("\n")  # the close mark before the line break
         out.append(f"\u25b6{KIND_LABELS.get(run.kind, run.kind)}\u2502", "bold reverse")
         out.append(body, "black on yellow" if run.kind == "authors_note" else "black on cyan")
         out.append("\u25c0", "bold reverse")
-        out.append(run.text[len(body) :])
+        out.append(text[len(body) :])
     return out
 
 
@@ -197,7 +199,7 @@ class ContextView(VerticalScroll):
     """The runs shown, the document's last one growing while a generation streams."""
 
     def compose(self) -> ComposeResult:
-        yield Static("", id="context-text")
+        yield Static("", id="context-text", markup=False)
 
     def show(self, runs: list[Run]) -> None:
         self.runs = tuple(runs)
@@ -222,5 +224,5 @@ class ContextView(VerticalScroll):
             self.call_after_refresh(self.scroll_end, animate=False)
 
     def show_problem(self, problem: str) -> None:
-        self.rendered = Text(problem, "bold red")
+        self.rendered = Text(safe_line(problem), "bold red")
         self.query_one("#context-text", Static).update(self.rendered)

@@ -15,6 +15,7 @@ from textual.screen import ModalScreen, ScreenResultType
 from textual.widgets import Button, Label
 
 from loomterm.tui.key_order import FOCUS_BINDINGS, hand_on
+from loomterm.tui.sanitize import safe_line, safe_text
 from loomterm.tui.widgets.fields import Field, FieldArea, FieldForm
 
 DEFAULT_SYSTEM = "You are a helpful assistant."
@@ -98,7 +99,7 @@ class ConfirmScreen(DialogScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label(self.question, classes="dialog--title", markup=False)
+            yield Label(safe_text(self.question), classes="dialog--title", markup=False)
             with Horizontal(classes="dialog--buttons"):
                 yield Button(self.no, id="no", compact=True)
                 yield Button(self.yes, id="yes", variant="warning", compact=True)
@@ -295,7 +296,7 @@ class NameScreen(FormScreen["str | None"]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label(self.title_text, classes="dialog--title", markup=False)
+            yield Label(safe_line(self.title_text), classes="dialog--title", markup=False)
             yield Field(self.value, id="name", compact=True)
             with Horizontal(classes="dialog--buttons"):
                 yield Button("Cancel", id="cancel", compact=True)

@@ -16,6 +16,7 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Button, Checkbox, Input, Label, Select
 
+from loomterm.tui.sanitize import safe_line
 from loomterm.tui.widgets.dialogs import DIALOG_CSS, FormScreen
 from loomterm.tui.widgets.fields import Field
 
@@ -198,6 +199,6 @@ class ExportScreen(FormScreen[None]):
     def show_status(self, text: str, working: bool = False) -> None:
         """One line under the fields: an error, or that the export is being written."""
         status = self.query_one("#export-status", Label)
-        status.update(text)
+        status.update(safe_line(text))  # a path or an OS error: outside text
         status.set_class(working, "-working")
         status.display = bool(text)

@@ -67,15 +67,16 @@ class HelpScreen(DialogScreen[None]):
         previous = ""
         for group, keys, action_id, title, text in self.rows:
             if group != previous:
-                blanks = [""] * (len(table.columns) - 1)
-                table.add_row(Text(group, style="bold"), *blanks, height=1)
+                blanks = len(table.columns) - 1
+                table.add_row(Text(group, style="bold"), *(Text() for _ in range(blanks)), height=1)
                 previous = group
+            # Cells as Text, never str: a table reads a str cell as markup.
             what = Text.assemble((title, "bold"), " \u2014 ", text)
             ident = Text(action_id, style="italic")
-            if narrow:
-                table.add_row(Text.assemble(keys, "\n", ident), what, height=None)
-            else:
-                table.add_row(keys, ident, what, height=None)
+            cells = (
+                [Text.assemble(keys, "\n", ident), what] if narrow else [Text(keys), ident, what]
+            )
+            table.add_row(*(cell.copy() for cell in cells), height=None)
         table.focus()
 
     def action_close(self) -> None:

@@ -14,6 +14,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 from textual.widgets import Button, Label
 
+from loomterm.tui.sanitize import safe_line
 from loomterm.tui.widgets.dialogs import DIALOG_CSS, FormScreen, NameScreen
 from loomterm.tui.widgets.fields import Field
 
@@ -117,7 +118,7 @@ class SiblingsScreen(FormScreen["list[tuple[str, int]] | None"]):
             yield Label("Siblings from several models", classes="dialog--title")
             for i, (key, count) in enumerate(self.counts):
                 with Horizontal(classes="siblings--row"):
-                    yield Label(key, markup=False)
+                    yield Label(safe_line(key), markup=False)
                     yield Field(str(count), id=f"count-{i}", type="integer", compact=True)
             with Horizontal(classes="dialog--buttons"):
                 yield Button("Cancel", id="cancel", compact=True)
@@ -125,7 +126,7 @@ class SiblingsScreen(FormScreen["list[tuple[str, int]] | None"]):
             hint = "how many siblings each model writes · enter generates · escape cancels"
             if self.blind:
                 hint += " · blind: who wrote which stays hidden until you pick one"
-            yield Label(hint, classes="dialog--hint")
+            yield Label(hint, classes="dialog--hint", markup=False)
 
     def on_mount(self) -> None:
         self.query_one("#count-0", Field).focus()

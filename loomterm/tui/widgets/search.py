@@ -1,7 +1,8 @@
 """The search dialog: a query over the text of every branch, its hits as a list.
 
 Typing searches at once (``loomterm.search``, a few milliseconds on a tree of hundreds
-of nodes); each hit shows the branch it is on (``2.1.3``: the second branch, then its
+of nodes, on a thread of its own: keys answer while a long one runs, and each newer
+query stops the one before); each hit shows the branch it is on (``2.1.3``: the second branch, then its
 first, then its third) and a snippet with the match marked. Enter (or a click) goes to
 the hit; alt+r switches regular expressions on and off, alt+c case matching, alt+h
 archived (hidden) branches, left out by default as the branch pane leaves them out. A
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -30,6 +31,20 @@ from loomterm.tui.widgets.fields import Field, FieldForm
 
 SHOWN = 200  # hits listed at most (the count says how many there are)
 DELAY = 0.05  # seconds of no typing before searching
+ENTER_BUDGET_S = 0.2  # enter before the hits came: searched at once if this is enough
+
+
+class Searcher(Protocol):
+    """What the dialog searches with (``tui.controllers.search.Search``)."""
+
+    def start(self, query: Query, done: Callable[[SearchResult | InputError], None]) -> None:
+        """Search on a thread; ``done`` on the UI thread (not after a newer start)."""
+
+    def run_now(self, query: Query, budget_s: float) -> SearchResult | InputError | None:
+        """Search here if it takes under ``budget_s``; None when it needs longer."""
+
+    def stop(self) -> None:
+        """Stop the running search."""
 
 
 @dataclass(frozen=True)
@@ -67,9 +82,10 @@ class SearchScreen(DialogScreen["SearchPick | None"], FieldForm):
         Binding("up", "hit(-1)", "Previous hit", show=False, id="search_up"),
     ]
 
-    def __init__(self, run: Callable[[Query], SearchResult], query: Query | None = None) -> None:
+    def __init__(self, searcher: Searcher, query: Query | None = None) -> None:
         super().__init__()
-        self._search = run
+        self.searcher = searcher
+        self._pick_when_found = False  # enter came before the search's result
         self.query_start = query or Query("")
         self.result: SearchResult | None = None
         self.current: Query | None = None
@@ -87,7 +103,7 @@ class SearchScreen(DialogScreen["SearchPick | None"], FieldForm):
                     "Archived branches (alt+h)", start.archived, id="archived", compact=True
                 )
             yield Label("", id="search-status", markup=False)
-            yield OptionList(id="search-hits")
+            yield OptionList(id="search-hits", markup=False)
             yield Label(
                 "each hit starts with where it is: branch 2.1.3 is, at each fork from the "
                 "top, the 2nd branch, then the 1st, then the 3rd (main text: above every "
@@ -120,19 +136,27 @@ class SearchScreen(DialogScreen["SearchPick | None"], FieldForm):
         self.search_now()
 
     def search_now(self) -> None:
-        """Search with what the dialog holds now and list the hits."""
+        """Search with what the dialog holds now; the hits are listed when they come."""
         self._timer = None
         query = self._query()
+        self.current, self.result = query, None
+        if query.text:
+            self.query_one("#search-status", Label).update("searching\u2026")
+        self.searcher.start(query, lambda outcome: self.show_result(query, outcome))
+
+    def show_result(self, query: Query, outcome: SearchResult | InputError) -> None:
+        """List the hits of ``query`` (or show its one-line error)."""
+        if query != self.current or not self.is_attached:
+            return
         status = self.query_one("#search-status", Label)
         hits = self.query_one("#search-hits", OptionList)
         hits.clear_options()
-        self.current, self.result = query, None
-        try:
-            result = self._search(query)
-        except InputError as exc:
-            status.update(str(exc))
+        if isinstance(outcome, InputError):
+            status.update(safe_line(outcome))
             status.add_class("-error")
+            self._pick_when_found = False
             return
+        result = outcome
         status.remove_class("-error")
         self.result = result
         if not query.text:
@@ -154,6 +178,9 @@ class SearchScreen(DialogScreen["SearchPick | None"], FieldForm):
         )
         if result.hits:
             hits.highlighted = 0
+        if self._pick_when_found:
+            self._pick_when_found = False
+            self._pick(0)
 
     # -- choosing ----------------------------------------------------------------------
     def action_toggle(self, name: str) -> None:
@@ -167,10 +194,21 @@ class SearchScreen(DialogScreen["SearchPick | None"], FieldForm):
             hits.highlighted = max(0, min(hits.option_count - 1, now + step))
 
     def field_submitted(self, field: Field) -> None:
-        # Enter before the search caught up with the typing: the field's Changed
-        # messages may not even have reached this screen yet.
-        if self._timer is not None or self._query() != self.current:
-            self.search_now()
+        # Enter before the hits came (the field's Changed messages may not even have
+        # reached this screen yet): searched at once, so that the keys after enter land
+        # at the hit; a long search picks its first hit when it is done.
+        if self._timer is not None or self._query() != self.current or self.result is None:
+            if self._timer is not None:
+                self._timer.stop()
+                self._timer = None
+            query = self._query()
+            self.current, self.result = query, None
+            outcome = self.searcher.run_now(query, ENTER_BUDGET_S)
+            if outcome is None:  # a long search: on its thread, the first hit when done
+                self._pick_when_found = True
+                self.search_now()
+                return
+            self.show_result(query, outcome)
         hits = self.query_one("#search-hits", OptionList)
         if hits.highlighted is not None:
             self._pick(hits.highlighted)
@@ -185,6 +223,9 @@ class SearchScreen(DialogScreen["SearchPick | None"], FieldForm):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+    def on_unmount(self) -> None:
+        self.searcher.stop()  # a search still running is of no use now
 
 
 def place_label(hit: Hit) -> str:

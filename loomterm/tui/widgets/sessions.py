@@ -21,7 +21,7 @@ from textual.widgets import DataTable, Label
 
 from loomterm.errors import LoomError
 from loomterm.tui import sessions
-from loomterm.tui.sanitize import safe_line
+from loomterm.tui.sanitize import plain_text, safe_line, safe_text
 from loomterm.tui.sessions import SessionRow
 from loomterm.tui.widgets.dialogs import DIALOG_CSS, ConfirmScreen, DialogScreen, NameScreen
 from loomterm.tui.widgets.status_bar import human_bytes
@@ -78,11 +78,11 @@ class SessionsScreen(DialogScreen["SessionChoice | None"]):
         with Vertical():
             yield Label("Sessions", classes="dialog--title")
             yield DataTable(cursor_type="row", zebra_stripes=True, id="sessions")
-            yield Label("", id="empty", classes="dialog--hint")
+            yield Label("", id="empty", classes="dialog--hint", markup=False)
             hint = "enter opens · n new · r rename · d delete · escape closes"
             if self.hint:
                 hint = f"{self.hint}\n{hint}"
-            yield Label(hint, classes="dialog--hint", markup=False)
+            yield Label(safe_text(hint), classes="dialog--hint", markup=False)
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
@@ -109,7 +109,7 @@ class SessionsScreen(DialogScreen["SessionChoice | None"]):
                     human_bytes(row.size),
                     when(row.modified),
                 )
-            table.add_row(*cells, key=str(index))
+            table.add_row(*(plain_text(cell) for cell in cells), key=str(index))
             target = select if select is not None else self.current
             if target is not None and row.path == target:
                 chosen = index

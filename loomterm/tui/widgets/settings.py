@@ -19,6 +19,7 @@ from textual.message import Message
 from textual.widgets import Button, Input, Label, Select
 
 from loomterm.settings import SettingError, Settings, Spec
+from loomterm.tui.sanitize import plain, safe_line
 from loomterm.tui.widgets.dialogs import DIALOG_CSS, FormScreen
 from loomterm.tui.widgets.fields import Field
 
@@ -153,7 +154,7 @@ class SettingsScreen(FormScreen["dict[str, Any] | None"]):
             yield Label("Settings (kept with this session)", classes="dialog--title")
             with VerticalScroll(id="settings-rows", can_focus=False):
                 yield from self._rows()
-            yield Label("", id="problems")
+            yield Label("", id="problems", markup=False)
             with Horizontal(classes="dialog--buttons"):
                 yield Button("Cancel", id="cancel", compact=True)
                 yield Button("Save", id="save", variant="primary", compact=True)
@@ -163,7 +164,7 @@ class SettingsScreen(FormScreen["dict[str, Any] | None"]):
         """One row per setting: its label, and an input or a list."""
         for spec in DIALOG:
             with Horizontal(classes="settings--row"):
-                label = Label(spec.label)
+                label = Label(spec.label, markup=False)
                 label.tooltip = spec.help
                 yield label
                 value = getattr(self.settings, spec.name)
@@ -184,16 +185,19 @@ class SettingsScreen(FormScreen["dict[str, Any] | None"]):
                         compact=True,
                         disabled=bool(reason),
                     )
-                widget.tooltip = self.unavailable.get(spec.name) or spec.help
+                widget.tooltip = plain(self.unavailable.get(spec.name) or spec.help)
                 yield widget
                 if spec.name in self.unavailable:
                     yield Label("unavailable here", classes="settings--source")
                 elif self.sources:
-                    yield Label(self.sources.get(spec.name, ""), classes="settings--source")
+                    yield Label(
+                        self.sources.get(spec.name, ""), classes="settings--source", markup=False
+                    )
             if spec.name in self.unavailable:
                 yield Label(
                     f"{spec.label} is greyed out: {self.unavailable[spec.name]}",
                     classes="settings--why",
+                    markup=False,
                 )
 
     NARROW = 72  # columns below which each label goes above its field
@@ -206,7 +210,7 @@ class SettingsScreen(FormScreen["dict[str, Any] | None"]):
     def on_setting_input_refused(self, event: SettingInput.Refused) -> None:
         spec = Settings.spec(str(event.field.id).removeprefix("setting-"))
         self.refused = True
-        self.query_one("#problems", Label).update(refusal(spec, event.text))
+        self.query_one("#problems", Label).update(safe_line(refusal(spec, event.text)))
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if self.refused:  # typing that was taken: the refusal is old news
@@ -226,7 +230,7 @@ class SettingsScreen(FormScreen["dict[str, Any] | None"]):
                 problems.append(problem(Settings.spec(exc.setting), exc))
         if problems:
             self.refused = False
-            self.query_one("#problems", Label).update("\n".join(problems))
+            self.query_one("#problems", Label).update("\n".join(map(safe_line, problems)))
             return
         # Only what changed: the app says "saved" only when something was.
         self.dismiss({k: v for k, v in parsed.items() if getattr(self.settings, k) != v})

@@ -10,6 +10,7 @@ from textual.content import Content
 from textual.widget import Widget
 
 from loomterm.settings import Settings
+from loomterm.tui.sanitize import safe_line
 
 
 def human_bytes(count: int) -> str:
@@ -120,8 +121,8 @@ def status_layouts(info: StatusInfo) -> list[Content]:
         label = "READ-ONLY \u00b7 changes not saved" if info.unsaved else "READ-ONLY"
         head += [Content.styled(label, "bold $error"), bar]
     if info.state:  # first, so a narrow terminal never cuts it off
-        head += [Content.styled(info.state, "bold $warning"), bar]
-    model = Content.styled(info.model, "bold")
+        head += [Content.styled(safe_line(info.state), "bold $warning"), bar]
+    model = Content.styled(safe_line(info.model), "bold")  # names from servers and files
     nodes = f"{info.nodes} node{'' if info.nodes == 1 else 's'}"
     counts = f"{info.path_tokens} tok \u00b7 {nodes} \u00b7 KV {human_bytes(info.kv_bytes)}"
 
@@ -131,14 +132,14 @@ def status_layouts(info: StatusInfo) -> list[Content]:
     full = [
         *head,
         model,
-        Content(f" {info.device}"),
+        Content(f" {safe_line(info.device)}"),
         bar,
         *place(info.place),
         Content(f"{counts} \u2502 {speed} \u2502 "),
         Content(f"{info.preset} " if info.preset else ""),
         Content(settings_summary(info.settings)),
     ]
-    no_settings = [*head, model, Content(f" {info.device}"), bar, *place(info.place)]
+    no_settings = [*head, model, Content(f" {safe_line(info.device)}"), bar, *place(info.place)]
     no_settings.append(Content(f"{counts} \u2502 {speed}"))
     short = [
         *head,

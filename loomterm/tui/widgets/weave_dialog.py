@@ -12,6 +12,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Label, Select
 
+from loomterm.tui.sanitize import safe_line
 from loomterm.tui.widgets.dialogs import DIALOG_CSS, FormScreen
 from loomterm.tui.widgets.fields import Field
 
@@ -92,7 +93,7 @@ class WeaveScreen(FormScreen["WeaveChoice | None"]):
             yield Label("Weave from the caret", classes="dialog--title")
             for name, label in LABELS.items():
                 with Horizontal(classes="weave--row"):
-                    yield Label(label)
+                    yield Label(label, markup=False)
                     yield Field(
                         str(getattr(self.choice, name)),
                         id=f"weave-{name}",
@@ -108,7 +109,7 @@ class WeaveScreen(FormScreen["WeaveChoice | None"]):
                     id="weave-score",
                     compact=True,
                 )
-            yield Label("", id="weave-problems")
+            yield Label("", id="weave-problems", markup=False)
             with Horizontal(classes="dialog--buttons"):
                 yield Button("Cancel", id="cancel", compact=True)
                 yield Button("Weave", id="start", variant="primary", compact=True)
@@ -127,6 +128,6 @@ class WeaveScreen(FormScreen["WeaveChoice | None"]):
         score = self.query_one("#weave-score", Select).value
         choice, problems = parse_choice(values, str(score))
         if choice is None:
-            self.query_one("#weave-problems", Label).update("\n".join(problems))
+            self.query_one("#weave-problems", Label).update("\n".join(map(safe_line, problems)))
             return
         self.dismiss(choice)
