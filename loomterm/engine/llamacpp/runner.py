@@ -112,7 +112,10 @@ class LlamaCppRunner(Runner):
         self.n_ctx = n_ctx
         self.window = Window.for_context(n_ctx)
         self.name = path.stem  # the file names the model and its quantization
-        self.where = f"cpu · llama.cpp ({self.llama.threads} threads)"
+        self.threads = self.llama.threads
+        self.backend = "llama.cpp"
+        plural = "s" if self.threads != 1 else ""
+        self.where = f"cpu · llama.cpp ({self.threads} thread{plural})"
         self.codec = LlamaTokenText(self.llama)
         self.vocab_size = self.llama.vocab_size
         self.eos_ids = frozenset(t for t in self.codec.special_ids if self.llama.is_eog(t))

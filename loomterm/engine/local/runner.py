@@ -84,7 +84,7 @@ class LocalRunner(Runner):
         )
         self.quantized = getattr(loaded, "quant", "none") != "none"
         plain = not self.quantized and loaded.dtype in usual
-        self.where = str(loaded.device) if plain else f"{loaded.device} · {self.precision}"
+        self._precision_label = "" if plain else f" · {self.precision}"
         self.codec = TokenText(self.tokenizer)
         config = self.model.config.get_text_config(decoder=True)
         output = self.model.get_output_embeddings()
@@ -186,6 +186,21 @@ class LocalRunner(Runner):
         self.work.owners = None
 
     # -- identity and text -------------------------------------------------------------
+    backend = "torch"
+
+    @property
+    def threads(self) -> int | None:
+        """torch's CPU threads (process-wide: ``engine.threads``); None off the CPU."""
+        return torch.get_num_threads() if self.device.type == "cpu" else None
+
+    @property
+    def where(self) -> str:
+        """The device, the backend (and its threads on the CPU) and, when not the
+        device's usual, the precision: ``cpu · torch (1 thread) · int8 (float32)``."""
+        threads = self.threads
+        count = f" ({threads} thread{'s' if threads != 1 else ''})" if threads else ""
+        return f"{self.device} · torch{count}{self._precision_label}"
+
     def identity(self) -> dict[str, Any]:
         return self.loaded.identity()
 

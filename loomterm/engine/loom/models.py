@@ -141,19 +141,43 @@ class LoomModels:
         *,
         dtype: str = "auto",
         quant: str | None = "none",
+        backend: str = "auto",
+        threads: int | None = None,
+        n_ctx: int | None = None,
+        kv_budget: int | str | None = None,
         progress: Callable[..., None] | None = None,
         record: dict[str, Any] | None = None,
         **server: Any,
     ) -> str:
-        """Load (a local model folder, ``.gguf`` file or name, in ``dtype``/``quant``,
-        reporting to ``progress``) or connect to (a server URL) ``source`` and ``attach``
-        it; returns its key. ``server`` takes ``remote.connect``'s options. With
-        ``record`` (a table entry being reopened) the model must still be the one the
-        record names (its fingerprint). A model that cannot join is let go again, with
+        """Load (a local model folder, ``.gguf`` file or name, on ``backend`` with
+        ``threads``, in ``dtype``/``quant``, reporting to ``progress``) or connect to (a
+        server URL) ``source`` and ``attach`` it; returns its key. ``server`` takes
+        ``remote.connect``'s options; the road is ``engine.open`` (``device="auto"``:
+        the active model's device). With ``record`` (a table entry being reopened) the
+        model must still be the one the record names (its fingerprint), and ``auto``
+        keeps the backend it recorded. A model that cannot join is let go again, with
         the one-line error."""
         from loomterm.engine.loom.registry import model_record, same_record
+        from loomterm.engine.open import RunnerOptions, open_runner
 
-        runner = self._open_runner(source, device, dtype, quant, progress, server)
+        if not isinstance(source, str) or not source.strip():
+            raise InputError("name a model: a server URL, a local model folder or a name")
+        if device == "auto":
+            device = str(getattr(self.runner, "device", "auto"))
+        options = RunnerOptions.of(
+            backend=backend,
+            threads=threads,
+            device=device,
+            dtype=dtype,
+            quant=quant,
+            n_ctx=n_ctx,
+            kv_budget=kv_budget,
+            **server,
+        )
+        recorded = None
+        if record is not None and record.get("kind", "local") == "local":
+            recorded = str(record.get("backend") or "torch")
+        runner = open_runner(source.strip(), options, progress, recorded)
         try:
             if record is not None and not same_record(record, model_record(runner)):
                 raise InputError(
@@ -164,30 +188,6 @@ class LoomModels:
         except BaseException:
             runner.close()
             raise
-
-    def _open_runner(
-        self,
-        source: str,
-        device: str,
-        dtype: str,
-        quant: str | None,
-        progress: Callable[..., None] | None,
-        server: dict[str, Any],
-    ) -> Runner:
-        from loomterm.engine.remote import connect, is_server_url
-
-        if not isinstance(source, str) or not source.strip():
-            raise InputError("name a model: a server URL, a local model folder or a name")
-        source = source.strip()
-        if is_server_url(source):
-            return connect(source, **server)
-        from loomterm.engine.local.runner import LocalRunner
-        from loomterm.engine.models.load import load_model
-
-        if device == "auto":
-            device = str(getattr(self.runner, "device", "auto"))
-        loaded = load_model(source, device=device, dtype=dtype, quant=quant, progress=progress)
-        return LocalRunner(loaded)
 
     @property
     def model_state(self) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from loomterm.engine.models.conversions import converted_dir, find_conversion, i
 from loomterm.engine.models.default import default_model_dir
 from loomterm.engine.models.fingerprint import file_sha256, folder_fingerprint
 from loomterm.engine.models.gguf import ensure_converted, quiet_warnings, short_reason
+from loomterm.engine.models.hub import check_hub_id, check_reachable
 from loomterm.engine.models.source import (
     DEFAULT_MODEL_NAME,
     classify,
@@ -303,6 +304,7 @@ def _load_hub(
         raise ModelLoadError(
             f"cannot load model {repo_id!r}: not a local folder or .gguf file, nor a hub id"
         ) from None
+    check_hub_id(repo_id)  # not cached and no hub: one line now, not half a minute of retries
     try:
         loaded = _from_pretrained(
             repo_id, repo_id, device, dtype, report, {"local_files_only": True}, layout
@@ -310,11 +312,7 @@ def _load_hub(
     except NotCausalLMError:
         raise
     except ModelLoadError:
-        if _hub_offline():
-            raise ModelLoadError(
-                f"cannot load model {repo_id!r}: not a local folder or .gguf file, and not in "
-                "the local Hugging Face cache (HF_HUB_OFFLINE is set)"
-            ) from None
+        check_reachable(repo_id)
         _probe_hub(repo_id)
         with report.timed("download"):
             loaded = _from_pretrained(repo_id, repo_id, device, dtype, Progress(), {}, layout)
@@ -326,10 +324,6 @@ def _load_hub(
     else:  # not reachable in practice: the files were just loaded from the cache
         fingerprint = {"name": name, "config": "", "weights": "", "tokenizer": ""}
     return LoadedModel(model, tokenizer, name, repo_id, device, dtype, fingerprint)
-
-
-def _hub_offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
 
 
 def _probe_hub(repo_id: str) -> None:
