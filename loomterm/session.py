@@ -257,7 +257,10 @@ class Session:
             if how.reattach:
                 from loomterm.session_models import reattach_models
 
-                reattach_models(loom, data, how.progress, how.on_note, how.loaded_models, path.name)
+                reattach_models(
+                    loom, data, how.progress, how.on_note, how.loaded_models, path.name,
+                    threads=how.threads,
+                )  # fmt: skip
         except BaseException:
             if store is not None:
                 store.close()

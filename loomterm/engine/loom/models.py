@@ -207,6 +207,7 @@ class LoomModels:
         progress: Callable[..., None] | None = None,
         on_note: Callable[[str], None] | None = None,
         loaded: Sequence[Any] = (),
+        threads: int | None = None,
     ) -> list[str]:
         """Attach again, under their recorded keys, the recorded models ``keys`` names
         (None: the wanted ones, those the session had attached) that can be reopened (``registry.reopen_plan``): a
@@ -216,7 +217,8 @@ class LoomModels:
         (``LoadedModel``s already in memory) with the record's source and fingerprint
         is used as it is. One that cannot come back stays recorded, its nodes
         untouched, and gets a one-line note (``on_note`` hears each as it happens,
-        besides ``model_notes``); returns the notes, in order."""
+        besides ``model_notes``); returns the notes, in order. ``threads``: the CPU
+        threads of each local one (``engine.open``; default: its default)."""
         from loomterm.engine.loom.registry import reopen_plan
         from loomterm.errors import LoomError
 
@@ -234,11 +236,12 @@ class LoomModels:
                 if plan.local:
                     match = _loaded_for(slot.record, loaded)
                     if match is not None:  # already in memory (the editor's last session)
-                        from loomterm.engine.local.runner import LocalRunner
+                        from loomterm.engine.open import RunnerOptions, runner_for
 
-                        self.attach(key, LocalRunner(match))
+                        self.attach(key, runner_for(match, RunnerOptions(threads=threads)))
                         continue
                     options = dict(plan.options, progress=_prefixed(progress, key))
+                    options["threads"] = threads
                 else:
                     options = plan.options
                 self.open_model(plan.source, key, record=slot.record, **options)
