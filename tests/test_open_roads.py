@@ -160,3 +160,23 @@ def test_auto_picks_llama_cpp_for_a_gguf_only_where_it_is_built(tmp_path, monkey
 def test_server_options_with_a_local_model_are_one_line(tiny_llama_dir):
     with pytest.raises(InputError, match="server_kind: only for a server URL"):
         Loom.load(str(tiny_llama_dir), server_kind="vllm")
+
+
+def test_a_runner_computes_with_its_threads_on_any_thread(tiny_llama_dir, threads_back):
+    """OpenMP keeps torch's thread count per thread: the editor opens a model on one
+    thread and generates on its worker. The runner sets its own count when it runs."""
+    import threading
+
+    loom = Loom.load(str(tiny_llama_dir), device="cpu", threads=2)
+    seen = []
+
+    def work() -> None:
+        torch.set_num_threads(OTHER_THREADS)
+        with loom.exclusive():
+            seen.append(torch.get_num_threads())
+        loom.generate(loom.append(loom.root, "Once"), 2, temperature=0)
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    worker.join()
+    assert seen == [2] and loom.runner.threads == 2

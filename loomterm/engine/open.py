@@ -177,8 +177,11 @@ def runner_for(model: LoadedModel | Runner, options: RunnerOptions = RunnerOptio
         model.options = options
         return model
     from loomterm.engine.local.runner import LocalRunner
+    from loomterm.engine.threads import default_threads
 
     runner = LocalRunner(model, n_ctx=options.n_ctx, kv_budget=options.kv_budget)
+    if runner.threads is not None:  # on the CPU: kept per runner, set on each use
+        runner.threads = options.threads or default_threads("torch")
     runner.options = options
     return runner
 

@@ -85,6 +85,9 @@ class LocalRunner(Runner):
         self.quantized = getattr(loaded, "quant", "none") != "none"
         plain = not self.quantized and loaded.dtype in usual
         self._precision_label = "" if plain else f" · {self.precision}"
+        # torch's CPU threads are the calling thread's (OpenMP keeps them per thread): the
+        # runner keeps its own count and sets it in ``context``, on whichever thread runs.
+        self.threads: int | None = torch.get_num_threads() if self.device.type == "cpu" else None
         self.codec = TokenText(self.tokenizer)
         config = self.model.config.get_text_config(decoder=True)
         output = self.model.get_output_embeddings()
@@ -189,11 +192,6 @@ class LocalRunner(Runner):
     backend = "torch"
 
     @property
-    def threads(self) -> int | None:
-        """torch's CPU threads (process-wide: ``engine.threads``); None off the CPU."""
-        return torch.get_num_threads() if self.device.type == "cpu" else None
-
-    @property
     def where(self) -> str:
         """The device, the backend (and its threads on the CPU) and, when not the
         device's usual, the precision: ``cpu · torch (1 thread) · int8 (float32)``."""
@@ -214,6 +212,8 @@ class LocalRunner(Runner):
     def context(self) -> Iterator[None]:
         """No autograd: KV buffers are created and updated in place under inference
         mode, so every operation must run inside it."""
+        if self.threads and torch.get_num_threads() != self.threads:
+            torch.set_num_threads(self.threads)
         with torch.inference_mode():
             # Softmax tails underflow into subnormal floats, which x86 CPUs multiply up
             # to 100x slower; flush them to zero during engine work only (the mode is
