@@ -52,12 +52,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    from loomterm import cli_bench, cli_generate, cli_sessions, cli_weave
+    from loomterm import cli_bench, cli_build, cli_generate, cli_sessions, cli_weave
 
     cli_generate.register(sub, engine)
     cli_weave.register(sub, engine)
     cli_bench.register(sub, engine)
     cli_sessions.register(sub, engine)
+    cli_build.register(sub)
     return parser
 
 
