@@ -180,3 +180,13 @@ def test_a_runner_computes_with_its_threads_on_any_thread(tiny_llama_dir, thread
     worker.start()
     worker.join()
     assert seen == [2] and loom.runner.threads == 2
+
+
+def test_generate_names_the_backend(tiny_llama_dir, capsys, threads_back):
+    """``loomterm generate``: one line on stderr says what runs the model."""
+    from loomterm.cli import main
+
+    args = ["generate", "-s", "g", "--model", str(tiny_llama_dir), "--device", "cpu"]
+    assert main([*args, "--threads", "1", "--prompt", "Once", "--max-new-tokens", "2"]) == 0
+    err = capsys.readouterr().err
+    assert f"loomterm: {tiny_llama_dir.name} on cpu · torch (1 thread)\n" in err
