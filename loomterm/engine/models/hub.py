@@ -7,7 +7,8 @@ connection to the hub (or to the proxy the environment names), in a thread, give
 ``CONNECT_S`` seconds, DNS included. No answer is one line. The answer is kept for the
 process.
 
-Standard library only: the command line asks before torch is imported.
+Standard library and huggingface_hub only: the command line asks before torch is
+imported.
 """
 
 from __future__ import annotations
@@ -96,8 +97,14 @@ def unreachable(timeout: float = CONNECT_S) -> str | None:
 def check_hub_id(repo_id: str) -> None:
     """For a hub id not in the local cache: one line (``ModelLoadError``) at once when
     there is no hub to download it from; nothing when it is cached or the hub answers."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
     from loomterm.engine.models.source import hub_snapshot_folder
 
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError:
+        return  # no hub id at all: loading says so
     if hub_snapshot_folder(repo_id) is None:  # cached: loading asks the network nothing
         check_reachable(repo_id)
 

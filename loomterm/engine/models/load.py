@@ -190,6 +190,9 @@ def load_model(
     """
     from loomterm.engine.kernels.quant import normalise_quant
 
+    kind, value = _classify(model)
+    if kind == "hub":  # not cached and no hub: one line now, before transformers loads
+        check_hub_id(value)
     report = Progress(progress)
     torch_device = resolve_device(device)
     try:
@@ -200,7 +203,6 @@ def load_model(
     # Quantized weights are made from float32 ones; the rest is cast afterwards.
     load_dtype = torch.float32 if quant != "none" else torch_dtype
     _quiet_libraries()
-    kind, value = _classify(model)
     # Unquantized on a CPU, the weights take the decode layout while the tokenizer loads.
     layout = torch_device.type == "cpu" and quant == "none"
     if kind == "default":
@@ -304,7 +306,6 @@ def _load_hub(
         raise ModelLoadError(
             f"cannot load model {repo_id!r}: not a local folder or .gguf file, nor a hub id"
         ) from None
-    check_hub_id(repo_id)  # not cached and no hub: one line now, not half a minute of retries
     try:
         loaded = _from_pretrained(
             repo_id, repo_id, device, dtype, report, {"local_files_only": True}, layout
