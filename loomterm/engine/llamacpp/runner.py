@@ -29,7 +29,7 @@ the context's cells are allocated whole (sized down to fit the budget, never bel
 context window) and count as ``KVBytes.working``; the parked copies are node KV
 (``KVBytes.nodes``), the least recently used dropped first when they would not fit.
 They are not tensors on the nodes (``node_kv`` stays off: no KV snapshots). Threads:
-``threads`` (default: one per core, as llama-server).
+``threads`` (default: physical cores less one, ``engine.threads``).
 """
 
 from __future__ import annotations
