@@ -8,6 +8,7 @@ target is to keep at least half the quiet rate with the default threads.
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
 import time
@@ -22,13 +23,15 @@ from loomterm.bench.timing import median
 
 CONTENDED = "Busy CPU"
 CONTENDED_NOTE = "greedy decode with one process spinning on a core beside it; baseline: the same decode quiet, same run"
-SPIN = "while True: pass"
+# Spins until stopped, or until the bench that started it (its parent, named by pid so
+# that a parent gone before the spinner started counts too) is gone: killed, not stopped.
+SPIN = "import os\nwhile os.getppid() == {parent}:\n    for _ in range(100000): pass"
 
 
 @contextlib.contextmanager
 def busy_core() -> Iterator[None]:
     """One process spinning on a core for the duration (ours: killed on leaving)."""
-    spinner = subprocess.Popen([sys.executable, "-c", SPIN])
+    spinner = subprocess.Popen([sys.executable, "-c", SPIN.format(parent=os.getpid())])
     try:
         time.sleep(0.3)  # running before the clock starts
         yield
