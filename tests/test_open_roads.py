@@ -190,3 +190,15 @@ def test_generate_names_the_backend(tiny_llama_dir, capsys, threads_back):
     assert main([*args, "--threads", "1", "--prompt", "Once", "--max-new-tokens", "2"]) == 0
     err = capsys.readouterr().err
     assert f"loomterm: {tiny_llama_dir.name} on cpu · torch (1 thread)\n" in err
+
+
+def test_a_new_session_on_the_model_in_memory_keeps_its_threads(tiny_llama_dir, threads_back):
+    """The editor's new session (``ops.new_session_like``) runs the same model with the
+    same threads and options, whatever the thread that makes it has."""
+    from loomterm.tui import ops
+
+    loom = Loom.load(str(tiny_llama_dir), device="cpu", threads=2, n_ctx=256)
+    torch.set_num_threads(OTHER_THREADS)
+    fresh, _name = ops.new_session_like(loom)
+    assert fresh.runner is not loom.runner and fresh.runner.loaded is loom.runner.loaded
+    assert settings(fresh.runner) == settings(loom.runner) and fresh.n_ctx == 256

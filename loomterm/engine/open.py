@@ -203,3 +203,14 @@ def backend_of(runner: Any) -> str:
     """The backend a runner runs on, for a status line: ``torch``, ``llama.cpp`` or
     ``server``."""
     return str(getattr(runner, "backend", SERVER))
+
+
+def runner_like(runner: Any) -> Runner:
+    """A fresh torch runner on ``runner``'s loaded model, with its context window, KV
+    cap, threads and options (a new session on the model in memory)."""
+    from loomterm.engine.local.runner import LocalRunner
+
+    fresh = LocalRunner(runner.loaded, n_ctx=runner.n_ctx, kv_budget=runner.kv_budget)
+    fresh.threads = runner.threads
+    fresh.options = runner.options
+    return fresh
