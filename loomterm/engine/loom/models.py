@@ -155,9 +155,15 @@ class LoomModels:
         ``remote.connect``'s options; the road is ``engine.open`` (``device="auto"``:
         the active model's device). With ``record`` (a table entry being reopened) the
         model must still be the one the record names (its fingerprint), and ``auto``
-        keeps the backend it recorded. A model that cannot join is let go again, with
-        the one-line error."""
-        from loomterm.engine.loom.registry import model_record, same_record
+        keeps the backend it recorded; otherwise ``auto``'s llama.cpp gives way to torch
+        where llama.cpp's tokenizer is not the tree's. A model that cannot join is let
+        go again, with the one-line error."""
+        from loomterm.engine.loom.registry import (
+            model_record,
+            same_record,
+            vocab_key,
+            vocab_mismatch,
+        )
         from loomterm.engine.open import RunnerOptions, open_runner
 
         if not isinstance(source, str) or not source.strip():
@@ -178,6 +184,14 @@ class LoomModels:
         if record is not None and record.get("kind", "local") == "local":
             recorded = str(record.get("backend") or "torch")
         runner = open_runner(source.strip(), options, progress, recorded)
+        if options.backend == "auto" and recorded is None and runner.backend == "llama.cpp":
+            # auto's choice must fit the tree: llama.cpp's tokenizer can split text
+            # otherwise than transformers' for the same file; torch reads it as the tree's.
+            with self._lock:
+                fits = vocab_mismatch(self._models.tree_vocab(), vocab_key(runner)) is None
+            if not fits:
+                runner.close()
+                runner = open_runner(source.strip(), options.but(backend="torch"), progress)
         try:
             if record is not None and not same_record(record, model_record(runner)):
                 raise InputError(
