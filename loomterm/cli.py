@@ -53,12 +53,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    from loomterm import cli_bench, cli_generate, cli_sessions, cli_weave
+    from loomterm import cli_bench, cli_build, cli_generate, cli_sessions, cli_weave
 
     cli_generate.register(sub, engine)
     cli_weave.register(sub, engine)
     cli_bench.register(sub, engine)
     cli_sessions.register(sub, engine)
+    cli_build.register(sub)
     return parser
 
 
@@ -112,6 +113,7 @@ def given_engine_options(args: argparse.Namespace) -> list[str]:
 def check_models(args: argparse.Namespace) -> None:
     """Refuse a ``--model`` or ``--attach`` value that names no model here (a missing
     path, a file that is not a .gguf) with one line, before anything heavy loads."""
+    from loomterm.engine.models.hub import check_hub_id
     from loomterm.engine.models.source import classify
     from loomterm.engine.remote import is_server_url
 
@@ -119,11 +121,16 @@ def check_models(args: argparse.Namespace) -> None:
     models += [source for _name, source in getattr(args, "attach", [])]
     for model in models:
         if model is not None and not is_server_url(model):
-            classify(model)  # hub ids pass: their answer needs the network
+            source = classify(model)
+            if source.hub_id is not None:  # not cached and no hub: one line, at once
+                check_hub_id(source.hub_id)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``loomterm`` console script."""
+    from loomterm.engine.threads import passive_wait
+
+    passive_wait()  # before torch starts OpenMP: idle threads sleep, not spin
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "loads_model", True):  # sessions, export: before the name too

@@ -25,12 +25,12 @@ def register(sub: argparse._SubParsersAction, engine: argparse.ArgumentParser) -
 
 def run(args: argparse.Namespace) -> int:
     """Load the model, run the plan, print the table (and write the JSON)."""
-    import torch
-
     from loomterm.bench.report import format_table, write_json
     from loomterm.bench.runner import NOTES, SERVER_NOTES, BenchPlan, run_bench, run_server_bench
-    from loomterm.engine.models.load import end_progress_line, load_model, print_progress
+    from loomterm.engine.models.load import end_progress_line, print_progress
+    from loomterm.engine.open import RunnerOptions, load
     from loomterm.engine.remote import is_server_url
+    from loomterm.engine.threads import use_threads
     from loomterm.settings import EngineOptions
 
     def log(text: str) -> None:
@@ -44,14 +44,15 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             write_json(args.json, result.rows, result.meta)
         return 0
-    loaded = load_model(**options.model_kwargs(), progress=print_progress)
+    # The bench measures the torch runner (its llamacpp section runs the same model's
+    # GGUF file on llama.cpp beside it); the model comes by the one road (engine.open).
+    opening = RunnerOptions.of(**options.load_kwargs()).but(backend="torch")
+    loaded = load(options.model, opening, print_progress)
     end_progress_line()
-    # --threads (an engine option, shared by torch and llama.cpp); 1 with --quick.
-    threads = options.threads or (1 if args.quick and loaded.device.type == "cpu" else None)
-    if threads:
+    if options.threads is None and args.quick and loaded.device.type == "cpu":
         # Two threads on a two-core machine that is busy elsewhere can run 3-5x slower
         # than one (threads wait on each other); a smoke run wants steady figures.
-        torch.set_num_threads(threads)
+        use_threads("torch", 1)
     plan = BenchPlan.quick() if args.quick else BenchPlan.full(loaded.device)
     if sections:
         plan = plan.scaled(sections=sections)

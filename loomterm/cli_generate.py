@@ -85,6 +85,8 @@ def open_or_create(args: argparse.Namespace):
         # A typo in -s would otherwise start a story silently beside the intended one.
         say(f"loomterm: new session {path.stem!r} ({path})")
     end_progress_line()
+    # Which backend runs it (auto chose): llama.cpp or torch, and the threads.
+    print(f"loomterm: {loom.runner.name} on {loom.runner.where}", file=sys.stderr)
     return loom
 
 

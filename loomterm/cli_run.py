@@ -319,9 +319,7 @@ def attach_more(
             progress(f"{who}: {stage}", done, total)
 
         try:
-            key = loom.open_model(
-                source, name, dtype=options.dtype, quant=options.quant, progress=stages
-            )
+            key = loom.open_model(source, name, **attach_options(options, source), progress=stages)
         finally:
             if not quiet:
                 end_progress_line()
@@ -329,6 +327,24 @@ def attach_more(
             say(f"loomterm: attached {key} ({source})")
         keys.append(key)
     return keys
+
+
+def attach_options(options: EngineOptions, source: str) -> dict:
+    """``Loom.open_model``'s options for an attached ``source``: the command line's
+    engine options (backend, threads, dtype, quant, context and KV cap; the device is
+    the main model's); a server URL is its own backend and takes none of them."""
+    from loomterm.engine.remote import is_server_url
+
+    if is_server_url(source):
+        return {}
+    return {
+        "backend": options.backend,
+        "threads": options.threads,
+        "dtype": options.dtype,
+        "quant": options.quant,
+        "n_ctx": options.n_ctx,
+        "kv_budget": options.kv_budget,
+    }
 
 
 def attached_as(loom: Loom, source: str) -> str | None:

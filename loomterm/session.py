@@ -306,7 +306,10 @@ class Session:
             if how.reattach:
                 from loomterm.session_models import reattach_models
 
-                reattach_models(loom, data, how.progress, how.on_note, how.loaded_models, path.name)
+                reattach_models(
+                    loom, data, how.progress, how.on_note, how.loaded_models, path.name,
+                    threads=how.threads,
+                )  # fmt: skip
         except BaseException:
             if store is not None:
                 store.close()
@@ -410,7 +413,7 @@ def is_provisional(data: SessionData) -> bool:
 def _model_for(data: SessionData, path: Path, how: OpenOptions) -> tuple[Any, bool]:
     """The model to open ``data`` on (loaded, connected or the caller's), and whether
     it is a runner already (a server, llama.cpp): the Loom is then made on it as it is."""
-    from loomterm.engine.models.load import load_model
+    from loomterm.engine.models.load import LoadedModel
     from loomterm.engine.remote import is_server_url
 
     if how.loaded is not None:
@@ -422,26 +425,41 @@ def _model_for(data: SessionData, path: Path, how: OpenOptions) -> tuple[Any, bo
         overrides = {"kind": how.server_kind, "model_arg": how.server_model}
         named_by = "user" if how.model else "file"  # a file's URL gets no key unasked
         return _connect_server(data, source, how.read_only, overrides, named_by), True
-    recorded_llama = how.model is None and data.model.get("backend") == "llama.cpp"
-    if how.backend == "llama.cpp" or (how.backend == "auto" and recorded_llama):
-        from loomterm.engine.llamacpp import open_gguf
+    from loomterm.engine.open import load
 
-        runner = open_gguf(
-            source,
-            n_ctx=how.n_ctx,
-            threads=how.threads,
-            progress=how.progress,
-            kv_budget=how.kv_budget,
-        )
-        return runner, True
-    if how.threads:
-        import torch
+    # ``auto`` keeps the backend the session ran on for its own model (a record without
+    # one ran on torch); another model takes ``auto``'s own choice.
+    own = how.model is None or _same_source(how.model, data.model.get("source"))
+    recorded = str(data.model.get("backend") or "torch") if own else None
+    model = load(source, _runner_options(how), how.progress, recorded)
+    return model, not isinstance(model, LoadedModel)
 
-        torch.set_num_threads(how.threads)
-    loaded = load_model(
-        source, device=how.device, dtype=how.dtype, progress=how.progress, quant=how.quant
+
+def _same_source(given: str, recorded: Any) -> bool:
+    """Whether the model value ``given`` names the recorded source (a path resolved)."""
+    if not isinstance(recorded, str):
+        return False
+    if given == recorded:
+        return True
+    try:
+        return Path(given).expanduser().resolve() == Path(recorded).expanduser().resolve()
+    except (OSError, ValueError):
+        return False
+
+
+def _runner_options(how: OpenOptions):
+    """``how``'s engine options as ``engine.open.RunnerOptions``."""
+    from loomterm.engine.open import RunnerOptions
+
+    return RunnerOptions(
+        backend=how.backend,
+        threads=how.threads,
+        device=how.device,
+        dtype=how.dtype,
+        quant=how.quant,
+        n_ctx=how.n_ctx,
+        kv_budget=how.kv_budget,
     )
-    return loaded, False
 
 
 def _retokenize_file(
@@ -461,12 +479,10 @@ def _loom_for(data: SessionData, loaded: Any, remote: bool, how: OpenOptions, pa
     """A Loom over ``data``'s tree on ``loaded``, with the file's settings, context
     versions, models and cursor."""
     from loomterm.engine import Loom
+    from loomterm.engine.open import runner_for
     from loomterm.settings import Settings
 
-    if remote:
-        loom = Loom(loaded, tree=data.tree)
-    else:
-        loom = Loom.from_loaded(loaded, n_ctx=how.n_ctx, tree=data.tree, kv_budget=how.kv_budget)
+    loom = Loom(runner_for(loaded, _runner_options(how)), tree=data.tree)
     settings, notes = Settings.from_stored(data.settings)
     notes += loom.contexts.versions.load(data.contexts)
     for note in notes:

@@ -27,18 +27,20 @@ def reattach_models(
     on_note: Callable[[str], None] | None = None,
     loaded: Sequence[Any] = (),
     name: str = "",
+    threads: int | None = None,
 ) -> list[str]:
     """Re-attach the models ``data`` had attached to ``loom`` (which has adopted its
-    table and state: ``Loom.adopt_models``) and restore the active one; returns the
-    notes of those that did not come back (each to ``on_note`` as it happens; by
-    default a warning naming the session, ``name``)."""
+    table and state: ``Loom.adopt_models``; local ones with ``threads``, as the
+    session's own model) and restore the active one; returns the notes of those that
+    did not come back (each to ``on_note`` as it happens; by default a warning naming
+    the session, ``name``)."""
     if on_note is None:
 
         def on_note(note: str) -> None:
             warnings.warn(f"session {name}: {note}" if name else note, stacklevel=4)
 
     state = data.model_state if isinstance(data.model_state, dict) else {}
-    notes = loom.reopen_models(progress=progress, on_note=on_note, loaded=loaded)
+    notes = loom.reopen_models(progress=progress, on_note=on_note, loaded=loaded, threads=threads)
     active = state.get("active")
     if isinstance(active, str) and active in loom.models and active != loom.active_model:
         loom.use(active)

@@ -169,10 +169,11 @@ def same_as_recorded(record: dict[str, Any], options: EngineOptions) -> bool | N
     if source is None:
         return None
     recorded = record.get("fingerprint") or {}
+    backend = _backend_for(source, record, options.backend)
     try:
         if source.kind == "hub":
-            return _same_hub_model(source.hub_id, recorded, options.backend)
-        if options.backend == "llama.cpp":
+            return _same_hub_model(source.hub_id, recorded, backend)
+        if backend == "llama.cpp":
             return _same_gguf_file(source, record, recorded)
         if source.kind == "gguf":
             folder = _conversion_of(source.path)
@@ -182,6 +183,18 @@ def same_as_recorded(record: dict[str, Any], options: EngineOptions) -> bool | N
         return same_model(recorded, folder_fingerprint(source.path.name, source.path))
     except (OSError, ValueError):
         return None  # loading says what is wrong with the folder or file
+
+
+def _backend_for(source, record: dict[str, Any], backend: str) -> str:
+    """The backend ``engine.open.choose_backend`` will pick for ``source`` when the
+    session of ``record`` is opened on it: ``auto`` keeps the recorded one for the
+    session's own file (``session.Session.open``)."""
+    from loomterm.engine.open import choose_backend
+
+    own = source.path is not None and str(source.path) == str(record.get("source"))
+    recorded = str(record.get("backend") or "torch") if own else None
+    model = str(source.path) if source.path is not None else source.hub_id
+    return choose_backend(model, backend, recorded)
 
 
 def _local_source(model: str):
@@ -519,37 +532,14 @@ class SessionOpening:
 
     def _create(self, progress: ProgressCallback | None) -> Loom:
         from loomterm.engine import Loom
-        from loomterm.engine.remote import connect, is_server_url
+        from loomterm.engine.open import RunnerOptions, open_runner
         from loomterm.session import save_loom
 
         options = self.options
         tree = self.preview().tree
-        if is_server_url(options.model):
-            server = {k: v for k, v in options.server_kwargs().items() if v is not None}
-            loom = Loom(connect(options.model, **server), tree=tree)
-        elif options.backend == "llama.cpp":
-            from loomterm.engine.llamacpp import open_gguf
-
-            runner = open_gguf(
-                options.model,
-                n_ctx=options.n_ctx,
-                threads=options.threads,
-                progress=progress,
-                kv_budget=options.kv_budget,
-            )
-            loom = Loom(runner, tree=tree)
-        else:
-            from loomterm.engine.models.load import load_model
-
-            if options.threads:
-                import torch
-
-                torch.set_num_threads(options.threads)
-
-            loaded = load_model(**options.model_kwargs(), progress=progress)
-            loom = Loom.from_loaded(
-                loaded, n_ctx=options.n_ctx, tree=tree, kv_budget=options.kv_budget
-            )
+        # The one road from a model to a runner (``engine.open``), every option with it.
+        runner = open_runner(options.model, RunnerOptions.of(**options.load_kwargs()), progress)
+        loom = Loom(runner, tree=tree)
         if self.prepare is not None:
             self.prepare(loom)
         if self.attach is not None:

@@ -207,8 +207,8 @@ class EngineOptions:
     quant: str = option("none", "weight quantization: none (exact), f16 (float16 weights, float32 products: near exact, about 2x float32's decode on an x86 CPU), int8 (weight-only, per channel) or int4 (weight-only, groups of 32, as Q4_1)", part="model", choices=("none", "f16", "int8", "int4"))  # fmt: skip
     n_ctx: int | None = option(None, "context window in tokens", part="loom", at_least=1)
     kv_budget: str | None = option(None, "cap on cached KV memory, e.g. 2G (default: half the free memory)", part="loom")  # fmt: skip
-    backend: str = option("auto", "what runs a local model: torch (transformers in this process), llama.cpp (a .gguf file in llama.cpp, in this process) or auto (torch; a session made on llama.cpp reopens on it)", part="backend", choices=("auto", "torch", "llama.cpp"))  # fmt: skip
-    threads: int | None = option(None, "CPU threads for the model (default: torch's own; llama.cpp: one per core)", part="backend", at_least=1)  # fmt: skip
+    backend: str = option("auto", "what runs a local model: torch (transformers in this process), llama.cpp (a .gguf file in llama.cpp, in this process) or auto (a .gguf file on llama.cpp once `loomterm build-llama` has built it, anything else on torch; a session reopens on the backend it was made on)", part="backend", choices=("auto", "torch", "llama.cpp"))  # fmt: skip
+    threads: int | None = option(None, "CPU threads for the model, either backend (default: one per physical core less one, which keeps decoding fast when something else uses the CPU)", part="backend", at_least=1)  # fmt: skip
     server_kind: str | None = option(None, "with --model URL: the kind of server (default: detected); an API key comes from LOOMTERM_API_KEY or OPENAI_API_KEY", part="server", choices=("llama-server", "vllm", "sglang", "openai"))  # fmt: skip
     server_model: str | None = option(None, "with --model URL: the model on a multi-model server", part="server")  # fmt: skip
 

@@ -165,7 +165,8 @@ def test_whether_a_gguf_file_is_a_sessions_model_is_told_without_torch(tiny_llam
     gguf = default_gguf_path()
     records = {}
     for name, model in (("gguf", gguf), ("other", tiny_llama_dir)):
-        loom = Loom.load(str(model), device="cpu")  # the GGUF: the default's conversion
+        # The GGUF on torch: the default's conversion (auto would take llama.cpp when built).
+        loom = Loom.load(str(model), device="cpu", backend="torch")
         loom.cursor = loom.append(loom.root, "Once upon a time")
         records[name] = tmp_path / f"{name}.loom"
         save_loom(loom, records[name])

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, replace
 import torch
 
 from loomterm.bench import (
+    contended,
     context,
     corpus_text,
     decoding,
@@ -77,6 +78,7 @@ class BenchPlan:
         "search",
         "context",
         "llamacpp",
+        "busy",
         "startup",
         "files",
     )  # fmt: skip
@@ -139,6 +141,7 @@ NOTES = {
     search.SEARCH: search.SEARCH_NOTE,
     context.CONTEXT: context.CONTEXT_NOTE,
     llamacpp.LLAMACPP: llamacpp.LLAMACPP_NOTE,
+    contended.CONTENDED: contended.CONTENDED_NOTE,
     startup.STARTUP: startup.STARTUP_NOTE,
     files.FILES: files.FILES_NOTE,
 }
@@ -247,6 +250,8 @@ def _run(loaded, plan: BenchPlan, quick: bool, log: Callable[[str], None]) -> Be
         )
     if "llamacpp" in want:
         rows += llamacpp.llamacpp_rows(loaded, corpus, plan, log)
+    if "busy" in want:
+        rows += contended.contended_rows(loaded, prompt, plan.decode_tokens, plan.decode_reps, log)
     if "startup" in want:
         rows += startup.startup_rows(loaded, corpus, plan.startup_reps, log)
     if "files" in want:

@@ -70,7 +70,12 @@ class Runner(ABC):
 
     Attributes:
         name: The model's name, for the status bar and the session file.
-        where: Where it runs, for the status bar ("cpu", "cuda:0", a server's URL).
+        where: Where it runs, for the status bar ("cpu · torch (1 thread)", "cpu ·
+            llama.cpp (2 threads)", a server's URL).
+        backend: What runs it: ``torch``, ``llama.cpp`` or ``server``.
+        threads: CPU threads it decodes with (None: not this process's CPU).
+        options: The ``engine.open.RunnerOptions`` it was opened with (set by
+            ``engine.open``; None for a runner made directly).
         capabilities: What this runner can do (:class:`Capabilities`).
         codec: Token ids to bytes, text and display pieces (``text.TokenText``).
         vocab_size: Token ids run from 0 to ``vocab_size - 1``.
@@ -95,6 +100,9 @@ class Runner(ABC):
     interrupt: threading.Event | None = None
     context_provider: ContextProvider | None = None
     tree: Tree | None = None  # set by ``attach``
+    backend: str = "server"
+    threads: int | None = None
+    options: Any = None  # ``engine.open.RunnerOptions``: a lower layer cannot name it
 
     def context_for(self, node: Node, reserve: int = 0) -> Assembled | None:
         """The injected sequence for ``node`` (``engine.context``), None when plain."""

@@ -168,9 +168,9 @@ def new_session_like(loom: Loom, name: str = "") -> tuple[Loom, str]:
     from loomterm.session import save_loom, session_of, session_path
 
     if loom.capabilities.node_kv:
-        fresh = type(loom).from_loaded(
-            loom.runner.loaded, n_ctx=loom.n_ctx, kv_budget=loom.runner.kv_budget
-        )
+        from loomterm.engine.open import runner_like
+
+        fresh = type(loom)(runner_like(loom.runner))  # its threads and options too
     else:  # a server's runner keeps nothing per tree: the new loom shares it
         fresh = type(loom)(loom.runner)
     fresh.settings = settings_for_new_story(loom)

@@ -200,9 +200,9 @@ def create_like(current: Loom, name: str) -> Loom:
     if path.exists():
         raise SessionError(f"a session named {name!r} exists already: choose another name")
     if current.capabilities.node_kv:
-        fresh = type(current).from_loaded(
-            current.runner.loaded, n_ctx=current.n_ctx, kv_budget=current.runner.kv_budget
-        )
+        from loomterm.engine.open import runner_like
+
+        fresh = type(current)(runner_like(current.runner))  # its threads and options too
     else:  # a server's runner keeps nothing per tree: the new loom shares it
         fresh = type(current)(current.runner)
     from loomterm.tui.ops import settings_for_new_story

@@ -253,11 +253,12 @@ def test_unknown_quant_is_a_one_line_load_error(tiny_llama_dir):
 
 
 def test_engine_option_and_loom_load(tiny_llama_dir):
-    options = EngineOptions(model=str(tiny_llama_dir), device="cpu", quant="int8")
+    options = EngineOptions(model=str(tiny_llama_dir), device="cpu", quant="int8", threads=1)
     assert options.model_kwargs()["quant"] == "int8"
     loom = Loom.load(**options.load_kwargs())
     assert loom.runner.loaded.quant == "int8"
-    assert loom.runner.where == "cpu · int8 (float32)"  # what the status bar shows
+    # What the status bar shows: the device, the backend and its threads, the precision.
+    assert loom.runner.where == "cpu · torch (1 thread) · int8 (float32)"
     assert loom.runner.precision == "int8 (float32)"
     assert loom.runner.identity()["quant"] == "int8"
     with pytest.raises(Exception, match="quant"):

@@ -28,7 +28,7 @@ from loomterm.errors import LoomError
 
 LIB_ENV = "LLAMA_CPP_LIB_PATH"
 NEEDED = ("llama_memory_seq_rm", "llama_memory_seq_cp", "llama_memory_seq_add", "llama_batch_init")
-BUILD_HINT = "python -m loomterm.serving.llama_build"
+BUILD_HINT = "loomterm build-llama"
 
 
 class BindingError(LoomError):
@@ -76,7 +76,8 @@ def load() -> ModuleType:
             module = importlib.import_module("llama_cpp.llama_cpp")
         except ImportError as exc:
             raise BindingError(
-                f"the llama_cpp binding cannot be imported ({exc}): install loomterm[llamacpp]"
+                f"the llama_cpp binding cannot be imported ({exc}): reinstall loomterm (its "
+                f"dependencies) and run `{BUILD_HINT}`"
             ) from None
         except (OSError, RuntimeError) as exc:
             raise BindingError(f"llama.cpp's library cannot be loaded: {exc}") from None

@@ -38,11 +38,11 @@ _muted = threading.Event()  # set while a failure is expected and handled (seq_r
 
 
 def default_threads() -> int:
-    """llama-server's default: one thread per core this process may run on."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
+    """Physical cores less one (``engine.threads.default_threads``: llama-server's one
+    per core slows several times over when another process takes a core)."""
+    from loomterm.engine.threads import default_threads as shared
+
+    return shared("llama.cpp")
 
 
 def _backend(lib) -> None:

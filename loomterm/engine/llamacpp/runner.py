@@ -29,7 +29,7 @@ the context's cells are allocated whole (sized down to fit the budget, never bel
 context window) and count as ``KVBytes.working``; the parked copies are node KV
 (``KVBytes.nodes``), the least recently used dropped first when they would not fit.
 They are not tensors on the nodes (``node_kv`` stays off: no KV snapshots). Threads:
-``threads`` (default: one per core, as llama-server).
+``threads`` (default: physical cores less one, ``engine.threads``).
 """
 
 from __future__ import annotations
@@ -112,7 +112,10 @@ class LlamaCppRunner(Runner):
         self.n_ctx = n_ctx
         self.window = Window.for_context(n_ctx)
         self.name = path.stem  # the file names the model and its quantization
-        self.where = f"cpu · llama.cpp ({self.llama.threads} threads)"
+        self.threads = self.llama.threads
+        self.backend = "llama.cpp"
+        plural = "s" if self.threads != 1 else ""
+        self.where = f"cpu · llama.cpp ({self.threads} thread{plural})"
         self.codec = LlamaTokenText(self.llama)
         self.vocab_size = self.llama.vocab_size
         self.eos_ids = frozenset(t for t in self.codec.special_ids if self.llama.is_eog(t))

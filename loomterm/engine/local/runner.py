@@ -84,7 +84,10 @@ class LocalRunner(Runner):
         )
         self.quantized = getattr(loaded, "quant", "none") != "none"
         plain = not self.quantized and loaded.dtype in usual
-        self.where = str(loaded.device) if plain else f"{loaded.device} · {self.precision}"
+        self._precision_label = "" if plain else f" · {self.precision}"
+        # torch's CPU threads are the calling thread's (OpenMP keeps them per thread): the
+        # runner keeps its own count and sets it in ``context``, on whichever thread runs.
+        self.threads: int | None = torch.get_num_threads() if self.device.type == "cpu" else None
         self.codec = TokenText(self.tokenizer)
         config = self.model.config.get_text_config(decoder=True)
         output = self.model.get_output_embeddings()
@@ -199,6 +202,16 @@ class LocalRunner(Runner):
         self.work.owners = None
 
     # -- identity and text -------------------------------------------------------------
+    backend = "torch"
+
+    @property
+    def where(self) -> str:
+        """The device, the backend (and its threads on the CPU) and, when not the
+        device's usual, the precision: ``cpu · torch (1 thread) · int8 (float32)``."""
+        threads = self.threads
+        count = f" ({threads} thread{'s' if threads != 1 else ''})" if threads else ""
+        return f"{self.device} · torch{count}{self._precision_label}"
+
     def identity(self) -> dict[str, Any]:
         return self.loaded.identity()
 
@@ -212,6 +225,8 @@ class LocalRunner(Runner):
     def context(self) -> Iterator[None]:
         """No autograd: KV buffers are created and updated in place under inference
         mode, so every operation must run inside it."""
+        if self.threads and torch.get_num_threads() != self.threads:
+            torch.set_num_threads(self.threads)
         with torch.inference_mode():
             # Softmax tails underflow into subnormal floats, which x86 CPUs multiply up
             # to 100x slower; flush them to zero during engine work only (the mode is

@@ -48,8 +48,6 @@ if TYPE_CHECKING:
     from loomterm.engine.models.load import LoadedModel
     from loomterm.engine.runner import Progress
 
-BACKENDS = ("auto", "torch", "llama.cpp")  # what ``Loom.load`` runs a local model on
-
 
 class Loom(LoomModels, LoomContext, LoomTidy):
     """A session's tree and the runner that extends it. See the module docstring.
@@ -102,38 +100,28 @@ class Loom(LoomModels, LoomContext, LoomTidy):
 
         ``backend``: ``"torch"`` (the local runner: transformers in this process),
         ``"llama.cpp"`` (a ``.gguf`` file run by llama.cpp in this process,
-        ``engine.llamacpp``) or ``"auto"`` (the torch runner; a URL connects to the
-        server). ``threads``: CPU threads for either (default: torch's own; llama.cpp's
-        one per core).
+        ``engine.llamacpp``) or ``"auto"`` (a ``.gguf`` file on llama.cpp when it is
+        built here, anything else on torch; a URL connects to the server).
+        ``threads``: CPU threads for either (default: ``engine.threads.default_threads``).
 
         A ``model`` that is a URL (``http://host:port``) connects to that server
         instead (``remote.connect``; ``server`` takes its options: ``server_kind``,
         ``server_model``, ``tokenizer``, timeouts); ``device``, ``dtype``, ``quant``,
-        ``n_ctx`` and ``kv_budget`` are the server's business then."""
-        from loomterm.engine.remote import connect, is_server_url
+        ``n_ctx`` and ``kv_budget`` are the server's business then. The road from
+        ``model`` to a runner is ``engine.open`` (every other opener takes it too)."""
+        from loomterm.engine.open import RunnerOptions, open_runner
 
-        server = {name: value for name, value in server.items() if value is not None}
-        if backend not in BACKENDS:
-            raise InputError(f"backend {backend!r}: use one of {', '.join(BACKENDS)}")
-        if is_server_url(model):
-            if backend != "auto":
-                raise InputError(f"backend {backend}: a server URL is its own backend")
-            return cls(connect(model, **server))
-        if server:
-            raise InputError(f"{', '.join(sorted(server))}: only for a server URL as the model")
-        if backend == "llama.cpp":
-            from loomterm.engine.llamacpp import open_gguf
-
-            runner = open_gguf(
-                model, n_ctx=n_ctx, threads=threads, progress=progress, kv_budget=kv_budget
-            )
-            return cls(runner)
-        if threads:
-            torch.set_num_threads(threads)
-        from loomterm.engine.models.load import load_model
-
-        loaded = load_model(model, device=device, dtype=dtype, progress=progress, quant=quant)
-        return cls.from_loaded(loaded, n_ctx, kv_budget=kv_budget)
+        options = RunnerOptions.of(
+            backend=backend,
+            threads=threads,
+            device=device,
+            dtype=dtype,
+            quant=quant,
+            n_ctx=n_ctx,
+            kv_budget=kv_budget,
+            **server,
+        )
+        return cls(open_runner(model, options, progress))
 
     @classmethod
     def from_loaded(

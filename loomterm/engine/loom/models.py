@@ -141,19 +141,57 @@ class LoomModels:
         *,
         dtype: str = "auto",
         quant: str | None = "none",
+        backend: str = "auto",
+        threads: int | None = None,
+        n_ctx: int | None = None,
+        kv_budget: int | str | None = None,
         progress: Callable[..., None] | None = None,
         record: dict[str, Any] | None = None,
         **server: Any,
     ) -> str:
-        """Load (a local model folder, ``.gguf`` file or name, in ``dtype``/``quant``,
-        reporting to ``progress``) or connect to (a server URL) ``source`` and ``attach``
-        it; returns its key. ``server`` takes ``remote.connect``'s options. With
-        ``record`` (a table entry being reopened) the model must still be the one the
-        record names (its fingerprint). A model that cannot join is let go again, with
-        the one-line error."""
-        from loomterm.engine.loom.registry import model_record, same_record
+        """Load (a local model folder, ``.gguf`` file or name, on ``backend`` with
+        ``threads``, in ``dtype``/``quant``, reporting to ``progress``) or connect to (a
+        server URL) ``source`` and ``attach`` it; returns its key. ``server`` takes
+        ``remote.connect``'s options; the road is ``engine.open`` (``device="auto"``:
+        the active model's device). With ``record`` (a table entry being reopened) the
+        model must still be the one the record names (its fingerprint), and ``auto``
+        keeps the backend it recorded; otherwise ``auto``'s llama.cpp gives way to torch
+        where llama.cpp's tokenizer is not the tree's. A model that cannot join is let
+        go again, with the one-line error."""
+        from loomterm.engine.loom.registry import (
+            model_record,
+            same_record,
+            vocab_key,
+            vocab_mismatch,
+        )
+        from loomterm.engine.open import RunnerOptions, open_runner
 
-        runner = self._open_runner(source, device, dtype, quant, progress, server)
+        if not isinstance(source, str) or not source.strip():
+            raise InputError("name a model: a server URL, a local model folder or a name")
+        if device == "auto":
+            device = str(getattr(self.runner, "device", "auto"))
+        options = RunnerOptions.of(
+            backend=backend,
+            threads=threads,
+            device=device,
+            dtype=dtype,
+            quant=quant,
+            n_ctx=n_ctx,
+            kv_budget=kv_budget,
+            **server,
+        )
+        recorded = None
+        if record is not None and record.get("kind", "local") == "local":
+            recorded = str(record.get("backend") or "torch")
+        runner = open_runner(source.strip(), options, progress, recorded)
+        if options.backend == "auto" and recorded is None and runner.backend == "llama.cpp":
+            # auto's choice must fit the tree: llama.cpp's tokenizer can split text
+            # otherwise than transformers' for the same file; torch reads it as the tree's.
+            with self._lock:
+                fits = vocab_mismatch(self._models.tree_vocab(), vocab_key(runner)) is None
+            if not fits:
+                runner.close()
+                runner = open_runner(source.strip(), options.but(backend="torch"), progress)
         try:
             if record is not None and not same_record(record, model_record(runner)):
                 raise InputError(
@@ -164,30 +202,6 @@ class LoomModels:
         except BaseException:
             runner.close()
             raise
-
-    def _open_runner(
-        self,
-        source: str,
-        device: str,
-        dtype: str,
-        quant: str | None,
-        progress: Callable[..., None] | None,
-        server: dict[str, Any],
-    ) -> Runner:
-        from loomterm.engine.remote import connect, is_server_url
-
-        if not isinstance(source, str) or not source.strip():
-            raise InputError("name a model: a server URL, a local model folder or a name")
-        source = source.strip()
-        if is_server_url(source):
-            return connect(source, **server)
-        from loomterm.engine.local.runner import LocalRunner
-        from loomterm.engine.models.load import load_model
-
-        if device == "auto":
-            device = str(getattr(self.runner, "device", "auto"))
-        loaded = load_model(source, device=device, dtype=dtype, quant=quant, progress=progress)
-        return LocalRunner(loaded)
 
     @property
     def model_state(self) -> dict[str, Any]:
@@ -207,6 +221,7 @@ class LoomModels:
         progress: Callable[..., None] | None = None,
         on_note: Callable[[str], None] | None = None,
         loaded: Sequence[Any] = (),
+        threads: int | None = None,
     ) -> list[str]:
         """Attach again, under their recorded keys, the recorded models ``keys`` names
         (None: the wanted ones, those the session had attached) that can be reopened (``registry.reopen_plan``): a
@@ -216,7 +231,8 @@ class LoomModels:
         (``LoadedModel``s already in memory) with the record's source and fingerprint
         is used as it is. One that cannot come back stays recorded, its nodes
         untouched, and gets a one-line note (``on_note`` hears each as it happens,
-        besides ``model_notes``); returns the notes, in order."""
+        besides ``model_notes``); returns the notes, in order. ``threads``: the CPU
+        threads of each local one (``engine.open``; default: its default)."""
         from loomterm.engine.loom.registry import reopen_plan
         from loomterm.errors import LoomError
 
@@ -234,11 +250,12 @@ class LoomModels:
                 if plan.local:
                     match = _loaded_for(slot.record, loaded)
                     if match is not None:  # already in memory (the editor's last session)
-                        from loomterm.engine.local.runner import LocalRunner
+                        from loomterm.engine.open import RunnerOptions, runner_for
 
-                        self.attach(key, LocalRunner(match))
+                        self.attach(key, runner_for(match, RunnerOptions(threads=threads)))
                         continue
                     options = dict(plan.options, progress=_prefixed(progress, key))
+                    options["threads"] = threads
                 else:
                     options = plan.options
                 self.open_model(plan.source, key, record=slot.record, **options)

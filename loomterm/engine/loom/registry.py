@@ -98,6 +98,8 @@ def model_record(runner: Runner) -> dict[str, Any]:
     if kind == "local":
         record["dtype"] = identity.get("dtype")
         record["quant"] = identity.get("quant") or "none"
+        if identity.get("backend"):  # llama.cpp; a record without one ran on torch
+            record["backend"] = identity["backend"]
     else:
         server = identity.get("server") or {}
         record["server_model"] = server.get("model")

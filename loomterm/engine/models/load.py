@@ -30,6 +30,7 @@ from loomterm.engine.models.conversions import converted_dir, find_conversion, i
 from loomterm.engine.models.default import default_model_dir
 from loomterm.engine.models.fingerprint import file_sha256, folder_fingerprint
 from loomterm.engine.models.gguf import ensure_converted, quiet_warnings, short_reason
+from loomterm.engine.models.hub import check_hub_id, check_reachable
 from loomterm.engine.models.source import (
     DEFAULT_MODEL_NAME,
     classify,
@@ -192,6 +193,9 @@ def load_model(
     """
     from loomterm.engine.kernels.quant import normalise_quant
 
+    kind, value = _classify(model)
+    if kind == "hub":  # not cached and no hub: one line now, before transformers loads
+        check_hub_id(value)
     report = Progress(progress)
     torch_device = resolve_device(device)
     try:
@@ -202,7 +206,6 @@ def load_model(
     # Quantized weights are made from float32 ones; the rest is cast afterwards.
     load_dtype = torch.float32 if quant != "none" else torch_dtype
     _quiet_libraries()
-    kind, value = _classify(model)
     # Unquantized on a CPU, the weights take the decode layout while the tokenizer loads.
     layout = torch_device.type == "cpu" and quant == "none"
     if kind == "default":
@@ -327,11 +330,7 @@ def _load_hub(
     except NotCausalLMError:
         raise
     except ModelLoadError:
-        if _hub_offline():
-            raise ModelLoadError(
-                f"cannot load model {repo_id!r}: not a local folder or .gguf file, and not in "
-                "the local Hugging Face cache (HF_HUB_OFFLINE is set)"
-            ) from None
+        check_reachable(repo_id)
         _probe_hub(repo_id)
         with report.timed("download"):
             loaded = _from_pretrained(repo_id, repo_id, device, dtype, Progress(), {}, layout)
@@ -343,10 +342,6 @@ def _load_hub(
     else:  # not reachable in practice: the files were just loaded from the cache
         fingerprint = {"name": name, "config": "", "weights": "", "tokenizer": ""}
     return LoadedModel(model, tokenizer, name, repo_id, device, dtype, fingerprint)
-
-
-def _hub_offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
 
 
 def _probe_hub(repo_id: str) -> None:

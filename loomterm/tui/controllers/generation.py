@@ -20,6 +20,7 @@ from loomterm.errors import LoomError, PrefillCancelled
 from loomterm.tree import Node, Origin
 from loomterm.tui import ops
 from loomterm.tui.controllers.context import ContextAssembled
+from loomterm.tui.controllers.slowdown import Slowdown
 from loomterm.tui.messages import (
     GenerationDone,
     GenerationStarted,
@@ -124,6 +125,7 @@ class Generation:
         self.then: Callable[[], None] | None = None  # run when this generation has ended
         self.lock_held = False  # the document is locked until the generation starts
         self.tokens_per_second: float | None = None  # of the last generation (status bar)
+        self.slowdown = Slowdown()  # says when decoding collapses (a busy CPU)
 
     def generate_n(self) -> None:
         """N siblings (the ``n`` setting) at the caret, once idle."""
@@ -211,6 +213,7 @@ class Generation:
         """The cut at the caret is made and the first token is on its way."""
         app = self.app
         self.tokens_per_second = None  # the last generation's speed is not this one's
+        self.slowdown.start((app.loom.active_model, message.n))
         app.doc.show(message.start)
         app.doc.move_to(app.doc.length)
         app.view.follow = True
@@ -223,6 +226,7 @@ class Generation:
         app = self.app
         if app.show_speed and message.rate is not None:
             self.tokens_per_second = message.rate  # live, as the tokens come
+        self.slowdown.tokens(message.total, time.monotonic())
         follow = app.view.follow
         if app.doc.extend(message.node, message.start, message.pieces):
             if follow:
@@ -268,6 +272,10 @@ class Generation:
             self.navigation.arrive(target)
         elif message.kids:
             app.loom.cursor = target  # typed-over text syncs from what was shown
+        if self.slowdown.slow:  # ended slow: said once more, where it stays readable
+            threads = getattr(app.loom.runner, "threads", None)
+            app.notify(f"Decoding {self.slowdown.advice(threads)}", severity="warning", timeout=8)
+            self.slowdown.slow = False
         then, self.then = self.then, None
         if then is not None and message.kids:
             then()
@@ -276,7 +284,11 @@ class Generation:
 
     def state(self) -> str:
         """``generating · 14.2 tok/s · esc stops`` while tokens come (the rate once
-        known, and only where speeds are shown)."""
+        known, and only where speeds are shown); while decoding has collapsed, how far
+        and what helps (``slowdown``)."""
+        if self.slowdown.slow:  # shown whatever show_speed says: it explains the wait
+            threads = getattr(self.app.loom.runner, "threads", None)
+            return f"generating \u00b7 {self.slowdown.advice(threads)} \u00b7 esc stops"
         rate = self.tokens_per_second if self.app.show_speed else None
         if rate is None:
             return "generating\u2026 esc stops"

@@ -198,8 +198,14 @@ class Models:
             app.loading_progress(f"{source_label(source)}: {stage}", done, total)
 
         def job() -> None:
+            from loomterm.engine.open import RunnerOptions
+
+            # The session's own engine options (backend, threads, precision) hold for
+            # the model attached beside it: one road (``engine.open``) for both.
+            opened = getattr(loom.runner, "options", None)
+            options = opened.for_another(source) if isinstance(opened, RunnerOptions) else {}
             # Hashing and converting a GGUF file takes a minute: the status bar shows it.
-            key = loom.open_model(source, progress=progress)
+            key = loom.open_model(source, progress=progress, **options)
             app.call_from_thread(app.notify, f"Attached {key}: alt+l switches to it", timeout=4)
 
         self.jobs.submit("attach model", job)
