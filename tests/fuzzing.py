@@ -19,6 +19,9 @@ from typing import Any
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
+# A model fingerprint: a tree that names one imports without loading any model.
+FINGERPRINT = {"name": "m", "config": "a" * 64, "weights": "b" * 64, "tokenizer": "c" * 64}
+
 SCALE = float(os.environ.get("LOOMTERM_FUZZ_EXAMPLES", "1") or 1)
 
 

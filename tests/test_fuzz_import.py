@@ -21,9 +21,17 @@ from hypothesis import strategies as st
 from loomterm import export
 from loomterm.export import ExportError, read_import
 from loomterm.session import load_session
-from tests.fuzzing import HOSTILE, TEXT, assert_clean_end, budget, digest, dumps, run_cli
+from tests.fuzzing import (
+    FINGERPRINT,
+    HOSTILE,
+    TEXT,
+    assert_clean_end,
+    budget,
+    digest,
+    dumps,
+    run_cli,
+)
 
-FINGERPRINT = {"name": "m", "config": "a" * 64, "weights": "b" * 64, "tokenizer": "c" * 64}
 ORIGINS = ["user", "model", "edit", "import"]
 
 
