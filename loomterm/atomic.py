@@ -16,6 +16,7 @@ A symbolic link is followed: the file it points to is replaced and the link stay
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 import stat
@@ -61,6 +62,8 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 
 def _target(path: Path) -> Path:
     """The file that will really be replaced: a symbolic link's target, not the link."""
+    if not path.name:  # "/", ".": a folder, named without a file in it
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), os.fspath(path))
     return Path(os.path.realpath(path)) if path.is_symlink() else path
 
 

@@ -71,6 +71,8 @@ def run_editor(args: argparse.Namespace) -> int:
             if app is not None:
                 _give_up_loading(app)
                 _close_last(app.loom)
+    if app is not None and app.return_code:  # the editor stopped on an error it reported
+        return app.return_code
     if app is not None:
         _say_where_it_ended(loom, app.loom)
     return 0
@@ -138,6 +140,8 @@ def run_opening(opening: SessionOpening, name: str) -> int:
             _close_last(app.loom)  # type: ignore[arg-type]  # the real Loom by now
     if app.load_error is not None:
         raise app.load_error
+    if app.return_code:  # the editor stopped on an error it reported: no "session" line
+        return app.return_code
     if opening.loom is not None:
         kind = "new session" if opening.new else "session"
         print(f"loomterm: {kind} {opening.path}", file=sys.stderr)

@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 import httpx
 
@@ -59,9 +59,21 @@ def api_key() -> str | None:
     return None
 
 
+def split_url(url: str) -> SplitResult:
+    """``url``'s parts; a malformed one (``http://[::1``, a port that is no number or
+    out of range) is a one-line :class:`ServerError` that does not echo it (it may hold
+    a password)."""
+    try:
+        parts = urlsplit(url.strip())
+        parts.port  # noqa: B018 - read to have it checked
+    except ValueError as exc:
+        raise ServerError(f"not a server address ({exc}); use http://host:port") from None
+    return parts
+
+
 def public_url(url: str) -> str:
     """``url`` without user, password, query or trailing slash: safe to show and store."""
-    parts = urlsplit(url.strip())
+    parts = split_url(url)
     host = parts.hostname or ""
     if ":" in host:
         host = f"[{host}]"
@@ -77,7 +89,7 @@ class ServerClient:
 
     def __init__(self, url: str, timeouts: Timeouts | None = None, key: str | None = None):
         self.url = public_url(url)
-        parts = urlsplit(url.strip())
+        parts = split_url(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ServerError(f"{url!r} is not a server address (use http://host:port)")
         self.timeouts = timeouts or Timeouts()
