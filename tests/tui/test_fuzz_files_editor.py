@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from loomterm.locations import config_dir
+from tests.fuzzing import assert_clean_end, digest, dumps, run_cli
 from tests.tui.conftest import TERMINAL, settle
 
 
@@ -39,3 +42,66 @@ async def test_odd_but_valid_keys_in_a_key_map_start_the_editor(make_app):
         await pilot.press("f6")
         await settle(pilot)
     assert app.return_code in (0, None)
+
+
+# One field of a real session's JSON tree changed: what the red team sent.
+ONE_BAD_FIELD = [
+    ("tokens", 0, 2**31 - 1),  # an id the model does not have
+    ("tokens", 0, "<1e999>"),
+    ("meta", None, {"merged_origins": "zz"}),
+    ("meta", None, {"model": [1], "role": 5}),
+    ("meta", None, {"bookmark": "a label", "tags": ["x"], "mine": {"deep": [1]}}),
+    ("sampling", None, {"temperature": "hot"}),
+    ("seed", None, 2**70),
+    ("logprobs", 0, 1e300),
+    ("top", 0, [[5, "-inf"], [6, -1.0]]),
+    ("created", None, -1e18),
+    ("origin", None, "alien"),
+    ("approx", None, "yes"),
+]
+
+
+@pytest.mark.parametrize("field, index, value", ONE_BAD_FIELD)
+async def test_an_imported_tree_with_one_bad_field_never_crashes_the_editor(
+    loom, make_app, tiny_llama_dir, tmp_path, field, index, value
+):
+    """Imported, the tree is refused in one line, or the session opens and the editor
+    runs on it (a model read and a generation included) and quits cleanly."""
+    from loomterm import export
+    from loomterm.errors import SessionError
+    from loomterm.session import close_session, load_session, open_loom, save_loom
+
+    prompt = loom.append(loom.root, "Once upon a time")
+    (kid,) = loom.generate(prompt, 4, temperature=0)
+    loom.cursor = kid
+    save_loom(loom, "good")
+    close_session(loom)
+    obj = json.loads(export.render(load_session("good"), "json"))
+    node = obj["nodes"][-1]
+    if index is None:
+        node[field] = value
+    else:
+        node[field][index] = value
+    source = tmp_path / "bad.json"
+    source.write_text(dumps(obj))
+    before = digest(source)
+    code, out, err = run_cli(["import", str(source), "--name", "bad"])
+    assert_clean_end(code, err, allowed=(0, 1))
+    assert digest(source) == before
+    if code == 1:
+        return
+    try:
+        opened = open_loom("bad", model=str(tiny_llama_dir))
+    except SessionError as exc:  # refused when the model meets it: one line
+        assert "\n" not in str(exc) and field == "tokens"
+        return
+    app = make_app(opened, session_name="bad")
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        await pilot.press("end")
+        await pilot.press("ctrl+g")  # generate from the imported text
+        await settle(pilot, timeout=60)
+        await pilot.press("up", "down")
+        await settle(pilot)
+    assert app.return_code in (0, None)
+    close_session(opened)
