@@ -139,7 +139,7 @@ class ServerClient:
             self.raise_for(reply, path)
             try:
                 return reply.json()
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: nested too deeply
                 raise ServerError(
                     f"the server at {self.url} answered {path} with something that is not JSON",
                     self.url,
@@ -321,12 +321,14 @@ class Stream:
                     return
                 try:
                     event = json.loads(data)
-                except ValueError:
+                except (ValueError, RecursionError):
+                    event = None
+                if not isinstance(event, dict):  # every dialect's events are objects
                     raise ServerStreamCut(
                         f"the server at {self.client.url} sent a broken event on {self.path}",
                         self.client.url,
                     ) from None
-                if isinstance(event, dict) and "error" in event and len(event) <= 2:
+                if "error" in event and len(event) <= 2:
                     said = _error_text(event["error"])
                     raise ServerError(
                         f"the server at {self.client.url} stopped the stream: {said}",
