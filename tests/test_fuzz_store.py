@@ -236,3 +236,26 @@ def test_each_bad_field_is_named(tmp_path, session_bytes, sql, field):
     conn.close()
     with pytest.raises(SessionError, match=field):
         load(path)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "PRAGMA user_version = 0",  # an older schema's number on today's tables
+        "UPDATE nodes SET meta = CAST(x'ce41' AS TEXT) WHERE id = 2",  # not UTF-8
+        "UPDATE session SET value = CAST(x'ff' AS TEXT) WHERE key = 'model'",
+    ],
+)
+def test_what_the_ten_times_run_found_is_one_line(tmp_path, session_bytes, sql, monkeypatch):
+    """Found by ``LOOMTERM_FUZZ_EXAMPLES=10``: a migration run over tables that are
+    there already, and text columns holding bytes that are not UTF-8."""
+    monkeypatch.setenv("LOOMTERM_DATA_DIR", str(tmp_path))
+    path = tmp_path / "sessions" / "found.loom"
+    path.parent.mkdir()
+    path.write_bytes(session_bytes)
+    with sqlite3.connect(path) as conn:
+        conn.execute(sql)
+    conn.close()
+    read_and_check(path)
+    with pytest.raises(SessionError):
+        load(path)

@@ -76,6 +76,8 @@ def check_file(path: Path) -> int:
             conn.close()
     except sqlite3.DatabaseError as exc:
         raise damaged(path, f"damaged or truncated ({exc})") from None
+    except UnicodeDecodeError:  # a text column holding bytes that are not UTF-8
+        raise damaged(path, "a text value is not UTF-8") from None
     return version
 
 
@@ -246,6 +248,8 @@ def load(path: str | os.PathLike) -> SessionData:
             source.backup(conn)
             schema.migrate(conn, version)
             return read_rows(conn, path)
+        except sqlite3.DatabaseError as exc:  # its tables are not those of its version
+            raise damaged(path, f"cannot be read as schema v{version} ({exc})") from None
         finally:
             source.close()
             conn.close()
@@ -254,5 +258,7 @@ def load(path: str | os.PathLike) -> SessionData:
         return read_rows(conn, path)
     except sqlite3.DatabaseError as exc:
         raise damaged(path, str(exc)) from None
+    except UnicodeDecodeError:
+        raise damaged(path, "a text value is not UTF-8") from None
     finally:
         conn.close()

@@ -54,6 +54,10 @@ def summarize(path: Path) -> SessionSummary:
             ).fetchone()[0]
         finally:
             conn.close()
+    except UnicodeDecodeError:  # a text value that is not UTF-8
+        return SessionSummary(
+            name, path, "?", _mtime(path), 0, 0, error="a text value is not UTF-8"
+        )
     except (SessionError, sqlite3.DatabaseError, FieldError) as exc:
         return SessionSummary(name, path, "?", _mtime(path), 0, 0, error=str(exc))
     model = info.get("model") or {}
