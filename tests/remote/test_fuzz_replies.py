@@ -176,19 +176,23 @@ def streams(draw) -> bytes:
 
 
 @budget(80)
-@given(stream=streams(), cut=st.booleans())
-def test_hostile_completion_streams_end_in_tokens_or_one_line(monkeypatch, stream, cut):
+@given(stream=streams())
+def test_hostile_completion_streams_end_in_tokens_or_one_line(monkeypatch, stream):
     offline(monkeypatch)
     with serve({}, stream) as url:
-        loom = Loom.load(url, read_timeout=2, connect_timeout=2)
+        # The probe is the good one; a loaded machine may still time it out (one line).
+        try:
+            loom = Loom.load(url, read_timeout=5, connect_timeout=5)
+        except LoomError as exc:
+            assert "\n" not in str(exc), str(exc)
+            return
         try:
             node = loom.append(loom.root, "ab")
-            try:
-                kids = loom.generate(node, 3, temperature=0)
-            except LoomError as exc:
-                assert "\n" not in str(exc), str(exc)
-            else:
-                assert all(isinstance(t, int) for kid in kids for t in kid.tokens)
+            kids = loom.generate(node, 3, temperature=0)
+        except LoomError as exc:
+            assert "\n" not in str(exc), str(exc)
+        else:
+            assert all(isinstance(t, int) for kid in kids for t in kid.tokens)
         finally:
             loom.runner.close()
 
