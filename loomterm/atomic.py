@@ -82,6 +82,8 @@ def _is_special(path: Path) -> bool:
 
 def _target(path: Path) -> Path:
     """The file that will really be replaced: a symbolic link's target, not the link."""
+    if not path.name:  # "/", ".": a folder, named without a file in it
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), os.fspath(path))
     return Path(os.path.realpath(path)) if path.is_symlink() else path
 
 

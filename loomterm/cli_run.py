@@ -79,6 +79,8 @@ def run_loaded(args: argparse.Namespace) -> int:
         if app is not None:
             _give_up_loading(app)
             _close_last(app.loom)
+    if app is not None and app.return_code:  # the editor stopped on an error it reported
+        return app.return_code
     if app is not None:
         _say_where_it_ended(loom, app.loom)
     return 0
@@ -154,6 +156,8 @@ def run_opening(opening: SessionOpening, name: str) -> int:
         if opening.typed is not None and opening.typed.text and opening.path.exists():
             print(f"loomterm: what you typed is kept in session {opening.path}", file=sys.stderr)
         raise app.load_error
+    if app.return_code:  # the editor stopped on an error it reported: no "session" line
+        return app.return_code
     if opening.loom is not None:
         kind = "new session" if opening.new else "session"
         say(f"loomterm: {kind} {opening.path}")

@@ -298,6 +298,7 @@ class Session:
             if not matches:
                 data = _retokenize_file(data, loaded, pieces, store, path)
             loom = _loom_for(data, loaded, remote, how, path)
+            check_vocabulary(data, loom.runner.vocab_size, path)
             if bind and store is not None:
                 store.write_tree(
                     data.tree, pieces.node_pieces, data.cursor_node, model_record(loom)
@@ -324,6 +325,20 @@ class Session:
             store.set_models(loom.model_table, loom.model_state if how.reattach else None)
         _settle_approx(loom, recorder)
         return session
+
+
+def check_vocabulary(data: SessionData, vocab_size: int, path: Path) -> None:
+    """Every token id in the tree lies in the model's vocabulary: a file that names the
+    model's fingerprint but holds other ids (edited, or imported) would otherwise stop
+    the model at its first read of them."""
+    for node in data.tree.nodes.values():
+        alternatives = (t for top in node.top if top for t, _ in top)
+        for token in (*node.tokens, *alternatives):
+            if not 0 <= token < vocab_size:
+                raise SessionError(
+                    f"{path} holds token id {token} (node {node.id}), outside its model's "
+                    f"vocabulary of {vocab_size}"
+                )
 
 
 @dataclass(frozen=True)

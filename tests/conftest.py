@@ -60,6 +60,8 @@ SLOW_FILES = frozenset(
         "tests/test_cli_weave.py",
         "tests/test_crash.py",
         "tests/test_default_model.py",
+        "tests/test_fuzz_cli.py",
+        "tests/test_fuzz_import.py",
         "tests/test_models.py",
         "tests/test_model_support.py",
         "tests/test_models_session.py",

@@ -86,13 +86,13 @@ def read_import(path: str | os.PathLike) -> SessionData | TextTree:
         raise import_error(path, f"not UTF-8 text (byte {exc.start})") from None
     try:
         obj = json.loads(text)
-    except RecursionError:
-        raise import_error(path, "nested too deeply to read") from None
     except json.JSONDecodeError as exc:
         found = foreign.read_json_lines(text, name)
         if found is not None:
             return found[1]
         raise import_error(path, f"not JSON ({exc.msg} at line {exc.lineno})") from None
+    except RecursionError:  # Python's JSON reader recurses once per level
+        raise import_error(path, "nested too deeply to read (about 1000 levels at most)") from None
     if isinstance(obj, dict) and obj.get("format") == JSON_FORMAT:
         return from_json_dict(obj, os.fspath(path))
     if looks_like_socketteer(obj):

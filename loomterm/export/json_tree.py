@@ -66,7 +66,7 @@ from typing import Any
 
 from loomterm.export.errors import import_error
 from loomterm.export.text_tree import TextTree
-from loomterm.store import SessionData
+from loomterm.store import SessionData, fields
 from loomterm.tree import BAD, GOOD, RATING, Node, Origin, Tree, rating_of
 
 JSON_FORMAT = "loomterm-tree"
@@ -79,12 +79,17 @@ def _float_out(value: float | None) -> float | str | None:
     return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
 
 
-def _float_in(value: Any) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return float(value)  # "inf", "-inf", "nan"
-    return float(value)
+def _float_in(value: Any, field: str) -> float | None:
+    """A logprob as written: a number, null, or "inf", "-inf", "nan"."""
+    if isinstance(value, str) and value in ("inf", "-inf", "nan"):
+        value = float(value)
+    return fields.logprob(value, field)
+
+
+def _list(value: Any, field: str) -> list:
+    if not isinstance(value, list):
+        raise fields.FieldError(f"{field} must be a list, not {type(value).__name__}")
+    return value
 
 
 def to_json_dict(data: SessionData) -> dict[str, Any]:
@@ -135,66 +140,153 @@ def render_json(data: SessionData) -> str:
 
 
 def from_json_dict(obj: dict[str, Any], source: str = "<json>") -> SessionData | TextTree:
-    """Read a loomterm JSON tree; a tree without tokens comes back as a TextTree."""
+    """Read a loomterm JSON tree; a tree without tokens comes back as a TextTree.
+
+    Every field is checked (:mod:`loomterm.store.fields`) before anything is built: a
+    wrong type, a token id that is no id, an unknown, duplicate or cyclic node id is
+    refused with one line naming the field, and the file is only read."""
     if obj.get("format") != JSON_FORMAT:
         raise import_error(source, "not a loomterm JSON tree")
     version = obj.get("version")
-    if not isinstance(version, int) or version > JSON_VERSION:
+    if not fields.is_whole(version) or version > JSON_VERSION:
         raise import_error(source, f"JSON tree version {version} is newer than this loomterm reads")
     try:
-        raw = {int(item["id"]): item for item in obj["nodes"]}
-        root_id = int(obj.get("root", 0))
-        cursor = int(obj.get("cursor", root_id))
-        _check_links(raw, root_id)
-        text_only = any("tokens" not in item for item in raw.values())
-        if text_only:
-            return _text_tree_from_json(obj, raw, root_id, cursor)
-        nodes: dict[int, Node] = {}
-        pieces: dict[int, list[str]] = {}
-        for node_id, item in raw.items():
-            tokens = [int(t) for t in item["tokens"]]
-            n = len(tokens)
-            node_pieces = [str(p) for p in item.get("pieces") or []]
-            if len(node_pieces) != n:
-                raise ValueError(f"node {node_id} has {len(node_pieces)} pieces for {n} tokens")
-            logprobs = [_float_in(lp) for lp in item.get("logprobs") or [None] * n]
-            top = [
-                None if alts is None else [(int(t), _float_in(lp)) for t, lp in alts]
-                for alts in item.get("top") or [None] * n
-            ]
-            if len(logprobs) != n or len(top) != n:
-                raise ValueError(f"node {node_id}: logprobs or top do not match its tokens")
-            nodes[node_id] = Node(
-                id=node_id,
-                tokens=tokens,
-                logprobs=logprobs,
-                top=top,
-                origin=Origin(item.get("origin", "import")),
-                approx=bool(item.get("approx", False)),
-                sampling=item.get("sampling"),
-                seed=item.get("seed"),
-                created=float(item.get("created", time.time())),
-                meta=_meta_in(item),
-            )
-            pieces[node_id] = node_pieces
-        _link(raw, nodes)
-        tree = Tree.from_nodes(nodes[root_id], nodes)
-        vocab = {int(token): str(piece) for token, piece in (obj.get("vocab") or {}).items()}
-    except (KeyError, TypeError, ValueError) as exc:
-        raise import_error(source, f"malformed JSON tree ({exc})") from None
+        return _read_tree(obj)
+    except fields.FieldError as exc:
+        raise import_error(source, str(exc)) from None
+
+
+def _read_tree(obj: dict[str, Any]) -> SessionData | TextTree:
+    raw: dict[int, dict] = {}
+    for index, item in enumerate(_list(obj.get("nodes"), "nodes")):
+        fields.table(item, f"nodes[{index}]")
+        node_id = fields.node_id(item.get("id"), f"nodes[{index}].id")
+        if node_id in raw:
+            raise fields.FieldError(f"node id {node_id} is used twice")
+        raw[node_id] = item
+    root_id = fields.node_id(obj.get("root", 0), "root")
+    cursor = fields.node_id(obj.get("cursor", root_id), "cursor")
+    _check_links(raw, root_id)
+    text_only = any("tokens" not in item for item in raw.values())
+    for node_id, item in raw.items():
+        _check_node_fields(node_id, item)
+    session = _session_fields(obj)
+    if text_only:
+        return _text_tree_from_json(obj, raw, root_id, cursor)
+    nodes: dict[int, Node] = {}
+    pieces: dict[int, list[str]] = {}
+    for node_id, item in raw.items():
+        nodes[node_id], pieces[node_id] = _node_in(node_id, item)
+    _link(raw, nodes)
+    tree = Tree.from_nodes(nodes[root_id], nodes)
+    vocab = {}
+    for token, piece in fields.table(obj.get("vocab") or {}, "vocab").items():
+        if not token.isdecimal():
+            raise fields.FieldError(f"vocab key {token[:40]!r} must be a token id")
+        if not isinstance(piece, str):
+            raise fields.FieldError(f"vocab[{token}] must be text, not {type(piece).__name__}")
+        vocab[fields.token_id(int(token), f"vocab key {token[:40]}")] = piece
     return SessionData(
         tree=tree,
         pieces=pieces,
         cursor=cursor if cursor in nodes else root_id,
-        settings=dict(obj.get("settings") or {}),
-        contexts=dict(obj.get("contexts") or {}),
-        model=dict(obj.get("model") or {}),
-        models=dict(obj.get("models") or {}),
+        **session,
         vocab=vocab,
-        created=float(obj.get("created") or 0.0),
-        modified=float(obj.get("modified") or 0.0),
-        name=str(obj.get("name") or ""),
     )
+
+
+def _session_fields(obj: dict[str, Any]) -> dict[str, Any]:
+    """The tree's own fields besides its nodes, checked."""
+    models = fields.table(obj.get("models") or {}, "models")
+    for key, record in models.items():
+        fields.table(record, f"models[{key[:40]!r}]")
+    contexts = fields.table(obj.get("contexts") or {}, "contexts")
+    for key, record in contexts.items():
+        fields.table(record, f"contexts[{key[:40]!r}]")
+    model = fields.table(obj.get("model") or {}, "model")
+    if model.get("fingerprint") is not None:
+        fields.table(model["fingerprint"], "model.fingerprint")
+    name = obj.get("name") or ""
+    if not isinstance(name, str):
+        raise fields.FieldError(f"name must be text, not {type(name).__name__}")
+    return {
+        "settings": dict(fields.table(obj.get("settings") or {}, "settings")),
+        "contexts": dict(contexts),
+        "model": dict(model),
+        "models": dict(models),
+        "created": fields.moment(obj.get("created") or 0.0, "created"),
+        "modified": fields.moment(obj.get("modified") or 0.0, "modified"),
+        "name": name,
+    }
+
+
+def _check_node_fields(node_id: int, item: dict[str, Any]) -> None:
+    """The fields a node has whether or not it carries tokens."""
+    at = f"node {node_id}"
+    fields.origin(item.get("origin", "import"), f"{at}: origin")
+    fields.sampling(item.get("sampling"), f"{at}: sampling")
+    fields.seed(item.get("seed"), f"{at}: seed")
+    if "created" in item:
+        fields.moment(item["created"], f"{at}: created")
+    fields.meta(item.get("meta") or {}, f"{at}: meta")
+    if not isinstance(item.get("text") or "", str):
+        raise fields.FieldError(f"{at}: text must be text, not {type(item['text']).__name__}")
+    if not isinstance(item.get("approx", False), bool):
+        raise fields.FieldError(f"{at}: approx must be true or false")
+
+
+def _node_in(node_id: int, item: dict[str, Any]) -> tuple[Node, list[str]]:
+    """One node with tokens, and its pieces, from its checked fields."""
+    at = f"node {node_id}"
+    tokens = [
+        fields.token_id(t, f"{at}: tokens[{i}]")
+        for i, t in enumerate(_list(item["tokens"], f"{at}: tokens"))
+    ]
+    n = len(tokens)
+    node_pieces = _list(item.get("pieces") or [], f"{at}: pieces")
+    if len(node_pieces) != n:
+        raise fields.FieldError(f"{at} has {len(node_pieces)} pieces for {n} tokens")
+    for i, piece in enumerate(node_pieces):
+        if not isinstance(piece, str):
+            raise fields.FieldError(f"{at}: pieces[{i}] must be text, not {type(piece).__name__}")
+    logprobs = [
+        _float_in(lp, f"{at}: logprobs[{i}]")
+        for i, lp in enumerate(_list(item.get("logprobs") or [None] * n, f"{at}: logprobs"))
+    ]
+    top = [
+        _alternatives_in(alts, f"{at}: top[{i}]")
+        for i, alts in enumerate(_list(item.get("top") or [None] * n, f"{at}: top"))
+    ]
+    if len(logprobs) != n or len(top) != n:
+        raise fields.FieldError(f"{at}: logprobs or top do not match its tokens")
+    node = Node(
+        id=node_id,
+        tokens=tokens,
+        logprobs=logprobs,
+        top=top,
+        origin=Origin(item.get("origin", "import")),
+        approx=bool(item.get("approx", False)),
+        sampling=item.get("sampling"),
+        seed=item.get("seed"),
+        created=float(item.get("created", time.time())),
+        meta=_meta_in(item),
+    )
+    return node, list(node_pieces)
+
+
+def _alternatives_in(alts: Any, field: str) -> list[tuple[int, float | None]] | None:
+    """One token's alternatives: null, or [token id, logprob] pairs."""
+    if alts is None:
+        return None
+    out = []
+    for i, pair in enumerate(_list(alts, field)):
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise fields.FieldError(f"{field}[{i}] must be a [token id, logprob] pair")
+        lp = _float_in(pair[1], f"{field}[{i}]")
+        if lp is None:
+            raise fields.FieldError(f"{field}[{i}] has no logprob")
+        out.append((fields.token_id(pair[0], f"{field}[{i}]"), lp))
+    return out
 
 
 def _meta_in(item: dict[str, Any]) -> dict[str, Any]:
@@ -208,32 +300,41 @@ def _meta_in(item: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check_links(raw: dict[int, dict], root_id: int) -> None:
-    """Parents and children agree, and every node hangs from the root."""
+    """Parents and children agree, and every node hangs from the root (``raw``'s ids
+    are checked; parents and children are checked here)."""
     if root_id not in raw:
-        raise ValueError(f"root {root_id} is not among the nodes")
+        raise fields.FieldError(f"root {root_id} is not among the nodes")
     for node_id, item in raw.items():
         parent = item.get("parent")
+        if parent is not None:
+            fields.node_id(parent, f"node {node_id}: parent")
         if (parent is None) != (node_id == root_id):
-            raise ValueError(f"node {node_id} has parent {parent}")
-        for child_id in item.get("children") or []:
-            child = raw.get(int(child_id))
+            raise fields.FieldError(f"node {node_id} has parent {parent}")
+        kids = _list(item.get("children") or [], f"node {node_id}: children")
+        for child_id in kids:
+            fields.node_id(child_id, f"node {node_id}: children")
+            child = raw.get(child_id)
             if child is None or child.get("parent") != node_id:
-                raise ValueError(f"node {child_id} is listed under {node_id} but hangs elsewhere")
+                raise fields.FieldError(
+                    f"node {child_id} is listed under {node_id} but hangs elsewhere"
+                )
+        if len(set(kids)) != len(kids):
+            raise fields.FieldError(f"node {node_id} lists a child twice")
     reached, stack = 0, [root_id]
     while stack:
         reached += 1
-        stack.extend(int(c) for c in raw[stack.pop()].get("children") or [])
+        stack.extend(raw[stack.pop()].get("children") or [])
         if reached > len(raw):
-            raise ValueError("the nodes form a cycle")
+            raise fields.FieldError("the nodes form a cycle")
     if reached != len(raw):
-        raise ValueError(f"{len(raw) - reached} nodes are not reachable from the root")
+        raise fields.FieldError(f"{len(raw) - reached} nodes are not reachable from the root")
 
 
 def _link(raw: dict[int, dict], nodes: dict[int, Node]) -> None:
     """Hang nodes from their parents in the order each parent's ``children`` lists."""
     for node_id, item in raw.items():
         for child_id in item.get("children") or []:
-            child = nodes[int(child_id)]
+            child = nodes[child_id]
             child.parent = nodes[node_id]
             nodes[node_id].children.append(child)
 
@@ -242,14 +343,14 @@ def _text_tree_from_json(obj: dict, raw: dict[int, dict], root_id: int, cursor: 
     return TextTree(
         root=root_id,
         parents={i: item.get("parent") for i, item in raw.items()},
-        children={i: [int(c) for c in item.get("children") or []] for i, item in raw.items()},
+        children={i: list(item.get("children") or []) for i, item in raw.items()},
         texts={i: str(item.get("text") or "") for i, item in raw.items()},
         origins={i: Origin(item.get("origin", "import")) for i, item in raw.items()},
         created={i: float(item.get("created", time.time())) for i, item in raw.items()},
         meta={i: _meta_in(item) for i, item in raw.items()},
         cursor=cursor if cursor in raw else root_id,
-        settings=dict(obj.get("settings") or {}),
-        model=dict(obj.get("model") or {}),
+        settings=dict(fields.table(obj.get("settings") or {}, "settings")),
+        model=dict(fields.table(obj.get("model") or {}, "model")),
         name=str(obj.get("name") or ""),
         sampling={i: item.get("sampling") for i, item in raw.items()},
         seeds={i: item.get("seed") for i, item in raw.items()},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from datetime import datetime
 from typing import Any
@@ -58,11 +59,11 @@ def from_socketteer(obj: Any, source: str = "<json>") -> TextTree:
         tree.parents[node_id] = parent
         tree.children[node_id] = []
         tree.children[parent].append(node_id)
-        tree.texts[node_id] = str(item.get("text") or "")
-        tree.origins[node_id] = SOCKETTEER_SOURCES.get(meta_in.get("source"), Origin.IMPORT)
+        tree.texts[node_id] = _text_of(item, source)
+        tree.origins[node_id] = SOCKETTEER_SOURCES.get(str(meta_in.get("source")), Origin.IMPORT)
         tree.created[node_id] = _socketteer_time(meta_in.get("creation_timestamp"))
         meta: dict[str, Any] = {}
-        tags = [str(tag) for tag in item.get("tags") or []]
+        tags = [str(tag) for tag in _list_of(item.get("tags"))]
         if "bookmark" in tags or item.get("bookmark"):
             meta["bookmark"] = True
         if "archived" in tags:
@@ -82,17 +83,33 @@ def from_socketteer(obj: Any, source: str = "<json>") -> TextTree:
     return tree
 
 
+def _text_of(item: dict, source: str) -> str:
+    """A node's text: text, or nothing; any other value is refused (made into text it
+    would put a Python repr into the story)."""
+    text = item.get("text")
+    if text is None:
+        return ""
+    if not isinstance(text, str):
+        where = f"node {item['id'][:40]!r}" if isinstance(item.get("id"), str) else "a node"
+        raise import_error(source, f"{where}'s text is {type(text).__name__}, not text")
+    return text
+
+
+def _list_of(value: Any) -> list:
+    """A list field (children, tags); anything else is taken as none."""
+    return value if isinstance(value, list) else []
+
+
 def _kids(item: dict) -> list[dict]:
-    kids = item.get("children") or []
-    return [kid for kid in kids if isinstance(kid, dict)]
+    return [kid for kid in _list_of(item.get("children")) if isinstance(kid, dict)]
 
 
 def _socketteer_time(stamp: Any) -> float:
-    if isinstance(stamp, (int, float)):
+    if isinstance(stamp, (int, float)) and not isinstance(stamp, bool) and math.isfinite(stamp):
         return float(stamp)
     if isinstance(stamp, str):
         try:
             return datetime.strptime(stamp, "%Y-%m-%d-%H.%M.%S").timestamp()
-        except ValueError:
+        except (ValueError, OverflowError, OSError):  # no such date, or not on this system
             pass
     return time.time()

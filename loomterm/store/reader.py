@@ -14,14 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from loomterm.errors import SessionError
-from loomterm.store import schema
+from loomterm.store import fields, schema
 from loomterm.store.data import Caret, SessionData, Typed
 from loomterm.store.encoding import unpack_top
 from loomterm.store.errors import damaged
 from loomterm.store.guard import check_schema, harden
 from loomterm.store.journal import apply, read_lines
 from loomterm.store.schema import SESSION_SUFFIX
-from loomterm.tree import Node, Origin, Tree
+from loomterm.tree import Node, Tree
 
 
 def connect_read_only(path: Path) -> sqlite3.Connection:
@@ -88,6 +88,8 @@ def _read_checked(path: Path) -> tuple[int, SessionData]:
             conn.close()
     except sqlite3.DatabaseError as exc:
         raise damaged(path, f"damaged or truncated ({exc})") from None
+    except UnicodeDecodeError:  # a text column holding bytes that are not UTF-8
+        raise damaged(path, "a text value is not UTF-8") from None
     except (ValueError, TypeError, KeyError, OverflowError, RecursionError) as exc:
         # A row that does not decode (bad JSON, an unknown origin...): one line.
         raise damaged(path, f"a row does not decode ({type(exc).__name__}: {exc})") from None
@@ -101,6 +103,8 @@ def _read_migrated(source: sqlite3.Connection, path: Path, version: int) -> Sess
         source.backup(conn)
         schema.migrate(conn, version)
         return read_rows(conn, path)
+    except sqlite3.DatabaseError as exc:  # its tables are not those of its version
+        raise damaged(path, f"cannot be read as schema v{version} ({exc})") from None
     finally:
         conn.close()
 
@@ -109,31 +113,106 @@ def _read_migrated(source: sqlite3.Connection, path: Path, version: int) -> Sess
 
 
 def meta_rows(conn: sqlite3.Connection) -> dict[str, Any]:
-    """The ``session`` table as a dict of decoded JSON values."""
-    return {key: json.loads(value) for key, value in conn.execute("SELECT key, value FROM session")}
+    """The ``session`` table as a dict of decoded JSON values (a value that is not JSON
+    raises :class:`~loomterm.store.fields.FieldError`)."""
+    info = {}
+    for key, value in conn.execute("SELECT key, value FROM session"):
+        info[key] = _json(value, f"session value {str(key)[:40]!r}")
+    return info
+
+
+def _json(text: Any, field: str) -> Any:
+    """A JSON column's value decoded."""
+    if not isinstance(text, str):
+        raise fields.FieldError(f"{field} must be JSON text, not {type(text).__name__}")
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise fields.FieldError(f"{field} is not JSON") from None
+    except RecursionError:
+        raise fields.FieldError(f"{field} is nested too deeply") from None
+
+
+def check_info(info: dict[str, Any]) -> dict[str, Any]:
+    """The ``session`` table's values, checked: what :class:`SessionData` is built from
+    (``caret`` and ``model_state`` are conveniences, tolerated as anything)."""
+    if info.get("format") != "loomterm-session":
+        raise fields.FieldError("its session record is missing")
+    fields.node_id(info.get("cursor", 0), "the cursor")
+    for key in ("created", "modified"):
+        fields.moment(info.get(key, 0.0), f"the session's {key} time")
+    for key in ("settings", "contexts", "model", "models", "model_state"):
+        fields.table(info.get(key) or {}, f"the session's {key}")
+    for key, record in (info.get("models") or {}).items():
+        fields.table(record, f"the session's models[{key[:40]!r}]")
+    return info
+
+
+def _node_row(row: tuple) -> tuple[Node, Any, Any]:
+    """One ``nodes`` row as a node (not linked yet), its parent id and its position."""
+    node_id, parent, position, origin, approx, sampling, seed, created, meta = row
+    at = f"node {node_id}"
+    fields.node_id(node_id, "a node's id")
+    if parent is not None:
+        fields.node_id(parent, f"{at}: parent")
+    if not fields.is_whole(position):
+        raise fields.FieldError(f"{at}: position must be a whole number")
+    if approx not in (0, 1):
+        raise fields.FieldError(f"{at}: approx must be 0 or 1")
+    node = Node(
+        id=node_id,
+        origin=fields.origin(origin, f"{at}: origin"),
+        approx=bool(approx),
+        sampling=fields.sampling(
+            _json(sampling, f"{at}: sampling") if sampling is not None else None,
+            f"{at}: sampling",
+        ),
+        seed=fields.seed(seed, f"{at}: seed"),
+        created=fields.moment(created, f"{at}: created"),
+        meta=fields.meta(_json(meta, f"{at}: meta"), f"{at}: meta"),
+    )
+    return node, parent, position
+
+
+def _token_row(row: tuple) -> tuple[int, int, int, str, float | None, Any]:
+    """One ``tokens`` row, checked, with its alternatives unpacked."""
+    node_id, idx, token, piece, logprob, top = row
+    at = f"node {node_id}: token {idx}"
+    fields.token_id(token, at)
+    if not isinstance(piece, str):
+        raise fields.FieldError(f"{at}: its text must be text, not {type(piece).__name__}")
+    fields.logprob(logprob, f"{at}: logprob")
+    if top is not None and not isinstance(top, bytes):
+        raise fields.FieldError(f"{at}: alternatives must be a blob, not {type(top).__name__}")
+    try:
+        alternatives = unpack_top(top)
+    except ValueError:
+        raise fields.FieldError(f"{at}: alternatives blob is cut short") from None
+    for alt, alt_logprob in alternatives or ():
+        fields.token_id(alt, f"{at}: an alternative")
+        fields.logprob(alt_logprob, f"{at}: an alternative's logprob")
+    return node_id, idx, token, piece, logprob, alternatives
 
 
 def read_rows(conn: sqlite3.Connection, path: Path) -> SessionData:
-    """Build the tree and everything else from an open connection."""
-    info = meta_rows(conn)
-    if info.get("format") != "loomterm-session":
-        raise damaged(path, "its session record is missing")
+    """Build the tree and everything else from an open connection; a row holding the
+    wrong kind of value (:mod:`loomterm.store.fields`) is a damaged file, in one line."""
+    try:
+        return _read_rows(conn, path)
+    except fields.FieldError as exc:
+        raise damaged(path, str(exc)) from None
+
+
+def _read_rows(conn: sqlite3.Connection, path: Path) -> SessionData:
+    info = check_info(meta_rows(conn))
     nodes: dict[int, Node] = {}
     links: list[tuple[int, int | None, int]] = []
     for row in conn.execute(
         "SELECT id, parent, position, origin, approx, sampling, seed, created, meta FROM nodes"
     ):
-        node_id, parent, position, origin, approx, sampling, seed, created, meta = row
-        nodes[node_id] = Node(
-            id=node_id,
-            origin=Origin(origin),
-            approx=bool(approx),
-            sampling=json.loads(sampling) if sampling is not None else None,
-            seed=seed,
-            created=created,
-            meta=json.loads(meta),
-        )
-        links.append((node_id, parent, position))
+        node, parent, position = _node_row(row)
+        nodes[node.id] = node
+        links.append((node.id, parent, position))
     roots = [node_id for node_id, parent, _ in links if parent is None]
     if len(roots) != 1:
         raise damaged(path, f"expected one root node, found {len(roots)}")
@@ -149,27 +228,32 @@ def read_rows(conn: sqlite3.Connection, path: Path) -> SessionData:
         raise damaged(path, "some nodes are not reachable from the root")
 
     pieces: dict[int, list[str]] = {node_id: [] for node_id in nodes}
-    for node_id, idx, token, piece, logprob, top in conn.execute(
+    for row in conn.execute(
         "SELECT node, idx, token, piece, logprob, top FROM tokens ORDER BY node, idx"
     ):
+        node_id, idx, token, piece, logprob, top = _token_row(row)
         node = nodes.get(node_id)
         if node is None or idx != len(node.tokens):
             raise damaged(path, f"token rows of node {node_id} are out of order")
         node.tokens.append(token)
         node.logprobs.append(logprob)
-        node.top.append(unpack_top(top))
+        node.top.append(top)
         pieces[node_id].append(piece)
 
     tree = Tree.from_nodes(root, nodes)
-    model = info.get("model") or {}
+    vocab = {}
+    for token, piece in conn.execute("SELECT token, piece FROM vocab"):
+        if not isinstance(piece, str):
+            raise fields.FieldError(f"vocab entry {token}: its text must be text")
+        vocab[fields.token_id(token, "a vocab entry")] = piece
     return SessionData(
         tree=tree,
         pieces=pieces,
-        cursor=int(info.get("cursor", root.id)),
+        cursor=info.get("cursor", root.id),
         settings=info.get("settings") or {},
         contexts=info.get("contexts") or {},
-        model=model,
-        vocab={token: piece for token, piece in conn.execute("SELECT token, piece FROM vocab")},
+        model=info.get("model") or {},
+        vocab=vocab,
         created=float(info.get("created", 0.0)),
         modified=float(info.get("modified", 0.0)),
         name=path.name.removesuffix(SESSION_SUFFIX),

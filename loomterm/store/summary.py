@@ -9,8 +9,9 @@ from pathlib import Path
 from loomterm.errors import SessionError
 from loomterm.store import schema
 from loomterm.store.errors import damaged
+from loomterm.store.fields import FieldError
 from loomterm.store.guard import check_schema
-from loomterm.store.reader import check_header, connect_read_only, meta_rows
+from loomterm.store.reader import check_header, check_info, connect_read_only, meta_rows
 from loomterm.store.schema import SESSION_SUFFIX
 
 
@@ -40,13 +41,13 @@ def summarize(path: Path) -> SessionSummary:
             if version > schema.SCHEMA_VERSION:
                 raise SessionError(f"newer schema v{version}")
             check_schema(conn, path, version)  # nothing in the file runs, even here
-            info = meta_rows(conn)
+            info = check_info(meta_rows(conn))
             nodes = conn.execute("SELECT count(*) FROM nodes").fetchone()[0]
-            cursor = int(info.get("cursor", 0))
+            cursor = info.get("cursor", 0)
             path_tokens = conn.execute(
                 """
                 WITH RECURSIVE up(id) AS (
-                    SELECT ? UNION ALL SELECT nodes.parent FROM nodes JOIN up ON nodes.id = up.id
+                    SELECT ? UNION SELECT nodes.parent FROM nodes JOIN up ON nodes.id = up.id
                     WHERE nodes.parent IS NOT NULL
                 )
                 SELECT count(*) FROM tokens WHERE node IN (SELECT id FROM up)
@@ -55,7 +56,11 @@ def summarize(path: Path) -> SessionSummary:
             ).fetchone()[0]
         finally:
             conn.close()
-    except (SessionError, sqlite3.DatabaseError, ValueError) as exc:
+    except UnicodeDecodeError:  # a text value that is not UTF-8
+        return SessionSummary(
+            name, path, "?", _mtime(path), 0, 0, error="a text value is not UTF-8"
+        )
+    except (SessionError, sqlite3.DatabaseError, FieldError) as exc:
         return SessionSummary(name, path, "?", _mtime(path), 0, 0, error=str(exc))
     model = info.get("model") or {}
     return SessionSummary(

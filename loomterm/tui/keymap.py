@@ -20,6 +20,7 @@ ctrl+right (word moves), so no default uses them.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -564,12 +565,31 @@ def load_keymap(path: Path | None = None) -> dict[str, str]:
             data = _toml_loads(raw)
     except (OSError, ValueError) as exc:
         raise KeymapError(f"key map {path} not used: {exc}") from None
+    except RecursionError:
+        raise KeymapError(f"key map {path} not used: nested too deeply") from None
+    if not isinstance(data, dict):
+        raise KeymapError(f"key map {path} not used: it must hold a table of id = keys")
     if isinstance(data.get("keys"), dict):
         data = {**{k: v for k, v in data.items() if k != "keys"}, **data["keys"]}
-    bad = [key for key, value in data.items() if not isinstance(value, str)]
+    bad = [key for key, value in data.items() if not _keys_text(value)]
     if bad:
-        raise KeymapError(f"key map {path} not used: {bad[0]!r} must be a string of keys")
+        shown = repr(str(bad[0]))[:40]
+        raise KeymapError(
+            f'key map {path} not used: {shown} must be keys such as "ctrl+g" or "f5,alt+g"'
+        )
     return {str(key): value for key, value in data.items()}
+
+
+# One key as Textual names it ("ctrl+g", "f5", "question_mark", "A"): no spaces, no
+# empty part between '+' signs.
+_KEY = re.compile(r"[^\s+,]+(\+[^\s+,]+)*|\+")
+
+
+def _keys_text(value: object) -> bool:
+    """A key map value: one key or several, comma-separated."""
+    if not isinstance(value, str) or not value.strip() or len(value) > 200:
+        return False
+    return all(_KEY.fullmatch(part.strip()) for part in value.split(","))
 
 
 def unknown_ids(keymap: dict[str, str], known: set[str]) -> list[str]:

@@ -48,7 +48,7 @@ def prefs_path() -> Path:
 def load_prefs() -> Prefs:
     try:
         data = json.loads(prefs_path().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: nested too deeply
         return Prefs()
     if not isinstance(data, dict):
         return Prefs()
@@ -57,6 +57,8 @@ def load_prefs() -> Prefs:
     values = {}
     for key, value in data.items():
         if key in known and isinstance(value, type(getattr(defaults, key))):
+            if isinstance(value, float) and not 0.0 <= value <= 1.0:  # a share; NaN fails too
+                continue
             values[key] = value
     return Prefs(**values)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from textual.color import Color
+from textual.color import Color, ColorParseError
 from textual.theme import Theme
 
 from loomterm.locations import config_dir
@@ -98,8 +98,32 @@ def parse_theme(text: str, name: str) -> Theme:
     if "primary" not in variables:
         raise ThemeFileError(f"theme {name!r} sets no $primary colour")
     dark = variables.pop("dark", "true").strip().lower() not in ("false", "no", "0")
+    for key, value in variables.items():
+        if key in BASE_COLOURS or key.startswith("loom-"):
+            check_colour(name, key, value)
     base = {key: variables.pop(key) for key in BASE_COLOURS if key in variables}
     return Theme(name=name, dark=dark, variables=variables, **base)
+
+
+_REFERENCE_VALUE = re.compile(r"^\$[A-Za-z0-9_-]+(\s+\d+(\.\d+)?%)?$")
+
+
+def check_colour(theme: str, key: str, value: str) -> None:
+    """A colour variable's value: a colour, ``$other`` (``$other 50%``) or ``COLOUR N%``;
+    anything else would stop the editor when the theme's CSS is built. Textual's base
+    colours take a colour only."""
+    value = value.strip()
+    if key in BASE_COLOURS:
+        colour = value
+    elif _REFERENCE_VALUE.match(value):
+        return
+    else:
+        colour = re.sub(r"\s+\d+(\.\d+)?%$", "", value)  # "COLOUR 40%": the colour, faded
+    try:
+        Color.parse(colour)
+    except ColorParseError:
+        shown = repr(value)[:40]
+        raise ThemeFileError(f"theme {theme!r}: ${key} is not a colour ({shown})") from None
 
 
 def load_theme_file(path: Path, name: str | None = None) -> Theme:
@@ -107,6 +131,8 @@ def load_theme_file(path: Path, name: str | None = None) -> Theme:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ThemeFileError(f"theme {path} not readable: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ThemeFileError(f"theme {path} not readable: not UTF-8 text") from None
     return parse_theme(text, name or path.stem)
 
 

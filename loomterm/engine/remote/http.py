@@ -27,7 +27,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 import httpx
 
@@ -70,9 +70,21 @@ def api_key() -> str | None:
     return found[1] if found else None
 
 
+def split_url(url: str) -> SplitResult:
+    """``url``'s parts; a malformed one (``http://[::1``, a port that is no number or
+    out of range) is a one-line :class:`ServerError` that does not echo it (it may hold
+    a password)."""
+    try:
+        parts = urlsplit(url.strip())
+        parts.port  # noqa: B018 - read to have it checked
+    except ValueError as exc:
+        raise ServerError(f"not a server address ({exc}); use http://host:port") from None
+    return parts
+
+
 def public_url(url: str) -> str:
     """``url`` without user, password, query or trailing slash: safe to show and store."""
-    parts = urlsplit(url.strip())
+    parts = split_url(url)
     host = parts.hostname or ""
     if ":" in host:
         host = f"[{host}]"
@@ -100,7 +112,7 @@ class ServerClient:
         if named_by != "user":
             url = public_url(url)  # a file's user and password are not sent either
         self.url = public_url(url)
-        parts = urlsplit(url.strip())
+        parts = split_url(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ServerError(f"{self.url!r} is not a server address (use http://host:port)")
         self.timeouts = timeouts or Timeouts()
@@ -176,7 +188,7 @@ class ServerClient:
             self.raise_for(reply, path)
             try:
                 return reply.json()
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: nested too deeply
                 raise ServerError(
                     f"the server at {self.url} answered {path} with something that is not JSON",
                     self.url,
@@ -375,12 +387,14 @@ class Stream:
                     return
                 try:
                     event = json.loads(data)
-                except ValueError:
+                except (ValueError, RecursionError):
+                    event = None
+                if not isinstance(event, dict):  # every dialect's events are objects
                     raise ServerStreamCut(
                         f"the server at {self.client.url} sent a broken event on {self.path}",
                         self.client.url,
                     ) from None
-                if isinstance(event, dict) and "error" in event and len(event) <= 2:
+                if "error" in event and len(event) <= 2:
                     said = _error_text(event["error"])
                     raise ServerError(
                         f"the server at {self.client.url} stopped the stream: {said}",

@@ -23,6 +23,18 @@ from pathlib import PurePath
 from typing import Any
 
 from loomterm.engine.remote.http import ServerClient
+from loomterm.engine.remote.replies import (
+    MalformedReply,
+    items,
+    logprob,
+    number,
+    raw_bytes,
+    reply_table,
+    table,
+    text,
+    token_id,
+    whole,
+)
 from loomterm.engine.sample.chain import TOP_ALTERNATIVES, SamplingParams
 from loomterm.errors import ServerError, ServerModelError
 
@@ -180,9 +192,7 @@ class Dialect:
 def _models(client: ServerClient) -> list[dict[str, Any]]:
     listing = client.get("/v1/models", missing_ok=True)
     data = listing.get("data") if isinstance(listing, dict) else None
-    return (
-        [m for m in data if isinstance(m, dict) and m.get("id")] if isinstance(data, list) else []
-    )
+    return [m for m in items(data) if isinstance(m, dict) and text(m.get("id"))]
 
 
 def _choose(
@@ -191,7 +201,7 @@ def _choose(
     names = [m["id"] for m in models]
     if wanted:
         for m in models:
-            if wanted == m["id"] or wanted in (m.get("aliases") or []):
+            if wanted == m["id"] or wanted in items(m.get("aliases")):
                 return m
         served = ", ".join(names[:8]) or "none listed"
         raise ServerModelError(
@@ -220,13 +230,13 @@ class LlamaServer(Dialect):
     SAMPLERS = ["penalties", "temperature", "top_n_sigma", "top_k", "top_p", "min_p"]
 
     def info(self, wanted_model: str | None) -> ServerInfo:
-        props, self.probe = self.probe or self.client.get("/props"), {}  # the probe once
+        props, self.probe = table(self.probe or self.client.get("/props")), {}  # the probe once
         models = _models(self.client)
         chosen = _choose(self.client, self.kind, models, wanted_model)
-        meta = chosen.get("meta") or {}
-        settings = props.get("default_generation_settings") or {}
-        path = str(props.get("model_path") or chosen.get("id") or "")
-        self.model = str(chosen.get("id") or props.get("model_alias") or path)
+        meta = table(chosen.get("meta"))
+        settings = table(props.get("default_generation_settings"))
+        path = text(props.get("model_path")) or chosen.get("id") or ""
+        self.model = chosen.get("id") or text(props.get("model_alias")) or path
         return ServerInfo(
             kind=self.kind,
             model=self.model,
@@ -242,8 +252,8 @@ class LlamaServer(Dialect):
                 "weights": [PurePath(path).name, meta.get("size"), meta.get("ftype")],
             },
             tokenizer_hint=path or None,
-            eos_text=props.get("eos_token") or None,
-            chat_template=props.get("chat_template") or None,
+            eos_text=text(props.get("eos_token")),
+            chat_template=text(props.get("chat_template")),
         )
 
     def tokenize(self, text: str, add_special: bool) -> tuple[list[int], list[bytes | None]]:
@@ -253,21 +263,20 @@ class LlamaServer(Dialect):
             "parse_special": True,
             "with_pieces": True,
         }
-        reply = self.client.post("/tokenize", body)
-        ids, raws = [], []
-        for item in reply.get("tokens") or []:
+        reply = reply_table(self.client.post("/tokenize", body), self.client.url, "/tokenize reply")
+        url, ids, raws = self.client.url, [], []
+        for item in _token_list(reply, url, "/tokenize reply"):
             if isinstance(item, dict):
-                ids.append(int(item["id"]))
-                piece = item.get("piece")
-                raws.append(piece.encode("utf-8") if isinstance(piece, str) else bytes(piece or []))
+                ids.append(token_id(item.get("id"), url, "/tokenize reply"))
+                raws.append(raw_bytes(item.get("piece"), url, "/tokenize reply"))
             else:
-                ids.append(int(item))
+                ids.append(token_id(item, url, "/tokenize reply"))
                 raws.append(None)
         return ids, raws
 
     def detokenize_one(self, token: int) -> bytes:
-        reply = self.client.post("/detokenize", {"tokens": [int(token)]})
-        return str(reply.get("content") or "").encode("utf-8")
+        reply = table(self.client.post("/detokenize", {"tokens": [int(token)]}))
+        return (text(reply.get("content")) or "").encode("utf-8", "surrogatepass")
 
     def warm(self, tokens: list[int]) -> Finish | None:
         body = {"prompt": tokens, "n_predict": 0, "cache_prompt": True, "stream": False}
@@ -312,40 +321,55 @@ class LlamaServer(Dialect):
     def read(self, event):
         if "prompt_progress" in event:  # its "tokens" field is a placeholder, not a token
             return [], []
-        index = int(event.get("index") or 0)
-        probs = event.get("completion_probabilities")
+        url = self.client.url
+        index = whole(event.get("index")) or 0
+        probs = items(event.get("completion_probabilities"))
         if probs:
-            tokens = _llama_tokens(index, probs)
+            tokens = _llama_tokens(index, probs, url)
         else:
-            tokens = [Token(index, int(t), None, None) for t in event.get("tokens") or []]
+            tokens = [
+                Token(index, token_id(t, url, "stream event"), None, None)
+                for t in items(event.get("tokens"))
+            ]
         finishes = [_llama_finish(event, index)] if event.get("stop") else []
         return tokens, finishes
 
 
-def _llama_tokens(index: int, probs: list[dict[str, Any]]) -> list[Token]:
+def _llama_tokens(index: int, probs: list[Any], url: str) -> list[Token]:
     """llama.cpp's per-token records: id, logprob, bytes, and the same for the top."""
+    what = "token record"
     tokens = []
     for item in probs:
+        item = reply_table(item, url, what)
         top, top_raw = [], {}
-        for alt in item.get("top_logprobs") or []:
-            top.append((int(alt["id"]), float(alt["logprob"])))
-            top_raw[int(alt["id"])] = bytes(alt.get("bytes") or [])
-        raw = bytes(item.get("bytes") or [])
+        for alt in items(item.get("top_logprobs")):
+            alt = reply_table(alt, url, what)
+            alt_id = token_id(alt.get("id"), url, what)
+            top.append((alt_id, logprob(alt.get("logprob"), url, what)))
+            top_raw[alt_id] = raw_bytes(alt.get("bytes"), url, what)
+        raw = raw_bytes(item.get("bytes"), url, what)
         tokens.append(
-            Token(index, int(item["id"]), float(item["logprob"]), top or None, raw, top_raw)
+            Token(
+                index,
+                token_id(item.get("id"), url, what),
+                logprob(item.get("logprob"), url, what),
+                top or None,
+                raw,
+                top_raw,
+            )
         )
     return tokens
 
 
 def _llama_finish(event: dict[str, Any], index: int) -> Finish:
-    timings = event.get("timings") or {}
+    timings = table(event.get("timings"))
     return Finish(
         index,
-        str(event.get("stop_type") or "stop"),
+        text(event.get("stop_type")) or "stop",
         prompt_n=_int(timings.get("prompt_n")),
         cached=_int(timings.get("cache_n", event.get("tokens_cached"))),
-        prompt_ms=timings.get("prompt_ms"),
-        predicted_per_second=timings.get("predicted_per_second"),
+        prompt_ms=number(timings.get("prompt_ms")),
+        predicted_per_second=number(timings.get("predicted_per_second")),
     )
 
 
@@ -359,7 +383,7 @@ class OpenAI(Dialect):
     def info(self, wanted_model: str | None) -> ServerInfo:
         models = _models(self.client)
         chosen = _choose(self.client, self.kind, models, wanted_model)
-        self.model = str(chosen.get("id") or wanted_model or "")
+        self.model = chosen.get("id") or wanted_model or ""
         if not self.model:
             raise ServerModelError(
                 f"the server at {self.client.url} lists no models: name one with --server-model",
@@ -372,8 +396,8 @@ class OpenAI(Dialect):
             n_ctx=_int(chosen.get("max_model_len") or chosen.get("context_length")),
             vocab_size=None,
             slots=None,
-            facts={"root": chosen.get("root"), "owned_by": chosen.get("owned_by")},
-            tokenizer_hint=chosen.get("root") or self.model,
+            facts={"root": text(chosen.get("root")), "owned_by": text(chosen.get("owned_by"))},
+            tokenizer_hint=text(chosen.get("root")) or self.model,
         )
 
     def completion(self, tokens, max_new, params, seed, n, cache=True):
@@ -403,15 +427,16 @@ class OpenAI(Dialect):
     def read(self, event):
         tokens: list[Token] = []
         finishes: list[Finish] = []
-        usage = event.get("usage") or {}
-        for choice in event.get("choices") or []:
-            index = int(choice.get("index") or 0)
+        usage = table(event.get("usage"))
+        for choice in items(event.get("choices")):
+            choice = table(choice)
+            index = whole(choice.get("index")) or 0
             tokens.extend(self._tokens(index, choice.get("logprobs")))
-            if choice.get("finish_reason"):
-                finishes.append(Finish(index, str(choice["finish_reason"])))
-        timings = event.get("timings") or {}
+            if text(choice.get("finish_reason")):
+                finishes.append(Finish(index, choice["finish_reason"]))
+        timings = table(event.get("timings"))
         if usage or timings:  # the request's counts (a last chunk of its own on vLLM)
-            details = usage.get("prompt_tokens_details") or {}
+            details = table(usage.get("prompt_tokens_details"))
             cached = _int(details.get("cached_tokens"))
             prompt_n = _int(timings.get("prompt_n"))
             prompt = _int(usage.get("prompt_tokens"))
@@ -423,26 +448,33 @@ class OpenAI(Dialect):
     def _tokens(self, index: int, logprobs: Any) -> list[Token]:
         if not isinstance(logprobs, dict):
             return []
+        url, what = self.client.url, "logprobs record"
         if isinstance(logprobs.get("content"), list):  # llama-server's /v1 answers
-            return _llama_tokens(index, logprobs["content"])
+            return _llama_tokens(index, logprobs["content"], url)
         out = []
-        texts = logprobs.get("tokens") or []
-        lps = logprobs.get("token_logprobs") or []
-        tops = logprobs.get("top_logprobs") or []
-        for i, text in enumerate(texts):
-            token = self.token_id(text)
+        texts = items(logprobs.get("tokens"))
+        lps = items(logprobs.get("token_logprobs"))
+        tops = items(logprobs.get("top_logprobs"))
+        for i, token_text in enumerate(texts):
+            token = self.token_id(token_text)
             top = None
             if i < len(tops) and isinstance(tops[i], dict):
-                pairs = [(self.token_id(t), float(lp)) for t, lp in tops[i].items()]
+                pairs = [(self.token_id(t), logprob(lp, url, what)) for t, lp in tops[i].items()]
                 top = sorted([p for p in pairs if p[0] >= 0], key=lambda p: -p[1]) or None
             lp = lps[i] if i < len(lps) else None
-            out.append(Token(index, token, None if lp is None else float(lp), top))
+            out.append(Token(index, token, None if lp is None else logprob(lp, url, what), top))
         return out
 
     def token_id(self, text: str) -> int:
         """The id of a token reported as text: ``token_id:N`` (vLLM), else looked up."""
+        if not isinstance(text, str):
+            raise MalformedReply(
+                f"the server at {self.client.url} sent a malformed logprobs record: "
+                f"a token that is not text",
+                self.client.url,
+            )
         if text.startswith("token_id:") and text[9:].isdigit():
-            return int(text[9:])
+            return token_id(int(text[9:]), self.client.url, "logprobs record")
         if self.lookup is not None:
             return self.lookup(text)
         raise ServerError(
@@ -479,7 +511,9 @@ class Vllm(OpenAI):
         reply = self.client.post(
             "/tokenize", {"model": self.model, "prompt": text, "add_special_tokens": add_special}
         )
-        ids = [int(t) for t in reply.get("tokens") or []]
+        url, what = self.client.url, "/tokenize reply"
+        reply = reply_table(reply, url, what)
+        ids = [token_id(t, url, what) for t in _token_list(reply, url, what)]
         return ids, [None] * len(ids)
 
 
@@ -491,13 +525,15 @@ class Sglang(OpenAI):
     batched_siblings = True
 
     def info(self, wanted_model):
-        probe, self.probe = self.probe or self.client.get("/get_model_info"), {}
+        probe, self.probe = table(self.probe or self.client.get("/get_model_info")), {}
         info = super().info(wanted_model)
         info.kind = self.kind
         info.tokenizer_hint = (
-            probe.get("tokenizer_path") or probe.get("model_path") or info.tokenizer_hint
+            text(probe.get("tokenizer_path"))
+            or text(probe.get("model_path"))
+            or info.tokenizer_hint
         )
-        info.facts["model_path"] = probe.get("model_path")
+        info.facts["model_path"] = text(probe.get("model_path"))
         return info
 
     def completion(self, tokens, max_new, params, seed, n, cache=True):
@@ -507,7 +543,12 @@ class Sglang(OpenAI):
 
 
 def _int(value: Any) -> int | None:
-    try:
-        return int(value) if value is not None else None
-    except (TypeError, ValueError):
-        return None
+    return whole(value)
+
+
+def _token_list(reply: dict[str, Any], url: str, what: str) -> list[Any]:
+    """A tokenize reply's ``tokens``: a list, or the reply is malformed."""
+    tokens = reply.get("tokens")
+    if not isinstance(tokens, list):
+        raise MalformedReply(f"the server at {url} sent a malformed {what}: no token list", url)
+    return tokens
