@@ -57,10 +57,13 @@ def run_editor(args: argparse.Namespace) -> int:
         opening = plan_opening(args)
         if opening is not None:
             return run_opening(*opening)
+        before = sessions_now(_asked_for(args))  # before open_session writes a new one
         loom, name = open_session(args)
         from loomterm.session import close_session
+        from loomterm.tui.sessions import is_read_only, session_file
 
         app = None
+        start = session_file(loom)
         try:
             from loomterm.tui.app import LoomApp
 
@@ -71,8 +74,8 @@ def run_editor(args: argparse.Namespace) -> int:
             if app is not None:
                 _give_up_loading(app)
                 _close_last(app.loom)
-    if app is not None:
-        _say_where_it_ended(loom, app.loom)
+    if app is not None and start is not None:
+        say_how_it_ended(start, before, session_file(app.loom), is_read_only(app.loom))
     return 0
 
 
@@ -128,6 +131,7 @@ def run_opening(opening: SessionOpening, name: str) -> int:
     from loomterm.tui.app import LoomApp
 
     app = LoomApp(opening.preview(), session_name=name, opening=opening)
+    before = sessions_now(opening.path)
     try:
         app.run()
     finally:
@@ -139,9 +143,11 @@ def run_opening(opening: SessionOpening, name: str) -> int:
     if app.load_error is not None:
         raise app.load_error
     if opening.loom is not None:
-        kind = "new session" if opening.new else "session"
-        print(f"loomterm: {kind} {opening.path}", file=sys.stderr)
-        _say_where_it_ended(opening.loom, app.loom)  # type: ignore[arg-type]
+        from loomterm.tui.sessions import is_read_only, session_file
+
+        last = app.loom  # the real Loom by now
+        end = session_file(last)  # type: ignore[arg-type]
+        say_how_it_ended(opening.path, before, end, is_read_only(last))  # type: ignore[arg-type]
     return 0
 
 
@@ -157,15 +163,60 @@ def _give_up_loading(app) -> None:
             close_session(loader.opening.loom)
 
 
-def _say_where_it_ended(first: Loom, last: Loom) -> None:
-    """The editor ended in another file than the one announced at start (the session
-    was renamed, or another one opened): say which, so the old name is not the last
-    word on the terminal."""
-    from loomterm.tui.sessions import session_file
+def _asked_for(args: argparse.Namespace) -> Path | None:
+    """The session file ``-s`` names, if it names one that can be."""
+    from loomterm.errors import SessionError
+    from loomterm.session import session_path
 
-    start, end = session_file(first), session_file(last)
-    if end is not None and end != start and end.exists():
-        print(f"loomterm: session {end}", file=sys.stderr)
+    try:
+        return session_path(args.session) if args.session else None
+    except SessionError:
+        return None  # opening says what is wrong with the name
+
+
+def sessions_now(start: Path | None) -> set[Path]:
+    """The session files there are before the editor runs (``start`` among them if it
+    exists): what quitting calls saved rather than new."""
+    from loomterm.locations import sessions_dir
+    from loomterm.store import SESSION_SUFFIX
+
+    found = {p.resolve() for p in sessions_dir().glob(f"*{SESSION_SUFFIX}") if p.is_file()}
+    if start is not None and start.is_file():
+        found.add(start.resolve())
+    return found
+
+
+def say_how_it_ended(
+    start: Path, before: set[Path], end: Path | None, read_only: bool = False
+) -> None:
+    """Say on quitting, one line each, what became of the session the editor started
+    in and (renamed, or another opened) the one it ended in: ``saved session NAME at
+    PATH`` for one that was there before this run, ``new session NAME at PATH`` for one
+    made in it; one quit with nothing written is deleted, and said so."""
+    from loomterm.store import SESSION_SUFFIX
+
+    def name(path: Path) -> str:
+        return _name(path, SESSION_SUFFIX)
+
+    def was_there(path: Path) -> bool:
+        return path.resolve() in before
+
+    lines = []
+    renamed = end is not None and end != start and was_there(start) and not start.exists()
+    if renamed:  # the start's file is now ``end``: one line, under its new name
+        lines.append(f"saved session {name(end)} at {end} (renamed from {name(start)})")
+    elif not start.exists():
+        lines.append(f"session {name(start)} not kept: nothing was written in it")
+    elif read_only and end in (None, start):
+        lines.append(f"read-only session {name(start)} at {start} left as it was")
+    else:
+        kind = "saved session" if was_there(start) else "new session"
+        lines.append(f"{kind} {name(start)} at {start}")
+    if end is not None and end != start and not renamed and end.exists():
+        kind = "saved session" if was_there(end) else "new session"
+        lines.append(f"{kind} {name(end)} at {end}")
+    for text in lines:
+        print(f"loomterm: {text}", file=sys.stderr)
 
 
 def _close_last(loom: Loom) -> None:
