@@ -106,8 +106,9 @@ def plan_opening(args: argparse.Namespace) -> tuple[SessionOpening, str] | None:
             opened.close()
             return None
         if not same:
+            record = opened.data.model
             opened.close()
-            say_new_session(recent.name, recent.model)
+            say_new_session(recent.name, recent.model, switched_backend(record, options))
             path, opened = session_path(new_session_name()), None
     wanted = getattr(args, "attach", [])
 
@@ -257,13 +258,39 @@ def open_session(args: argparse.Namespace) -> tuple[Loom, str]:
         end_progress_line()  # a failed stage leaves its line open before the error
 
 
-def say_new_session(name: str, model: str) -> None:
-    """The most recent session is on another model than ``--model``: say so."""
+def say_new_session(name: str, model: str, backends: tuple[str, str] | None = None) -> None:
+    """The most recent session is on another model than ``--model``: say so; where it
+    is the same model on another backend (``backends``: the session's, the one asked
+    for), say that this is why, and how to continue the session instead."""
+    if backends is None:
+        print(
+            f"loomterm: session {name!r} was made with {model}; "
+            "starting a new session on the model asked for",
+            file=sys.stderr,
+        )
+        return
+    old, new = backends
     print(
-        f"loomterm: session {name!r} was made with {model}; "
-        "starting a new session on the model asked for",
+        f"loomterm: session {name!r} was made with {model} on {old}; on {new} it has "
+        f"another fingerprint, so starting a new session (--backend {old} continues "
+        f"{name!r})",
         file=sys.stderr,
     )
+
+
+def switched_backend(record: dict, options: EngineOptions) -> tuple[str, str] | None:
+    """``(recorded, asked)`` backends when ``options`` asks for the model of a session's
+    ``record`` (by name) on another backend than it was made on; else None."""
+    from loomterm.session_open import model_label
+
+    if not options.model:
+        return None
+    names = {record.get("name"), model_label(record.get("source"))}
+    if model_label(options.model) not in names:
+        return None
+    was = str(record.get("backend") or ("server" if "server" in record else "torch"))
+    asked = options.backend if options.backend != "auto" else "torch"
+    return (was, asked) if was != asked else None
 
 
 def _name(path: Path, suffix: str) -> str:
