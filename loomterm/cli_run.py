@@ -65,10 +65,13 @@ def run_editor(args: argparse.Namespace) -> int:
 
 def run_loaded(args: argparse.Namespace) -> int:
     """The editor on a session whose model is loaded first (see :func:`run_editor`)."""
+    before = sessions_now(_asked_for(args))  # before open_session writes a new one
     loom, name = open_session(args)
     from loomterm.session import close_session
+    from loomterm.tui.sessions import is_read_only, session_file
 
     app = None
+    start = session_file(loom)
     try:
         from loomterm.tui.app import LoomApp
 
@@ -81,8 +84,8 @@ def run_loaded(args: argparse.Namespace) -> int:
             _close_last(app.loom)
     if app is not None and app.return_code:  # the editor stopped on an error it reported
         return app.return_code
-    if app is not None:
-        _say_where_it_ended(loom, app.loom)
+    if app is not None and start is not None:
+        say_how_it_ended(start, before, session_file(app.loom), is_read_only(app.loom))
     return 0
 
 
@@ -113,8 +116,9 @@ def plan_opening(args: argparse.Namespace) -> tuple[SessionOpening, str] | None:
             opened.close()
             return None
         if not same:
+            record = opened.data.model
             opened.close()
-            say_new_session(recent.name, recent.model)
+            say_new_session(recent.name, recent.model, switched_backend(record, options))
             path, opened = session_path(new_session_name()), None
     wanted = getattr(args, "attach", [])
 
@@ -137,6 +141,7 @@ def run_opening(opening: SessionOpening, name: str) -> int:
     from loomterm.session import close_session
     from loomterm.tui.app import LoomApp
 
+    before = sessions_now(opening.path)  # before reserve() makes a new session's file
     opening.reserve()  # a new session's file now: typing during the load is saved
     app = LoomApp(opening.preview(), session_name=name, opening=opening)
     try:
@@ -159,9 +164,13 @@ def run_opening(opening: SessionOpening, name: str) -> int:
     if app.return_code:  # the editor stopped on an error it reported: no "session" line
         return app.return_code
     if opening.loom is not None:
-        kind = "new session" if opening.new else "session"
-        say(f"loomterm: {kind} {opening.path}")
-        _say_where_it_ended(opening.loom, app.loom)  # type: ignore[arg-type]
+        from loomterm.tui.sessions import is_read_only, session_file
+
+        last = app.loom  # the real Loom by now
+        end = session_file(last)  # type: ignore[arg-type]
+        say_how_it_ended(opening.path, before, end, is_read_only(last))  # type: ignore[arg-type]
+    elif opening.path.exists():  # quit during the load: what was typed is in the file
+        say_how_it_ended(opening.path, before, opening.path)
     return 0
 
 
@@ -190,15 +199,60 @@ def _give_up_loading(app) -> None:
             close_session(loader.opening.loom)
 
 
-def _say_where_it_ended(first: Loom, last: Loom) -> None:
-    """The editor ended in another file than the one announced at start (the session
-    was renamed, or another one opened): say which, so the old name is not the last
-    word on the terminal."""
-    from loomterm.tui.sessions import session_file
+def _asked_for(args: argparse.Namespace) -> Path | None:
+    """The session file ``-s`` names, if it names one that can be."""
+    from loomterm.errors import SessionError
+    from loomterm.session import session_path
 
-    start, end = session_file(first), session_file(last)
-    if end is not None and end != start and end.exists():
-        say(f"loomterm: session {end}")
+    try:
+        return session_path(args.session) if args.session else None
+    except SessionError:
+        return None  # opening says what is wrong with the name
+
+
+def sessions_now(start: Path | None) -> set[Path]:
+    """The session files there are before the editor runs (``start`` among them if it
+    exists): what quitting calls saved rather than new."""
+    from loomterm.locations import sessions_dir
+    from loomterm.store import SESSION_SUFFIX
+
+    found = {p.resolve() for p in sessions_dir().glob(f"*{SESSION_SUFFIX}") if p.is_file()}
+    if start is not None and start.is_file():
+        found.add(start.resolve())
+    return found
+
+
+def say_how_it_ended(
+    start: Path, before: set[Path], end: Path | None, read_only: bool = False
+) -> None:
+    """Say on quitting, one line each, what became of the session the editor started
+    in and (renamed, or another opened) the one it ended in: ``saved session NAME at
+    PATH`` for one that was there before this run, ``new session NAME at PATH`` for one
+    made in it; one quit with nothing written is deleted, and said so."""
+    from loomterm.store import SESSION_SUFFIX
+
+    def name(path: Path) -> str:
+        return _name(path, SESSION_SUFFIX)
+
+    def was_there(path: Path) -> bool:
+        return path.resolve() in before
+
+    lines = []
+    renamed = end is not None and end != start and was_there(start) and not start.exists()
+    if renamed:  # the start's file is now ``end``: one line, under its new name
+        lines.append(f"saved session {name(end)} at {end} (renamed from {name(start)})")
+    elif not start.exists():
+        lines.append(f"session {name(start)} not kept: nothing was written in it")
+    elif read_only and end in (None, start):
+        lines.append(f"read-only session {name(start)} at {start} left as it was")
+    else:
+        kind = "saved session" if was_there(start) else "new session"
+        lines.append(f"{kind} {name(start)} at {start}")
+    if end is not None and end != start and not renamed and end.exists():
+        kind = "saved session" if was_there(end) else "new session"
+        lines.append(f"{kind} {name(end)} at {end}")
+    for text in lines:
+        say(f"loomterm: {text}")
 
 
 def _close_last(loom: Loom) -> None:
@@ -239,12 +293,37 @@ def open_session(args: argparse.Namespace) -> tuple[Loom, str]:
         end_progress_line()  # a failed stage leaves its line open before the error
 
 
-def say_new_session(name: str, model: str) -> None:
-    """The most recent session is on another model than ``--model``: say so."""
+def say_new_session(name: str, model: str, backends: tuple[str, str] | None = None) -> None:
+    """The most recent session is on another model than ``--model``: say so; where it
+    is the same model on another backend (``backends``: the session's, the one asked
+    for), say that this is why, and how to continue the session instead."""
+    if backends is None:
+        say(
+            f"loomterm: session {name!r} was made with {model}; "
+            "starting a new session on the model asked for"
+        )
+        return
+    old, new = backends
     say(
-        f"loomterm: session {name!r} was made with {model}; "
-        "starting a new session on the model asked for"
+        f"loomterm: session {name!r} was made with {model} on {old}; on {new} it has "
+        f"another fingerprint, so starting a new session (--backend {old} continues "
+        f"{name!r})"
     )
+
+
+def switched_backend(record: dict, options: EngineOptions) -> tuple[str, str] | None:
+    """``(recorded, asked)`` backends when ``options`` asks for the model of a session's
+    ``record`` (by name) on another backend than it was made on; else None."""
+    from loomterm.session_open import model_label
+
+    if not options.model:
+        return None
+    names = {record.get("name"), model_label(record.get("source"))}
+    if model_label(options.model) not in names:
+        return None
+    was = str(record.get("backend") or ("server" if "server" in record else "torch"))
+    asked = options.backend if options.backend != "auto" else "torch"
+    return (was, asked) if was != asked else None
 
 
 def _name(path: Path, suffix: str) -> str:

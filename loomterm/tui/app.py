@@ -95,7 +95,7 @@ from loomterm.tui.widgets.document_view import DocumentView
 from loomterm.tui.widgets.export_dialog import ExportScreen
 from loomterm.tui.widgets.footer import KeyFooter
 from loomterm.tui.widgets.shade_legend import ShadeLegend
-from loomterm.tui.widgets.status_bar import StatusBar, StatusInfo
+from loomterm.tui.widgets.status_bar import StatusBar, StatusInfo, backend_name
 
 if TYPE_CHECKING:
     from textual.driver import Driver
@@ -144,6 +144,8 @@ class LoomApp(App[None]):
     /* At the right edge: with the compact footer's margin after it, a cell of the keys
        scrolled under it showed through (a stray "S" after "^p palette"). */
     Footer FooterKey.-command-palette { border-left: vkey $loom-guide; margin-right: 0; }
+    /* Notifications stand above the status bar and the footer, never over them. */
+    ToastRack { margin-bottom: 2; }
     """
 
     def __init__(
@@ -921,6 +923,7 @@ class LoomApp(App[None]):
         info = StatusInfo(
             model=loom.runner.name,
             device=loom.runner.where,
+            backend="" if self.loader is not None else self._backend(),
             path_tokens=self.doc.shown_tokens,
             nodes=len(loom.tree.nodes) - 1,
             kv_bytes=memory.total,
@@ -934,6 +937,11 @@ class LoomApp(App[None]):
             saving=self.keeping.saving(),
         )
         self.status.show_status(info)
+
+    def _backend(self) -> str:
+        """The active model's backend, from its record (``status_bar.backend_name``)."""
+        loom = self.loom
+        return backend_name(loom.model_table.get(loom.active_model))
 
 
 def run_app(loom: Loom, session_name: str = "") -> None:

@@ -54,6 +54,7 @@ def test_probabilities_and_boundaries_high_contrast(snap_compare, snap_app):
         app.set_theme("loom-high-contrast")
         await _branches(pilot)
         await pilot.press("f6", "f5")
+        app.clear_notifications()  # their "on" notes: the shot is of the marks
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=TERMINAL, run_before=run_before)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from loomterm.tree import Node
+from loomterm.tui.controllers.feedback import NO_BRANCH, refuse
 from loomterm.tui.sanitize import safe_line
 from loomterm.tui.tidy_changes import Archive
 from loomterm.tui.tree_places import branch_of
@@ -54,7 +55,7 @@ class Bookmarks:
         app = self.app
         node = self.navigation.caret_node() or app.doc.node
         if node is None or node.parent is None:
-            app.bell()
+            refuse(app, NO_BRANCH)
             return
         marked = bool(node.meta.get("bookmark"))
         self.jobs.set_meta(node, bookmark=None if marked else True)
@@ -78,7 +79,7 @@ class Bookmarks:
         app = self.app
         node = self.navigation.caret_node() or app.doc.node
         if node is None or node.parent is None:
-            app.bell()
+            refuse(app, NO_BRANCH)
             return
         branch = branch_of(node, show_hidden=True)
         preview = safe_line(app.node_text(branch).strip())[:40]

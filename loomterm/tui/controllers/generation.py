@@ -20,6 +20,7 @@ from loomterm.errors import LoomError, PrefillCancelled
 from loomterm.tree import Node, Origin
 from loomterm.tui import ops
 from loomterm.tui.controllers.context import ContextAssembled
+from loomterm.tui.controllers.feedback import BUSY, refuse
 from loomterm.tui.controllers.slowdown import Slowdown
 from loomterm.tui.messages import (
     GenerationDone,
@@ -167,7 +168,7 @@ class Generation:
         ``meta`` go to ``Loom.generate`` (siblings from several models)."""
         app = self.app
         if app.generating:
-            app.bell()
+            refuse(app, BUSY)
             return
         loom = app.loom
         doc = app.doc
@@ -298,12 +299,17 @@ class Generation:
         """Recompute the shown node's path exactly (a job, once idle)."""
         app = self.app
         node = app.doc.node
-        if node is None:
+        count = sum(1 for n in node.path() if n.approx) if node is not None else 0
+        if node is None or not count:  # said, so the key is not taken for a dead one
+            app.notify("Nothing to recompute: this path is exact", timeout=2)
             return
         loom = app.loom
+        nodes = f"{count} approximate node{'' if count == 1 else 's'}"
+        app.notify(f"Recomputing {nodes} exactly\u2026", timeout=2)
 
         def job() -> None:
             app.post_message(Moved(loom.refresh(node)))
+            app.call_from_thread(app.notify, f"Recomputed {nodes} exactly", timeout=2)
 
         self.jobs.when_idle(lambda: self.jobs.submit("refresh", job, lock=True))
 

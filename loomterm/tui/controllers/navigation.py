@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from loomterm.tree import WRITER, Node
 from loomterm.tui import ops
+from loomterm.tui.controllers.feedback import NO_BRANCH, refuse
 from loomterm.tui.history import Place
 from loomterm.tui.tree_places import branch_of, place_of, siblings_of
 from loomterm.tui.widgets.branch_tree import is_hidden, visible_children
@@ -101,7 +102,7 @@ class Navigation:
         app = self.app
         node = self.caret_node()
         if node is None or node.parent is None:
-            app.bell()
+            refuse(app, NO_BRANCH)
             return
         show_hidden = app.branches.show_hidden
         node = branch_of(node, show_hidden)
@@ -132,7 +133,7 @@ class Navigation:
         doc = app.doc
         path = doc.path
         if not path:
-            app.bell()
+            refuse(app, "No text yet: no branch points")
             return
         show_hidden = app.branches.show_hidden
         caret = doc.caret

@@ -14,6 +14,13 @@ if TYPE_CHECKING:
 
 TREE_STEP = 0.05  # alt+shift+left/right narrow or widen the branch pane by this share
 TREE_SHARES = (0.1, 0.7)
+# The view toggles' names, as their notes say them (the key table's titles).
+VIEW_NAMES = {
+    "boundaries": "Token boundaries",
+    "probabilities": "Probability colours",
+    "surprisal": "Surprisal view",
+    "approx": "Approximate marks",
+}
 
 
 def tree_width(terminal: int, share: float) -> int:
@@ -45,6 +52,9 @@ class Panes:
             self.toggle_tree()
         low, high = TREE_SHARES
         share = round(prefs.tree_share + step * TREE_STEP, 2)
+        if not low <= share <= high:  # the key would otherwise do nothing visible
+            how = "narrow" if step < 0 else "wide"
+            self.app.notify(f"The branch pane is as {how} as it goes", timeout=2)
         prefs.tree_share = max(low, min(high, share))
         save_prefs(prefs)
         self.fit_tree()
@@ -85,6 +95,26 @@ class Panes:
             view.approx_marks = prefs.approx = not view.approx_marks
         self.app.shade_legend.show_view(view.surprisal, view.probabilities)
         save_prefs(prefs)
+        self.app.notify(self._view_note(what), timeout=2)
+
+    def _view_note(self, what: str) -> str:
+        """What a view key just did, in words: some marks show nothing on a document
+        without them (no approximate tokens), so the key would otherwise look dead."""
+        view = self.app.view
+        on = {
+            "boundaries": view.boundaries,
+            "probabilities": view.probabilities,
+            "surprisal": view.surprisal,
+            "approx": view.approx_marks,
+        }[what]
+        name = VIEW_NAMES[what]
+        if what != "approx" or not on:
+            return f"{name}: {'on' if on else 'off'}"
+        node = self.app.doc.node
+        count = sum(1 for n in node.path() if n.approx) if node is not None else 0
+        if not count:
+            return f"{name}: on (no approximate tokens on this path)"
+        return f"{name}: on ({count} approximate node{'' if count == 1 else 's'}; F8 recomputes)"
 
     def toggle_hidden(self) -> None:
         """Show archived branches in the pane, or hide them again; remembered."""

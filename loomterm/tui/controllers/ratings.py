@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from loomterm.tree import BAD, GOOD, Node, rating_of
+from loomterm.tui.controllers.feedback import NO_BRANCH, refuse
 from loomterm.tui.tree_places import branch_of
 
 if TYPE_CHECKING:
@@ -89,7 +90,7 @@ class Ratings:
         app = self.app
         node = self.navigation.caret_node() or app.doc.node
         if node is None or node.parent is None:
-            app.bell()
+            refuse(app, NO_BRANCH)
             return
         branch = branch_of(node, show_hidden=True)
         clear = rating_of(branch) == value

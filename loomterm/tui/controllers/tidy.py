@@ -18,6 +18,7 @@ from textual.message import Message
 
 from loomterm.tree import Node
 from loomterm.tui import ops, tidy_changes
+from loomterm.tui.controllers.feedback import NO_BRANCH, refuse
 from loomterm.tui.history import Place
 from loomterm.tui.sanitize import safe_line
 from loomterm.tui.tree_places import branch_of
@@ -75,7 +76,7 @@ class Tidy:
         app = self.app
         place = self.caret_position()
         if place is None:
-            app.bell()
+            refuse(app, NO_BRANCH)
             return
         node, position = place
         loom, caret = app.loom, app.doc.caret
@@ -92,7 +93,7 @@ class Tidy:
         node = self.navigation.caret_node()
         shown = app.doc.node
         if node is None or shown is None or node.parent is None:
-            app.bell()
+            refuse(app, NO_BRANCH)
             return
         loom, caret = app.loom, app.doc.caret
 
@@ -107,7 +108,7 @@ class Tidy:
         app = self.app
         node = self.navigation.caret_node() or app.doc.node
         if node is None or node.parent is None:
-            app.bell()
+            refuse(app, NO_BRANCH)
             return
         self.picked_up = branch_of(node, show_hidden=True)
         preview = safe_line(app.node_text(self.picked_up).strip())[:30]
@@ -124,7 +125,7 @@ class Tidy:
             return
         place = self.caret_position()
         if place is None:
-            app.bell()
+            refuse(app, NO_BRANCH)
             return
         node, position = place
         loom = app.loom

@@ -21,6 +21,7 @@ from textual.message import Message
 from loomterm.errors import LoomError
 from loomterm.tree import Node
 from loomterm.tui import ops
+from loomterm.tui.controllers.feedback import BUSY, refuse
 from loomterm.tui.widgets.weave_dialog import WeaveChoice, WeaveScreen
 
 if TYPE_CHECKING:
@@ -124,7 +125,7 @@ class Weave:
         """The weave dialog; the shape chosen there is woven once the engine is idle."""
         app = self.app
         if app.generating:
-            app.bell()
+            refuse(app, BUSY)
             return
         app.push_screen(WeaveScreen(self.choice), self.answered)
 
@@ -138,7 +139,7 @@ class Weave:
         """Weave ``choice`` from the caret, as one job."""
         app = self.app
         if app.generating:
-            app.bell()
+            refuse(app, BUSY)
             return
         loom = app.loom
         doc = app.doc

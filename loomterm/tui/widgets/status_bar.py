@@ -46,6 +46,7 @@ class StatusInfo:
 
     model: str = ""
     device: str = ""
+    backend: str = ""  # "torch", "llama.cpp" or "server" (``backend_name``); "" unknown
     path_tokens: int = 0
     nodes: int = 0
     kv_bytes: int = 0
@@ -113,6 +114,8 @@ def status_layouts(info: StatusInfo) -> list[Content]:
         if info.tokens_per_second is not None
         else "\u2014 tok/s"
     )
+    if "tok/s" in info.state:
+        speed = ""  # the state says it already (generating, reading): shown once
     bar = Content(" \u2502 ")
     head: list[Content] = []
     if info.saving:  # first of all, for as long as it lasts: the work is not on disk
@@ -123,6 +126,7 @@ def status_layouts(info: StatusInfo) -> list[Content]:
     if info.state:  # first, so a narrow terminal never cuts it off
         head += [Content.styled(safe_line(info.state), "bold $warning"), bar]
     model = Content.styled(safe_line(info.model), "bold")  # names from servers and files
+    device = Content(f" {safe_line(device_text(info))}")
     nodes = f"{info.nodes} node{'' if info.nodes == 1 else 's'}"
     counts = f"{info.path_tokens} tok \u00b7 {nodes} \u00b7 KV {human_bytes(info.kv_bytes)}"
 
@@ -132,26 +136,50 @@ def status_layouts(info: StatusInfo) -> list[Content]:
     full = [
         *head,
         model,
-        Content(f" {safe_line(info.device)}"),
+        device,
         bar,
         *place(info.place),
-        Content(f"{counts} \u2502 {speed} \u2502 "),
-        Content(f"{info.preset} " if info.preset else ""),
+        Content(f"{counts}{then(speed)} \u2502 "),
+        # Labelled: a preset named after a program (llama.cpp) is not the backend.
+        Content(f"preset: {info.preset} " if info.preset else ""),
         Content(settings_summary(info.settings)),
     ]
-    no_settings = [*head, model, Content(f" {safe_line(info.device)}"), bar, *place(info.place)]
-    no_settings.append(Content(f"{counts} \u2502 {speed}"))
+    no_settings = [*head, model, device, bar, *place(info.place)]
+    no_settings.append(Content(f"{counts}{then(speed)}"))
     short = [
         *head,
         model,
         bar,
         *place(info.place),
-        Content(f"{info.path_tokens} tok \u2502 {speed}"),
+        Content(f"{info.path_tokens} tok{then(speed)}"),
     ]
     brief = [*head, model, bar, *place(short_place(info.place))]
-    shortest = [*brief, Content(f"{info.path_tokens} tok \u2502 {speed}")]
+    shortest = [*brief, Content(f"{info.path_tokens} tok{then(speed)}")]
     layouts = (full, no_settings, short, shortest, [*brief, Content(speed)])
     return [Content.assemble(*parts) for parts in layouts]
+
+
+def then(part: str) -> str:
+    """`` │ part``, or nothing for an empty part."""
+    return f" \u2502 {part}" if part else ""
+
+
+def device_text(info: StatusInfo) -> str:
+    """Where the model runs, naming its backend once: ``cpu · torch``, ``cpu ·
+    llama.cpp (4 threads)`` (the runner names it already), ``http://host · server``."""
+    if not info.backend or info.backend in info.device:
+        return info.device
+    return f"{info.device} \u00b7 {info.backend}" if info.device else info.backend
+
+
+def backend_name(record: dict[str, Any] | None) -> str:
+    """The backend a model record (``Loom.model_table``'s) runs on: ``llama.cpp``,
+    ``server`` or ``torch``; "" for no record (a model still loading)."""
+    if not record:
+        return ""
+    if record.get("backend"):
+        return str(record["backend"])
+    return "server" if "server" in record else "torch"
 
 
 def short_place(place: str) -> str:

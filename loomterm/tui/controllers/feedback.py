@@ -1,0 +1,18 @@
+"""A key that can do nothing where it was pressed says why, briefly: a bell alone is
+silent on most terminals, and a key with no visible answer looks broken."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from textual.app import App
+
+NO_BRANCH = "No branch at the caret: move it into the text"
+BUSY = "Busy generating: esc stops it"
+
+
+def refuse(app: App, why: str) -> None:
+    """Ring the bell and say ``why`` for two seconds."""
+    app.bell()
+    app.notify(why, timeout=2)
