@@ -73,8 +73,9 @@ def test_a_tree_with_branches_from_the_local_model_and_the_server(llama_server, 
     writers = {node["id"]: node["meta"].get("model") for node in tree["nodes"]}
     assert writers[theirs.id] == "server" and writers[mine.id] == local
     assert tree["models"]["server"]["kind"] == "llama-server"
-    markdown = render(data, "md")
-    assert "`server`: SmolLM2-135M-Instruct" in markdown and "Model \u00b7 server" in markdown
+    markdown = render(data, "md", attribution=True)
+    assert "  - server: SmolLM2\\-135M\\-Instruct" in markdown  # names escaped as text
+    assert "**Model \u00b7 server**" in markdown
 
 
 def test_a_server_with_another_tokenizer_is_refused(llama_server, tiny_llama_dir):
