@@ -144,3 +144,40 @@ async def test_marked_nodes_inside_a_run_stay_in_sight(make_app, loom, story):
         assert counts == [10, 10, 10, 10], counts
         for name in ("alpha", "beta", "gamma"):
             assert any(f"Ending {name}." in row for row in tree_rows(app))
+
+
+@pytest.mark.parametrize(
+    "extra_env",
+    [{"TERM": "screen-256color"}, {"TERM": "screen-256color", "NO_COLOR": "1"}],
+    ids=["screen-256color", "NO_COLOR"],
+)
+def test_the_cursor_in_a_real_terminal(tmux_run, tiny_llama_dir, extra_env):
+    """tmux with a 256-colour TERM (and with NO_COLOR): the cursor row carries reverse
+    video and the marker, read back with ``capture-pane -e``."""
+    from loomterm.session import close_session, save_loom, session_path
+    from tests.helpers import make_loom
+    from tests.tui.test_tmux import idle
+
+    loom = make_loom(tiny_llama_dir)
+    save_loom(loom, session_path("pane"))
+    node = loom.root
+    for i in range(12):
+        node = loom.append(node, f" Step {i} of the story.")
+    endings = [loom.append(node, f" Ending {name}.") for name in ("alpha", "beta")]
+    loom.cursor = endings[0]
+    close_session(loom)
+
+    term = tmux_run(
+        ["--model", str(tiny_llama_dir), "--device", "cpu", "-s", "pane"], extra_env=extra_env
+    )
+    term.wait_for(lambda s: idle(s) and "(12 nodes)" in s, what="the editor and its pane")
+    term.keys("F4")
+    term.keys("Home")
+    term.keys("Down")
+    term.wait_for(lambda s: f"\u2514{CURSOR_MARK}" in s, what="the cursor on the story's row")
+    rows = term.screen(escapes=True).splitlines()
+    marked = [row for row in rows if CURSOR_MARK in row]
+    assert len(marked) == 1 and "(12 nodes)" in marked[0], marked
+    assert has_reverse(marked[0].partition("\u2595")[0]), repr(marked[0])
+    term.keys("C-q")
+    assert term.exit_status() == "0"
