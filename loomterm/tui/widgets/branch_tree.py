@@ -90,10 +90,12 @@ def is_hidden(node: Node) -> bool:
 def visible_children(
     node: Node, show_hidden: bool, keep: Callable[[Node], bool] | None = None
 ) -> list[Node]:
+    if keep is None:  # the usual case, kept short: a rebuild asks once per node
+        if show_hidden:
+            return list(node.children)
+        return [child for child in node.children if not child.meta.get("hidden")]
     return [
-        child
-        for child in node.children
-        if (show_hidden or not is_hidden(child)) and (keep is None or keep(child))
+        child for child in node.children if (show_hidden or not is_hidden(child)) and keep(child)
     ]
 
 
@@ -106,18 +108,30 @@ def chain_rating(chain: Chain) -> int | None:
 def is_marked(node: Node) -> bool:
     """A node a run is never folded over: bookmarked, rated or archived."""
     meta = node.meta
+    if not meta:
+        return False
     return bool(meta.get("bookmark") or meta.get("hidden")) or rating_of(node) is not None
 
 
-def chain_from(node: Node, show_hidden: bool, keep: Callable[[Node], bool] | None = None) -> Chain:
-    """The row starting at ``node``: follow while there is exactly one child, and stop
-    before a marked child (it heads the next row, so its mark stays in sight)."""
-    last = node
+def run_from(
+    node: Node, show_hidden: bool, keep: Callable[[Node], bool] | None = None
+) -> tuple[list[Node], list[Node]]:
+    """The nodes of the row starting at ``node`` (follow while there is exactly one
+    child, stopping before a marked child: it heads the next row, so its mark stays in
+    sight), and the visible children of its last node. One walk: the pane's rebuild is
+    this, once per node."""
+    nodes = [node]
     while True:
-        kids = visible_children(last, show_hidden, keep)
+        kids = visible_children(nodes[-1], show_hidden, keep)
         if len(kids) != 1 or is_marked(kids[0]):
-            return Chain(node, last)
-        last = kids[0]
+            return nodes, kids
+        nodes.append(kids[0])
+
+
+def chain_from(node: Node, show_hidden: bool, keep: Callable[[Node], bool] | None = None) -> Chain:
+    """The row starting at ``node`` (see :func:`run_from`)."""
+    nodes, _ = run_from(node, show_hidden, keep)
+    return Chain(node, nodes[-1])
 
 
 class RowFilter(Protocol):
@@ -253,14 +267,13 @@ class BranchTree(ScrollView, can_focus=True):
         unfolded = self._unfolded
         while stack:
             first, depth, last, continued = stack.pop()
-            chain = chain_from(first, show_hidden, keep)
-            kids = visible_children(chain.last, show_hidden, keep)
+            nodes, kids = run_from(first, show_hidden, keep)
+            chain = Chain(first, nodes[-1])
             # One visible child: the run was split before a marked node, which goes on
             # in the next row at the same depth (not a branch point: nothing to fold).
             split = len(kids) == 1
             branches = 0 if split else len(kids)
             collapsed = first.id in self._collapsed and branches > 0
-            nodes = chain.nodes()
             if len(nodes) > 1 and first.id in unfolded:
                 for i, node in enumerate(nodes):
                     entries[node.id] = len(rows)
