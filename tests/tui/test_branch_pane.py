@@ -181,3 +181,40 @@ def test_the_cursor_in_a_real_terminal(tmux_run, tiny_llama_dir, extra_env):
     assert has_reverse(marked[0].partition("\u2595")[0]), repr(marked[0])
     term.keys("C-q")
     assert term.exit_status() == "0"
+
+
+async def test_new_branches_are_unread_until_visited_and_the_mark_is_saved(
+    make_app, loom, tmp_path
+):
+    """ctrl+n writes three branches: the one shown is read, the other two carry a dot
+    until the writer goes there; the marks are in the session file."""
+    from loomterm.session import close_session, load_session, save_loom
+    from loomterm.tui.widgets.branch_tree import UNREAD_MARK
+    from tests.tui.conftest import paste
+
+    path = tmp_path / "unread.loom"
+    save_loom(loom, path)
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await paste(pilot, "Once upon a time")
+        await settle(pilot)
+        await pilot.press("ctrl+n")
+        await settle(pilot)
+        shown = loom.cursor
+        kids = list(shown.parent.children)
+        assert len(kids) == 3
+        others = [kid for kid in kids if kid is not shown]
+        assert not shown.meta.get("unread")
+        assert all(kid.meta.get("unread") for kid in others)
+        dots = [row for row in tree_rows(app) if UNREAD_MARK.strip() in row]
+        assert len(dots) == 2, tree_rows(app)
+        await pilot.press("alt+right")  # to the next sibling: read now
+        await settle(pilot)
+        assert loom.cursor in others and not loom.cursor.meta.get("unread")
+        dots = [row for row in tree_rows(app) if UNREAD_MARK.strip() in row]
+        assert len(dots) == 1, tree_rows(app)
+        left = next(kid for kid in others if kid is not loom.cursor)
+    close_session(loom)  # flushed
+    data = load_session(path)
+    assert data.tree.nodes[left.id].meta.get("unread") is True
+    assert not data.tree.nodes[shown.id].meta.get("unread")

@@ -43,6 +43,7 @@ from loomterm.tui.sanitize import safe_line
 PREVIEW = 40
 MAX_INDENT = 12
 CURSOR_MARK = "\u276f"  # ❯: the keyboard cursor's row, in place of its connector's gap
+UNREAD_MARK = "\u2022 "  # •: a branch the model wrote that the writer has not been to
 CONTINUED = "\u2506 "  # ┆: a row that goes on from the row above (no branch point between)
 
 
@@ -85,6 +86,12 @@ class Row:
 
 def is_hidden(node: Node) -> bool:
     return bool(node.meta.get("hidden"))
+
+
+def is_unread(node: Node) -> bool:
+    """A branch the model wrote that the writer has not been to (``meta["unread"]``,
+    also loomsidian's mark; see ``tui.controllers.unread``)."""
+    return bool(node.meta.get("unread"))
 
 
 def visible_children(
@@ -171,6 +178,7 @@ class BranchTree(ScrollView, can_focus=True):
         "branch-tree--hidden",
         "branch-tree--good",
         "branch-tree--bad",
+        "branch-tree--unread",
     }
     """
     | Class | Description |
@@ -185,6 +193,7 @@ class BranchTree(ScrollView, can_focus=True):
     | `branch-tree--hidden` | Archived rows (when shown). |
     | `branch-tree--good` | The mark of a branch rated good. |
     | `branch-tree--bad` | The mark of a branch rated bad. |
+    | `branch-tree--unread` | The dot of a model branch not visited yet. |
     """
 
     DEFAULT_CSS = """
@@ -211,6 +220,7 @@ class BranchTree(ScrollView, can_focus=True):
         & > .branch-tree--hidden { color: $loom-muted; text-style: italic; }
         & > .branch-tree--good { color: $success; text-style: bold; }
         & > .branch-tree--bad { color: $error; text-style: bold; }
+        & > .branch-tree--unread { color: $loom-model; text-style: bold; }
     }
     """
 
@@ -490,6 +500,7 @@ class BranchTree(ScrollView, can_focus=True):
             row.chain.first.approx,
             len(row.chain.last.tokens),
             chain_rating(row.chain),
+            is_unread(row.chain.first) or is_unread(row.chain.last),
             self.writer_colour(row.chain.first) if self.writer_colour is not None else None,
         )
         cached = self._cache.get(index)
@@ -526,6 +537,8 @@ class BranchTree(ScrollView, can_focus=True):
             segments.append(Segment("\u25b6 " if row.collapsed else "\u25bc ", guide))
         if chain.first.meta.get("bookmark") or chain.last.meta.get("bookmark"):
             segments.append(Segment("\u2605 ", base + self._component("bookmark")))
+        if is_unread(chain.first) or is_unread(chain.last):  # a new branch not read yet
+            segments.append(Segment(UNREAD_MARK, base + self._component("unread")))
         rating = chain_rating(chain)
         if rating is not None:
             good = rating == GOOD
