@@ -62,6 +62,7 @@ from loomterm.tui.controllers.ratings import Ratings
 from loomterm.tui.controllers.search import Search
 from loomterm.tui.controllers.sessions import Sessions
 from loomterm.tui.controllers.tidy import Tidied, Tidy
+from loomterm.tui.controllers.unread import Unread
 from loomterm.tui.controllers.weave import Weave, WeaveDone, WeaveProgress
 from loomterm.tui.document import DocumentModel
 from loomterm.tui.history import History, Place
@@ -196,6 +197,7 @@ class LoomApp(App[None]):
         self.presets = Presets(self)
         self.panes = Panes(self)
         self.navigation = navigation = Navigation(self, jobs)
+        self.unread = Unread(jobs)
         self.caret = caret = Caret(self, jobs)
         self.context = context = Context(self, jobs)
         self.generation = generation = Generation(self, jobs, navigation, context)
@@ -776,6 +778,8 @@ class LoomApp(App[None]):
             self.note_change()
         if message.event in ("add", "split", "update", "rewrite"):
             self.rebuild_tree_soon()
+        if message.event == "add" and message.node is not None:
+            self.unread.added(message.node)
         if message.event == "update" and message.node is not None:
             self.view.redraw()
         self.refresh_status_soon()

@@ -127,8 +127,10 @@ def tmux_run(tmp_path, isolated_dirs):
         env["PYTHONPATH"] = os.pathsep.join(str(Path(p).resolve()) for p in parts if p)
     sessions: list = []
 
-    def run(args: list[str]):
-        tmux = Tmux(f"loomterm-test-{os.getpid()}-{len(sessions)}", tmp_path, env)
+    def run(args: list[str], extra_env: dict[str, str] | None = None):
+        tmux = Tmux(
+            f"loomterm-test-{os.getpid()}-{len(sessions)}", tmp_path, {**env, **(extra_env or {})}
+        )
         sessions.append(tmux)
         tmux.start([command, *args])
         return tmux

@@ -55,15 +55,17 @@ class Tmux:
         env = " ".join(f"{k}={v}" for k, v in self.env.items())
         # -u: a COLUMNS/LINES inherited from the test runner would override the pane size.
         # The exit status goes to a file: tmux does not always report a dead pane's.
-        run = f"env -u COLUMNS -u LINES {env} TERM=xterm-256color " + " ".join(command)
+        # TERM first: a test may ask for another terminal (its env names TERM).
+        run = f"env -u COLUMNS -u LINES TERM=xterm-256color {env} " + " ".join(command)
         line = f"sh -c '{run}; echo $? > {self.status_file}; sleep 600'"
         size = ["-x", str(WIDTH), "-y", str(HEIGHT)]
         self.tmux(
             "-f", "/dev/null", "new-session", "-d", "-s", "t", *size, "-c", str(self.cwd), line
         )
 
-    def screen(self) -> str:
-        return self.tmux("capture-pane", "-p", "-t", "t")
+    def screen(self, escapes: bool = False) -> str:
+        """The pane's text; with ``escapes``, with its attributes and colours (SGR)."""
+        return self.tmux("capture-pane", "-p", *(["-e"] if escapes else []), "-t", "t")
 
     def keys(self, *keys: str, literal: bool = False) -> None:
         self.tmux("send-keys", "-t", "t", *(["-l"] if literal else []), *keys)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from loomterm.engine import Loom
     from loomterm.session_open import SessionOpening
     from loomterm.tree import Node
+    from loomterm.tui.controllers.unread import Unread
     from loomterm.tui.document import DocumentModel
     from loomterm.tui.history import History
     from loomterm.tui.model_loading import StartupLoader
@@ -56,6 +57,8 @@ class Editor(Protocol):
     export_dir: Path | None
     last_export: ExportRequest | None
     """The last export of this editor run: the export dialog opens on its choices."""
+    unread: Unread
+    """Unread model branches (marked, cleared where the document goes)."""
     generating: bool
     loader: StartupLoader | None
     """While the model loads in the background: what loads it and what waits for it."""

@@ -47,6 +47,7 @@ class Navigation:
             # With the text: a node the writer retypes in place reads differently later.
             app.history.push(Place(node, app.doc.caret, app.doc.text))
         self.remember(node)
+        app.unread.visited(node)
         tree = app.branches
         if tree.display and not tree.has_class("-hidden"):
             tree.set_path(app.doc.path, node)

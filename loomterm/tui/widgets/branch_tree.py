@@ -1,10 +1,18 @@
 """The branch pane: the loom's tree with short previews.
 
-Runs of single children (a generation, the halves of a truncated node) are shown as one
-row, so depth in the pane is the number of branch points, not of nodes. Rows on the
-current path are highlighted, branch points show how many branches they hold, bookmarks
-a star, rated branches a tick (good) or a cross (bad); archived (hidden) branches are
-left out unless asked for, and a ``row_filter`` (the rating filter) may leave out more.
+Runs of single children (a generation, the halves of a truncated node, a long story) are
+folded into one row, its first words … its last words and how many nodes it holds, so
+depth in the pane is the number of branch points, not of nodes (as socketteer's loom and
+Tapestry Loom fold them). Right unfolds a run into one row per node, left folds it back.
+A bookmarked, rated or archived node is never folded away: the run is split there and
+the node heads the next row. Rows on the current path are highlighted, branch points show
+how many branches they hold, bookmarks a star, rated branches a tick (good) or a cross
+(bad); archived (hidden) branches are left out unless asked for, and a ``row_filter``
+(the rating filter) may leave out more.
+
+The keyboard cursor (the pane focused) is drawn in reverse video with a marker glyph
+(:data:`CURSOR_MARK`) in place of its connector, so it stays visible where colours
+degrade away (16 or 256 colours, ``NO_COLOR``).
 
 A Line API widget: a session with a thousand branch points a hundred deep costs what
 its visible rows cost. (Textual's ``Tree`` draws every ancestor's guide on every row,
@@ -18,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
+from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
 from rich.style import Style
 from textual import events
@@ -33,6 +42,9 @@ from loomterm.tui.sanitize import safe_line
 
 PREVIEW = 40
 MAX_INDENT = 12
+CURSOR_MARK = "\u276f"  # ❯: the keyboard cursor's row, in place of its connector's gap
+UNREAD_MARK = "\u2022 "  # •: a branch the model wrote that the writer has not been to
+CONTINUED = "\u2506 "  # ┆: a row that goes on from the row above (no branch point between)
 
 
 @dataclass(frozen=True)
@@ -63,42 +75,70 @@ class Row:
     kids: int
     last: bool  # the last of its siblings (└ rather than ├)
     collapsed: bool = False
+    count: int = 1  # nodes in the row's chain (a folded run shows how many)
+    continued: bool = False  # goes on from the row above (an unfolded run, a split)
+    fold_key: int = -1  # in an unfolded run: its first node's id (left folds it back)
     preview: str = field(default="", compare=False)
     preview_len: int = field(default=-1, compare=False)
     preview_full: bool = field(default=False, compare=False)  # more text cannot change it
+    tail: str = field(default="", compare=False)  # a folded run's last words
 
 
 def is_hidden(node: Node) -> bool:
     return bool(node.meta.get("hidden"))
 
 
+def is_unread(node: Node) -> bool:
+    """A branch the model wrote that the writer has not been to (``meta["unread"]``,
+    also loomsidian's mark; see ``tui.controllers.unread``)."""
+    return bool(node.meta.get("unread"))
+
+
 def visible_children(
     node: Node, show_hidden: bool, keep: Callable[[Node], bool] | None = None
 ) -> list[Node]:
+    if keep is None:  # the usual case, kept short: a rebuild asks once per node
+        if show_hidden:
+            return list(node.children)
+        return [child for child in node.children if not child.meta.get("hidden")]
     return [
-        child
-        for child in node.children
-        if (show_hidden or not is_hidden(child)) and (keep is None or keep(child))
+        child for child in node.children if (show_hidden or not is_hidden(child)) and keep(child)
     ]
 
 
 def chain_rating(chain: Chain) -> int | None:
-    """The row's rating: its first rated node's (the editor rates the first)."""
-    for node in chain.nodes():
-        rating = rating_of(node)
-        if rating is not None:
-            return rating
-    return None
+    """The row's rating: its first node's (a run is split before a rated node, so no
+    other node of the row is rated; asked on every draw, so it walks nothing)."""
+    return rating_of(chain.first)
+
+
+def is_marked(node: Node) -> bool:
+    """A node a run is never folded over: bookmarked, rated or archived."""
+    meta = node.meta
+    if not meta:
+        return False
+    return bool(meta.get("bookmark") or meta.get("hidden")) or rating_of(node) is not None
+
+
+def run_from(
+    node: Node, show_hidden: bool, keep: Callable[[Node], bool] | None = None
+) -> tuple[list[Node], list[Node]]:
+    """The nodes of the row starting at ``node`` (follow while there is exactly one
+    child, stopping before a marked child: it heads the next row, so its mark stays in
+    sight), and the visible children of its last node. One walk: the pane's rebuild is
+    this, once per node."""
+    nodes = [node]
+    while True:
+        kids = visible_children(nodes[-1], show_hidden, keep)
+        if len(kids) != 1 or is_marked(kids[0]):
+            return nodes, kids
+        nodes.append(kids[0])
 
 
 def chain_from(node: Node, show_hidden: bool, keep: Callable[[Node], bool] | None = None) -> Chain:
-    """The row starting at ``node``: follow while there is exactly one child."""
-    last = node
-    while True:
-        kids = visible_children(last, show_hidden, keep)
-        if len(kids) != 1:
-            return Chain(node, last)
-        last = kids[0]
+    """The row starting at ``node`` (see :func:`run_from`)."""
+    nodes, _ = run_from(node, show_hidden, keep)
+    return Chain(node, nodes[-1])
 
 
 class RowFilter(Protocol):
@@ -122,6 +162,8 @@ class BranchTree(ScrollView, can_focus=True):
         Binding("end", "jump(-1)", "Last", show=False, id="tree_last"),
         Binding("enter", "select", "Go there", show=False, id="tree_select"),
         Binding("space", "toggle", "Fold", show=False, id="tree_fold"),
+        Binding("right", "unfold", "Unfold", show=False, id="tree_unfold"),
+        Binding("left", "fold", "Fold", show=False, id="tree_fold_back"),
         Binding("escape", "back_to_text", "Back to text", show=False, id="tree_back"),
     ]
 
@@ -136,6 +178,7 @@ class BranchTree(ScrollView, can_focus=True):
         "branch-tree--hidden",
         "branch-tree--good",
         "branch-tree--bad",
+        "branch-tree--unread",
     }
     """
     | Class | Description |
@@ -150,6 +193,7 @@ class BranchTree(ScrollView, can_focus=True):
     | `branch-tree--hidden` | Archived rows (when shown). |
     | `branch-tree--good` | The mark of a branch rated good. |
     | `branch-tree--bad` | The mark of a branch rated bad. |
+    | `branch-tree--unread` | The dot of a model branch not visited yet. |
     """
 
     DEFAULT_CSS = """
@@ -163,7 +207,12 @@ class BranchTree(ScrollView, can_focus=True):
         & > .branch-tree--path { color: $loom-path; text-style: bold; }
         & > .branch-tree--current { text-style: bold reverse; }
         & > .branch-tree--cursor { background: $block-cursor-blurred-background; }
-        &:focus > .branch-tree--cursor { background: $block-cursor-background; color: $block-cursor-foreground; }
+        &:focus > .branch-tree--cursor {
+            background: $block-cursor-background;
+            color: $block-cursor-foreground;
+            /* Colours degrade away (16 or 256 colours, NO_COLOR); reverse video does not. */
+            text-style: reverse;
+        }
         & > .branch-tree--model { color: $loom-model; }
         & > .branch-tree--guide { color: $loom-guide; }
         & > .branch-tree--count { color: $loom-muted; }
@@ -171,6 +220,7 @@ class BranchTree(ScrollView, can_focus=True):
         & > .branch-tree--hidden { color: $loom-muted; text-style: italic; }
         & > .branch-tree--good { color: $success; text-style: bold; }
         & > .branch-tree--bad { color: $error; text-style: bold; }
+        & > .branch-tree--unread { color: $loom-model; text-style: bold; }
     }
     """
 
@@ -200,6 +250,7 @@ class BranchTree(ScrollView, can_focus=True):
         self.current_row = -1
         self.cursor_row = 0
         self._collapsed: set[int] = set()  # first-node ids of folded rows
+        self._unfolded: set[int] = set()  # first-node ids of runs shown a node a row
         self._cache: LRUCache[int, tuple[tuple, Strip]] = LRUCache(256)
         self._version = 0
         self._root: Node | None = None
@@ -219,22 +270,45 @@ class BranchTree(ScrollView, can_focus=True):
             Row(Chain(root, root), 0, len(visible_children(root, show_hidden, keep)), True)
         ]
         entries: dict[int, int] = {root.id: 0}
-        stack: list[tuple[Node, int, bool]] = []
+        stack: list[tuple[Node, int, bool, bool]] = []  # first node, depth, last, continued
         kids = visible_children(root, show_hidden, keep)
         for i, child in reversed(list(enumerate(kids))):
-            stack.append((child, 1, i == len(kids) - 1))
+            stack.append((child, 1, i == len(kids) - 1, False))
+        unfolded = self._unfolded
         while stack:
-            first, depth, last = stack.pop()
-            chain = chain_from(first, show_hidden, keep)
-            kids = visible_children(chain.last, show_hidden, keep)
-            collapsed = first.id in self._collapsed and bool(kids)
-            index = len(rows)
-            rows.append(Row(chain, depth, len(kids), last, collapsed))
-            for node in chain.nodes():
-                entries[node.id] = index
-            if not collapsed:
+            first, depth, last, continued = stack.pop()
+            nodes, kids = run_from(first, show_hidden, keep)
+            chain = Chain(first, nodes[-1])
+            # One visible child: the run was split before a marked node, which goes on
+            # in the next row at the same depth (not a branch point: nothing to fold).
+            split = len(kids) == 1
+            branches = 0 if split else len(kids)
+            collapsed = first.id in self._collapsed and branches > 0
+            if len(nodes) > 1 and first.id in unfolded:
+                for i, node in enumerate(nodes):
+                    entries[node.id] = len(rows)
+                    end = i == len(nodes) - 1
+                    rows.append(
+                        Row(
+                            Chain(node, node),
+                            depth,
+                            branches if end else 0,
+                            last,
+                            collapsed if end else False,
+                            continued=continued or i > 0,
+                            fold_key=first.id,
+                        )
+                    )
+            else:
+                index = len(rows)
+                rows.append(Row(chain, depth, branches, last, collapsed, len(nodes), continued))
+                for node in nodes:
+                    entries[node.id] = index
+            if split:
+                stack.append((kids[0], depth, last, True))
+            elif not collapsed:
                 for i in range(len(kids) - 1, -1, -1):
-                    stack.append((kids[i], depth + 1, i == len(kids) - 1))
+                    stack.append((kids[i], depth + 1, i == len(kids) - 1, False))
         self.rows = rows
         self.entries = entries
         self.cursor_row = min(self.cursor_row, len(rows) - 1)
@@ -316,6 +390,30 @@ class BranchTree(ScrollView, can_focus=True):
         self._collapsed.symmetric_difference_update({key})
         self.rebuild(self._root)
 
+    def action_unfold(self) -> None:
+        """Right: a folded run shows a row per node; a folded branch point opens."""
+        if not 0 <= self.cursor_row < len(self.rows) or self._root is None:
+            return
+        row = self.rows[self.cursor_row]
+        if row.count > 1:
+            self._unfolded.add(row.chain.first.id)
+        elif row.collapsed:
+            self._collapsed.discard(row.chain.first.id)
+        else:
+            return
+        self.rebuild(self._root)
+
+    def action_fold(self) -> None:
+        """Left: the run the cursor is in folds back into one row (the cursor on it)."""
+        if not 0 <= self.cursor_row < len(self.rows) or self._root is None:
+            return
+        key = self.rows[self.cursor_row].fold_key
+        if key < 0:
+            return
+        self._unfolded.discard(key)
+        self.rebuild(self._root)
+        self.move_cursor(self.entries.get(key, self.cursor_row))
+
     def action_back_to_text(self) -> None:
         self.app.action_focus_document()  # type: ignore[attr-defined]
 
@@ -342,11 +440,33 @@ class BranchTree(ScrollView, can_focus=True):
         tree changes, and a growing node's row is refreshed by its token count)."""
         if row.preview and (row.preview_full or row.preview_len == len(row.chain.last.tokens)):
             return row.preview
-        row.preview = self._make_preview(row)
+        row.preview = self._make_preview(row) if row.count == 1 else self._run_preview(row)
         row.preview_len = len(row.chain.last.tokens)
-        # Tokens are only ever appended, so a preview cut at its length is final.
-        row.preview_full = row.preview.endswith("\u2026")
+        # Tokens are only ever appended, so a preview cut at its length is final (a
+        # folded run's last words are not: they follow its last node).
+        row.preview_full = row.count == 1 and row.preview.endswith("\u2026")
         return row.preview
+
+    def _run_preview(self, row: Row) -> str:
+        """A folded run's first words (returned) and last words (kept in ``row.tail``);
+        a short run is all of its text, with no tail."""
+        nodes = row.chain.nodes()
+        head = ""
+        for node in nodes:
+            head += self.text_of(node)
+            if len(head) > PREVIEW * 2:
+                break
+        tail = ""
+        for node in reversed(nodes):
+            tail = self.text_of(node) + tail
+            if len(tail) > PREVIEW:
+                break
+        head = safe_line(head.strip() or head)
+        row.tail = ""
+        if len(head) <= PREVIEW and len(nodes) <= 2 and len(tail) >= len(head):
+            return head  # the whole run fits the head: nothing to show twice
+        row.tail = safe_line(tail.strip() or tail)[-PREVIEW:]
+        return head[:PREVIEW]
 
     def _make_preview(self, row: Row) -> str:
         chain = row.chain
@@ -374,28 +494,34 @@ class BranchTree(ScrollView, can_focus=True):
             index == self.current_row,
             index == self.cursor_row,
             self.has_focus,
+            row.count,
             width,
             bool(row.chain.first.meta.get("bookmark") or row.chain.last.meta.get("bookmark")),
             row.chain.first.approx,
             len(row.chain.last.tokens),
             chain_rating(row.chain),
+            is_unread(row.chain.first) or is_unread(row.chain.last),
             self.writer_colour(row.chain.first) if self.writer_colour is not None else None,
         )
         cached = self._cache.get(index)
         if cached is not None and cached[0] == key:
             return cached[1]
-        strip = Strip(self._segments(row, index, on_path, base)).crop_extend(0, width, base)
+        segments = self._segments(row, index, on_path, base, width)
+        strip = Strip(segments).crop_extend(0, width, base)
         if index == self.cursor_row:
             strip = strip.apply_style(self._component("cursor"))
         self._cache[index] = (key, strip)
         return strip
 
-    def _segments(self, row: Row, index: int, on_path: bool, base: Style) -> list[Segment]:
+    def _segments(
+        self, row: Row, index: int, on_path: bool, base: Style, width: int
+    ) -> list[Segment]:
         chain = row.chain
         guide = base + self._component("guide")
+        cursor = index == self.cursor_row and self.has_focus
         if chain.first.parent is None:
             label = base + (self._component("current") if index == self.current_row else Style())
-            return [Segment("\u2302 start", label)]
+            return [Segment(f"{CURSOR_MARK if cursor else chr(0x2302)} start", label)]
         depth = row.depth
         segments: list[Segment] = []
         if depth > MAX_INDENT:
@@ -403,11 +529,16 @@ class BranchTree(ScrollView, can_focus=True):
             segments.append(Segment(" " * max(0, MAX_INDENT * 2 - len(mark)) + mark, guide))
         else:
             segments.append(Segment("  " * (depth - 1), guide))
-        segments.append(Segment("\u2514 " if row.last else "\u251c ", guide))
+        connector = CONTINUED if row.continued else "\u2514 " if row.last else "\u251c "
+        if cursor:  # seen without colours: a glyph, not only a background
+            connector = connector[0] + CURSOR_MARK
+        segments.append(Segment(connector, guide))
         if row.kids:
             segments.append(Segment("\u25b6 " if row.collapsed else "\u25bc ", guide))
         if chain.first.meta.get("bookmark") or chain.last.meta.get("bookmark"):
             segments.append(Segment("\u2605 ", base + self._component("bookmark")))
+        if is_unread(chain.first) or is_unread(chain.last):  # a new branch not read yet
+            segments.append(Segment(UNREAD_MARK, base + self._component("unread")))
         rating = chain_rating(chain)
         if rating is not None:
             good = rating == GOOD
@@ -433,7 +564,40 @@ class BranchTree(ScrollView, can_focus=True):
             style += Style(color=colour)
         if chain.first.approx:
             segments.append(Segment("~", style))
-        segments.append(Segment(self._preview(row) or "\u2205", style))
+        text = self._preview(row) or "\u2205"
+        count = base + self._component("count")
+        if row.count == 1:
+            segments.append(Segment(text, style))
+            if row.kids > 1:
+                segments.append(Segment(f" [{row.kids}]", count))
+            return segments
+        # A folded run: first words … last words (N nodes) [branches], fitted to the
+        # width so that its end and its count stay in sight.
+        suffix = [Segment(f" ({row.count} nodes)", count)]
         if row.kids > 1:
-            segments.append(Segment(f" [{row.kids}]", base + self._component("count")))
-        return segments
+            suffix.append(Segment(f" [{row.kids}]", count))
+        room = width - Segment.get_line_length(segments) - Segment.get_line_length(suffix)
+        segments.append(Segment(fit_run(text, row.tail, max(room, 3)), style))
+        return segments + suffix
+
+
+def fit_run(head: str, tail: str, room: int) -> str:
+    """``head…tail`` in ``room`` cells: the tail gets up to half, the head the rest; both
+    cut between words where a word boundary is near."""
+    if not tail:
+        if cell_len(head) <= room:
+            return head
+        return set_cell_size(head, room - 1).rstrip() + "\u2026"
+    tail = tail.strip()
+    keep = min(cell_len(tail), (room - 1) // 2)
+    cut = tail
+    while cell_len(cut) > keep:
+        cut = cut[1:]
+    if cut != tail and not tail[-len(cut) - 1].isspace() and " " in cut.rstrip():
+        cut = cut.split(" ", 1)[1]  # not the end of a word: start at the next one
+    tail = cut.lstrip()
+    size = max(0, room - 1 - cell_len(tail))
+    short = set_cell_size(head, size) if cell_len(head) > size else head
+    if len(short) < len(head) and not head[len(short)].isspace() and " " in short.strip():
+        short = short.rstrip().rsplit(" ", 1)[0]  # not a whole word: leave it out
+    return f"{short.rstrip()}\u2026{tail}"
