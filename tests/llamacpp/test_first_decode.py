@@ -42,7 +42,7 @@ def test_a_build_that_crashes_is_one_line_and_not_remembered(
     with pytest.raises(BindingError) as caught:
         Loom.load(model=str(default_gguf), backend="llama.cpp", n_ctx=256, threads=THREADS)
     text = str(caught.value)
-    assert "\n" not in text and "SIGSEGV" in text and "loomterm.serving.llama_build" in text
+    assert "\n" not in text and "SIGSEGV" in text and "loomterm build-llama" in text
     assert not first_decode.marker_path(library_path(binding), default_gguf).exists()
     with pytest.raises(BindingError):  # asked again at the next start
         first_decode.check_first_decode(binding, default_gguf)
