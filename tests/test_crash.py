@@ -105,6 +105,13 @@ def test_kill_dash_nine_loses_at_most_half_a_second(tiny_llama_dir, tmp_path):
         saved_text = "".join(data.pieces[generated[0]])
         prompt = "Once upon a time" if round_no == 0 else ""
         expected = streamed[len(prompt) :]
+        # A node that starts inside a broken UTF-8 sequence (the tiny model writes
+        # stray bytes) shows it as one replacement character in its pieces, which the
+        # stream, decoding on from the bytes before, may have printed with the text
+        # before: compare past such a start.
+        broken = len(saved_text) - len(saved_text.lstrip("\ufffd"))
+        if broken == len(expected) - len(expected.lstrip("\ufffd")) + 1:
+            saved_text = saved_text[1:]
         # Allow for a character still held back as partial UTF-8 bytes.
         missing = max(0, len(expected) - len(saved_text))
         assert saved_text[: len(expected)] == expected[: len(saved_text)], (

@@ -154,7 +154,8 @@ async def test_status_bar_shows_kv_as_the_total(make_app, loom, monkeypatch):
         nodes, working, total = 1024, 2048, 3072
 
     app = make_app()
-    async with app.run_test(size=TERMINAL) as pilot:
+    # Wide enough for the whole bar (a narrow one leaves the counts out first).
+    async with app.run_test(size=(160, TERMINAL[1])) as pilot:
         await write_and_generate(pilot, "Once upon a time")
         memory = loom.kv_bytes()
         assert f"KV {human_bytes(getattr(memory, 'total', memory))} " in screen_text(app)

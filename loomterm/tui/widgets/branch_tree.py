@@ -208,10 +208,9 @@ class BranchTree(ScrollView, can_focus=True):
         & > .branch-tree--current { text-style: bold reverse; }
         & > .branch-tree--cursor { background: $block-cursor-blurred-background; }
         &:focus > .branch-tree--cursor {
-            background: $block-cursor-background;
-            color: $block-cursor-foreground;
-            /* Colours degrade away (16 or 256 colours, NO_COLOR); reverse video does not. */
-            text-style: reverse;
+            /* Colours degrade away (16 or 256 colours, NO_COLOR); reverse video does not.
+               The row's own colours, swapped: as readable as the row itself. */
+            text-style: reverse bold;
         }
         & > .branch-tree--model { color: $loom-model; }
         & > .branch-tree--guide { color: $loom-guide; }
@@ -532,9 +531,12 @@ class BranchTree(ScrollView, can_focus=True):
         connector = CONTINUED if row.continued else "\u2514 " if row.last else "\u251c "
         if cursor:  # seen without colours: a glyph, not only a background
             connector = connector[0] + CURSOR_MARK
-        segments.append(Segment(connector, guide))
+        # On the cursor's row the glyphs take the row's own colours (reversed there), as
+        # readable as its text; a guide's dim colour reversed would not be.
+        marks = base if cursor else guide
+        segments.append(Segment(connector, marks))
         if row.kids:
-            segments.append(Segment("\u25b6 " if row.collapsed else "\u25bc ", guide))
+            segments.append(Segment("\u25b6 " if row.collapsed else "\u25bc ", marks))
         if chain.first.meta.get("bookmark") or chain.last.meta.get("bookmark"):
             segments.append(Segment("\u2605 ", base + self._component("bookmark")))
         if is_unread(chain.first) or is_unread(chain.last):  # a new branch not read yet
