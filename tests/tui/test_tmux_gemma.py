@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from loomterm.locations import documents_dir
 from loomterm.session import load_session, session_path
 from tests.tui.test_tmux import document_lines, idle
 
@@ -89,7 +90,7 @@ def test_gemma_in_a_real_terminal_holds_only_the_typed_text(tmux_run, gemma_dir,
     term.keys("Enter")
     term.wait_for(lambda s: "gemma.txt" in s, what="the txt format")
     term.keys("C-s")
-    exported = tmp_path / "gemma.txt"
+    exported = documents_dir() / "gemma.txt"  # where the export dialog starts
     deadline = time.monotonic() + 30
     while not exported.exists() and time.monotonic() < deadline:
         time.sleep(0.2)
