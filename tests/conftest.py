@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from loomterm import locations
+from loomterm.config import locations
 from tests.tiny_models import build_tiny_gpt2, build_tiny_llama
 
 

@@ -15,7 +15,7 @@ import warnings
 
 import torch
 
-from loomterm.session import close_session, open_loom
+from loomterm.sessions.session import close_session, open_loom
 from tests.helpers import ForwardCounter
 
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from loomterm import cli, cli_run
-from loomterm.locations import sessions_dir
-from loomterm.session import close_session, load_session
+from loomterm import cli
+from loomterm.cli import run as cli_run
+from loomterm.config.locations import sessions_dir
+from loomterm.sessions.session import close_session, load_session
 from tests.tiny_models import build_tiny_llama, build_tokenizer
 
 

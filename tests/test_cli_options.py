@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from loomterm import cli
-from loomterm.locations import sessions_dir
+from loomterm.config.locations import sessions_dir
 
 N_CTX, BUDGET = 64, 3 << 20
 
@@ -242,7 +242,7 @@ def test_help_lists_the_engine_options_once_per_command(capsys):
 def test_generate_settings_from_the_command_line_override_the_session_s(tiny_llama_dir, capsys):
     """--temperature 0 on two equal sessions gives the same text (the session's own
     temperature, 1, would sample); the sessions keep their settings."""
-    from loomterm.session import load_session
+    from loomterm.sessions.session import load_session
 
     outs = []
     for name in ("one", "two"):
@@ -258,8 +258,8 @@ def test_generate_settings_from_the_command_line_override_the_session_s(tiny_lla
 def test_generate_starts_a_new_session_with_the_editor_s_samplers(tiny_llama_dir):
     """``generate -s NEW`` starts from the llama.cpp preset, as the editor does, not from
     the neutral raw distribution."""
-    from loomterm.presets import SHIPPED
-    from loomterm.session import load_session
+    from loomterm.config.presets import SHIPPED
+    from loomterm.sessions.session import load_session
 
     make_session(tiny_llama_dir, "fresh")
     stored = load_session("fresh").settings

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from loomterm import cli
-from loomterm.session import load_session
+from loomterm.sessions.session import load_session
 
 
 def run(argv: list) -> int:

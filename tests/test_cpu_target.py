@@ -4,8 +4,8 @@ crashing in ggml, and AMX is never compiled in."""
 
 from __future__ import annotations
 
-from loomterm import locations
-from loomterm.cpu_target import build_name, cmake_options, cpu_flags, this_build_name
+from loomterm.config import locations
+from loomterm.config.cpu_target import build_name, cmake_options, cpu_flags, this_build_name
 
 BASE = "fpu sse sse2 ssse3 sse4_1 sse4_2 avx f16c fma avx2 bmi2"
 AVX512 = "avx512f avx512cd avx512vl avx512dq avx512bw avx512_vnni avx512_bf16 avx512vbmi"

@@ -129,7 +129,7 @@ def test_kill_dash_nine_loses_at_most_half_a_second(tiny_llama_dir, tmp_path):
 
 
 def test_kill_during_export_leaves_the_old_file_or_the_new_one(tiny_llama_dir, tmp_path):
-    from loomterm.session import close_session, save_loom
+    from loomterm.sessions.session import close_session, save_loom
     from tests.helpers import make_loom
 
     path = tmp_path / "big.loom"
@@ -147,7 +147,7 @@ def test_kill_during_export_leaves_the_old_file_or_the_new_one(tiny_llama_dir, t
     assert first.returncode == 0, first.stderr
     old = out.read_bytes()
     # Change the session so a new export differs, and learn what it looks like.
-    from loomterm.session import open_loom
+    from loomterm.sessions.session import open_loom
 
     loom = open_loom(path)
     loom.append(loom.cursor, " The end.")

@@ -22,7 +22,13 @@ from loomterm import export
 from loomterm.cli import main
 from loomterm.engine import Loom
 from loomterm.export import ExportError, read_import, render, write_atomic
-from loomterm.session import close_session, import_session, load_session, save_loom, session_path
+from loomterm.sessions.session import (
+    close_session,
+    import_session,
+    load_session,
+    save_loom,
+    session_path,
+)
 from loomterm.store import SessionData, load
 from loomterm.tree import Origin
 from tests.helpers import ends_whole, make_loom, sample_tree, tree_record
@@ -549,8 +555,8 @@ def test_socketteer_import_on_the_command_line(tiny_llama_dir, tmp_path, capsys)
 def test_a_socketteer_import_starts_with_the_editors_samplers(tiny_llama_dir, tmp_path, capsys):
     """Another loom's tree carries no loomterm samplers: the session starts with those a
     new session gets (llama.cpp's), not the neutral temperature 1, top-p 1."""
-    from loomterm.presets import SHIPPED
-    from loomterm.session import load_session
+    from loomterm.config.presets import SHIPPED
+    from loomterm.sessions.session import load_session
 
     source = tmp_path / "tale.json"
     source.write_text(json.dumps(SOCKETTEER), encoding="utf-8")

@@ -11,7 +11,7 @@ import pytest
 
 from loomterm.engine import Loom
 from loomterm.export import read_import, render
-from loomterm.session import close_session, import_session, load_session, save_loom
+from loomterm.sessions.session import close_session, import_session, load_session, save_loom
 from loomterm.tree import MERGED_ORIGINS, Origin
 from tests.helpers import ends_whole, make_loom
 

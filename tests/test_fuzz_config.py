@@ -12,8 +12,8 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from loomterm.locations import config_dir
-from loomterm.tui.keymap import KeymapError, load_keymap
+from loomterm.config.keymap import KeymapError, load_keymap
+from loomterm.config.locations import config_dir
 from loomterm.tui.prefs import Prefs, load_prefs, prefs_path
 from loomterm.tui.themes import BASE_COLOURS, LOOM_DEFAULTS, ThemeFileError, load_theme_file
 from tests.fuzzing import HOSTILE, TEXT, budget, digest, dumps

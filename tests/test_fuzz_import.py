@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from loomterm import export
 from loomterm.export import ExportError, read_import
-from loomterm.session import load_session
+from loomterm.sessions.session import load_session
 from tests.fuzzing import (
     FINGERPRINT,
     HOSTILE,

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, reject
 from hypothesis import strategies as st
 
+from loomterm.config.locations import sessions_dir
 from loomterm.errors import SessionError
 from loomterm.export import from_json_dict
-from loomterm.locations import sessions_dir
 from loomterm.store import load, write_session
 from tests.fuzzing import FINGERPRINT, TEXT, assert_clean_end, budget, digest, run_cli
 

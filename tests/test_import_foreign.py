@@ -18,7 +18,7 @@ import pytest
 from loomterm.cli import main
 from loomterm.export import TextTree, read_import
 from loomterm.export.errors import ExportError
-from loomterm.session import import_session, load_session
+from loomterm.sessions.session import import_session, load_session
 from loomterm.tree import Origin
 
 LOOMS = Path(__file__).resolve().parents[2] / "shared" / "data" / "looms"
@@ -482,7 +482,7 @@ def test_a_koboldai_save_becomes_a_session_on_the_command_line(tiny_llama_dir, c
 
 
 def test_dropped_secrets_are_told_on_stderr_and_never_written(tiny_llama_dir, tmp_path, capsys):
-    from loomterm.locations import sessions_dir
+    from loomterm.config.locations import sessions_dir
 
     session = mikupad_session()
     path = tmp_path / "Tale.json"

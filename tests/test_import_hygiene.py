@@ -15,20 +15,20 @@ REPO = Path(__file__).resolve().parents[1]
 HEADLESS = [
     "loomterm.tree",
     "loomterm.search",
-    "loomterm.search_reach",
+    "loomterm.search.reach",
     "loomterm.errors",
-    "loomterm.locations",
+    "loomterm.config.locations",
     "loomterm.progress",
-    "loomterm.settings",
-    "loomterm.setting_specs",
+    "loomterm.config.settings",
+    "loomterm.config.specs",
     "loomterm.atomic",
     "loomterm.engine.models.load",
     "loomterm.engine.loom.facade",
     "loomterm.engine",
     "loomterm.store",
-    "loomterm.session",
-    "loomterm.recorder",
-    "loomterm.kv_snapshot",
+    "loomterm.sessions.session",
+    "loomterm.sessions.recorder",
+    "loomterm.sessions.kv_snapshot",
     "loomterm.export",
     "loomterm.bench",
 ]
@@ -80,5 +80,5 @@ def test_layer_contracts_hold():
 
 def test_sessions_load_without_torch():
     """Listing and resolving sessions, and exporting, stay light: no torch."""
-    modules = imported_after("import loomterm.session, loomterm.export, loomterm.store")
+    modules = imported_after("import loomterm.sessions.session, loomterm.export, loomterm.store")
     assert "torch" not in modules

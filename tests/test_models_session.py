@@ -9,7 +9,7 @@ import re
 from loomterm.engine.local.runner import LocalRunner
 from loomterm.engine.models.load import load_model
 from loomterm.export.dispatch import render
-from loomterm.session import Session, load_session
+from loomterm.sessions.session import Session, load_session
 from tests.helpers import make_loom
 
 

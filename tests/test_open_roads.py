@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from loomterm.config.settings import EngineOptions
 from loomterm.engine import Loom
 from loomterm.engine.open import RunnerOptions, choose_backend, open_runner
 from loomterm.errors import InputError
-from loomterm.settings import EngineOptions
 from tests.tiny_models import build_tiny_llama
 
 OTHER_THREADS = 3  # what torch is set to before each road: a road that drops --threads shows
@@ -40,9 +40,9 @@ def threads_back():
 
 def roads(model: str, engine: EngineOptions, base_model: str, tmp_path) -> dict[str, dict]:
     """The settings of the runner each road opens ``model`` with ``engine``'s options."""
-    from loomterm.cli_run import attach_more
-    from loomterm.session import Session, close_session, open_loom, save_loom
-    from loomterm.session_open import SessionOpening
+    from loomterm.cli.run import attach_more
+    from loomterm.sessions.opening import SessionOpening
+    from loomterm.sessions.session import Session, close_session, open_loom, save_loom
 
     found: dict[str, dict] = {}
 

@@ -30,5 +30,5 @@ def test_wheel_contains_the_themes(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "loomterm/themes/dark.tcss" in names
     assert "loomterm/engine/models/load.py" in names
-    assert "loomterm/cli.py" in names
+    assert "loomterm/cli/__init__.py" in names
     assert not any(name.startswith("tests/") for name in names)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from loomterm.presets import SHIPPED, Preset, describe, load_presets
-from loomterm.settings import Settings
+from loomterm.config.presets import SHIPPED, Preset, describe, load_presets
+from loomterm.config.settings import Settings
 
 
 def test_shipped_presets_are_valid_settings():
@@ -54,7 +54,7 @@ def test_user_presets_come_from_toml_files_and_bad_ones_are_named(tmp_path):
 
 
 def test_a_session_remembers_its_preset_and_changes(tiny_llama_dir, tmp_path):
-    from loomterm.session import close_session, open_loom, save_loom
+    from loomterm.sessions.session import close_session, open_loom, save_loom
     from tests.helpers import make_loom
 
     loom = make_loom(tiny_llama_dir)

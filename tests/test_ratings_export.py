@@ -12,7 +12,7 @@ from loomterm import export
 from loomterm.cli import main
 from loomterm.engine import Loom
 from loomterm.export import ExportError, render
-from loomterm.session import close_session, load_session, save_loom
+from loomterm.sessions.session import close_session, load_session, save_loom
 from loomterm.tree import rating_of
 from tests.helpers import make_loom
 

@@ -12,7 +12,7 @@ import warnings
 
 import pytest
 
-from loomterm.session import Session, load_session
+from loomterm.sessions.session import Session, load_session
 from tests.helpers import make_loom
 from tests.tiny_models import build_tiny_llama
 

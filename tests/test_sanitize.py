@@ -71,7 +71,7 @@ def loomterm(*args: str, tty: bool = False) -> tuple[int, bytes, bytes]:
 
 
 def test_sessions_lists_hostile_names_safely(isolated_dirs):
-    from loomterm.locations import sessions_dir
+    from loomterm.config.locations import sessions_dir
 
     folder = sessions_dir()
     folder.mkdir(parents=True, exist_ok=True)

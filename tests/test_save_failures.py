@@ -60,7 +60,7 @@ def test_a_full_disk_keeps_every_change_in_a_journal_and_writes_it_once_there_is
     tiny_loom,
     monkeypatch,
 ):
-    from loomterm.session import Session, close_session
+    from loomterm.sessions.session import Session, close_session
 
     data = tmpfs("data", "size=1m")
     monkeypatch.setenv("LOOMTERM_DATA_DIR", str(data))
@@ -95,7 +95,7 @@ def test_a_full_disk_keeps_every_change_in_a_journal_and_writes_it_once_there_is
 
 
 def test_a_removed_data_folder_is_made_again_with_everything(tmp_path, tiny_loom, monkeypatch):
-    from loomterm.session import Session, close_session
+    from loomterm.sessions.session import Session, close_session
 
     data = tmp_path / "data"
     monkeypatch.setenv("LOOMTERM_DATA_DIR", str(data))
@@ -124,7 +124,7 @@ def test_a_data_folder_that_went_read_only_keeps_everything_until_it_is_writable
     SQLite would write on into the detached file) and a read-only one takes its place,
     as a failing drive is remounted read-only: the writes fail and are kept; once it is
     writable again, the session is written there whole."""
-    from loomterm.session import Session, close_session
+    from loomterm.sessions.session import Session, close_session
 
     data = tmpfs("data", "size=1m")
     monkeypatch.setenv("LOOMTERM_DATA_DIR", str(data))
@@ -152,7 +152,7 @@ def test_a_data_folder_that_went_read_only_keeps_everything_until_it_is_writable
 KILLED = """
 import os, sys, time
 from loomterm.engine import Loom
-from loomterm.session import Session
+from loomterm.sessions.session import Session
 loom = Loom.load(sys.argv[1], device="cpu")
 loom.update_settings(temperature=0.0)
 session = Session.create(loom, sys.argv[2])
@@ -179,7 +179,7 @@ def test_a_journal_left_by_a_kill_during_a_full_disk_is_replayed_on_open(
     tiny_llama_dir,
     monkeypatch,
 ):
-    from loomterm.session import close_session, open_loom
+    from loomterm.sessions.session import close_session, open_loom
 
     data = tmpfs("data", "size=1m")
     monkeypatch.setenv("LOOMTERM_DATA_DIR", str(data))

@@ -262,8 +262,8 @@ def test_archived_branches_are_left_out_unless_asked_for():
 
 
 def test_how_far_a_pattern_reads():
-    """``search_reach``: what lets a node resume its parent's scan a few characters back."""
-    from loomterm.search_reach import analyse
+    """``search.reach``: what lets a node resume its parent's scan a few characters back."""
+    from loomterm.search.reach import analyse
 
     flags = re.MULTILINE | re.IGNORECASE
     plain = analyse(re.escape("the light"), flags)

@@ -1,4 +1,4 @@
-"""Search patterns cannot freeze the editor (``loomterm.search_pattern``): what RE2 can
+"""Search patterns cannot freeze the editor (``loomterm.search.pattern``): what RE2 can
 say runs in linear time and matches exactly what Python's ``re`` matches; the rest runs
 on a backtracking engine that stops at a deadline with one line."""
 
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from loomterm.errors import InputError
 from loomterm.search import NodeTexts, Query, search_tree
-from loomterm.search_pattern import (
+from loomterm.search.pattern import (
     UNICODE_DIGIT,
     UNICODE_SPACE,
     UNICODE_WORD,

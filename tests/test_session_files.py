@@ -19,9 +19,9 @@ import pytest
 
 from loomterm.bench.files import files_rows, synthetic_session
 from loomterm.cli import main
+from loomterm.config.locations import sessions_dir
 from loomterm.errors import SessionError
 from loomterm.export import render
-from loomterm.locations import sessions_dir
 from loomterm.store import (
     SessionLockedError,
     SessionStore,

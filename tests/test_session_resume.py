@@ -21,7 +21,7 @@ from safetensors.torch import save_file
 
 from loomterm.engine import Loom
 from loomterm.errors import SessionError
-from loomterm.session import (
+from loomterm.sessions.session import (
     close_session,
     load_session,
     open_loom,

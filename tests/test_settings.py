@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
+from loomterm.config.settings import DEFAULTS, EngineOptions, SettingError, Settings, parse
 from loomterm.errors import InputError, LoomError
-from loomterm.settings import DEFAULTS, EngineOptions, SettingError, Settings, parse
 
 # name -> (good values, (bad value, the message) pairs)
 CASES = {
@@ -430,7 +430,7 @@ def test_loom_defaults_are_the_settings_defaults(tiny_llama_dir):
 
 
 def test_settings_import_no_torch():
-    code = "import sys, loomterm.settings; print('torch' in sys.modules)"
+    code = "import sys, loomterm.config.settings; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -1,5 +1,5 @@
 """Declaring settings (``setting``, ``sampler``, ``option``, and the specs read from a
-dataclass), and the rules in words: the parts of ``loomterm/settings.py`` that run when
+dataclass), and the rules in words: the parts of ``loomterm/config/settings.py`` that run when
 a settings class is defined, tested by defining classes here (the module's own classes
 are built at import, before any test could see a change)."""
 
@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from loomterm import settings as S
-from loomterm.settings import EngineOptions, SettingError, Settings, Spec
+from loomterm.config import settings as S
+from loomterm.config.settings import EngineOptions, SettingError, Settings, Spec
 
 
 def knobs() -> type:

@@ -16,8 +16,8 @@ from safetensors.torch import save_file
 
 from loomterm.engine.models import load as models_mod
 from loomterm.errors import SessionError
-from loomterm.kv_snapshot import load_kv_snapshot, save_kv_snapshot
-from loomterm.session import (
+from loomterm.sessions.kv_snapshot import load_kv_snapshot, save_kv_snapshot
+from loomterm.sessions.session import (
     close_session,
     import_session,
     load_session,

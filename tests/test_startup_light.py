@@ -58,9 +58,9 @@ def test_a_file_that_is_no_model_fails_before_torch_is_imported(tmp_path):
 
 def test_a_session_preview_needs_no_torch(tiny_llama_dir, tmp_path):
     """The editor paints from this: the session file's tree and text, read without the
-    model (``loomterm.session_open``)."""
+    model (``loomterm.sessions.opening``)."""
     from loomterm.engine import Loom
-    from loomterm.session import close_session, save_loom
+    from loomterm.sessions.session import close_session, save_loom
 
     loom = Loom.load(str(tiny_llama_dir), device="cpu")
     name = loom.runner.name
@@ -71,9 +71,9 @@ def test_a_session_preview_needs_no_torch(tiny_llama_dir, tmp_path):
     close_session(loom)
     script = f"""
 import json, sys
-from loomterm.session import read_file
-from loomterm.session_open import SessionOpening
-from loomterm.settings import EngineOptions
+from loomterm.sessions.session import read_file
+from loomterm.sessions.opening import SessionOpening
+from loomterm.config.settings import EngineOptions
 opening = SessionOpening({str(path)!r}, EngineOptions(), read_file({str(path)!r}))
 preview = opening.preview()
 text = preview.text(preview.cursor)
@@ -117,9 +117,9 @@ def test_a_new_sessions_status_bar_shows_the_samplers_it_will_start_with(tiny_ll
     samplers used to show while loading, then change)."""
     import shutil
 
-    from loomterm.session_open import SessionOpening
-    from loomterm.settings import EngineOptions
-    from loomterm.tui.defaults import start_new_session
+    from loomterm.config.settings import EngineOptions
+    from loomterm.sessions.defaults import start_new_session
+    from loomterm.sessions.opening import SessionOpening
 
     model = tmp_path / "model"
     shutil.copytree(tiny_llama_dir, model)
@@ -157,10 +157,10 @@ def test_whether_a_gguf_file_is_a_sessions_model_is_told_without_torch(tiny_llam
     written on that file is told from the file's digest and its cached conversion, in
     a fresh interpreter without torch, so the editor paints that session at once; it
     answers what loading would (another model: a new session), and None only where
-    that needs the model (``session_open.same_as_recorded``)."""
+    that needs the model (``sessions.opening.same_as_recorded``)."""
     from loomterm.engine import Loom
     from loomterm.engine.models.default import default_gguf_path
-    from loomterm.session import close_session, save_loom
+    from loomterm.sessions.session import close_session, save_loom
 
     gguf = default_gguf_path()
     records = {}
@@ -174,9 +174,9 @@ def test_whether_a_gguf_file_is_a_sessions_model_is_told_without_torch(tiny_llam
     paths = {name: str(path) for name, path in records.items()}
     script = f"""
 import json, sys
-from loomterm.session import read_file
-from loomterm.session_open import same_as_recorded
-from loomterm.settings import EngineOptions
+from loomterm.sessions.session import read_file
+from loomterm.sessions.opening import same_as_recorded
+from loomterm.config.settings import EngineOptions
 answers = {{}}
 for name, path in {paths!r}.items():
     record = read_file(path, True)
@@ -204,7 +204,7 @@ print(json.dumps({{"answers": answers, "heavy": heavy}}))
 HUB_SESSIONS = """
 import sys
 from loomterm.engine import Loom
-from loomterm.session import close_session, save_loom
+from loomterm.sessions.session import close_session, save_loom
 for model, path in (("loomterm-tests/tiny", sys.argv[1]), (sys.argv[3], sys.argv[2])):
     loom = Loom.load(model, device="cpu")  # the hub id: from the local cache (offline)
     loom.cursor = loom.append(loom.root, "Once upon a time")
@@ -213,9 +213,9 @@ for model, path in (("loomterm-tests/tiny", sys.argv[1]), (sys.argv[3], sys.argv
 """
 HUB_ANSWERS = """
 import json, sys
-from loomterm.session import read_file
-from loomterm.session_open import same_as_recorded
-from loomterm.settings import EngineOptions
+from loomterm.sessions.session import read_file
+from loomterm.sessions.opening import same_as_recorded
+from loomterm.config.settings import EngineOptions
 answers = {}
 for name, path in (("hub", sys.argv[1]), ("other", sys.argv[2])):
     record = read_file(path, True)

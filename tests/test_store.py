@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from loomterm.engine import Loom
 from loomterm.errors import SessionError
-from loomterm.session import (
+from loomterm.sessions.session import (
     FLUSH_INTERVAL,
     close_session,
     list_sessions,
@@ -231,7 +231,7 @@ CRASHER = textwrap.dedent(
     """
     import os, sys, time
     sys.path.insert(0, {repo!r})
-    from loomterm.session import save_loom
+    from loomterm.sessions.session import save_loom
     from tests.helpers import make_loom
     loom = make_loom({model!r})
     prompt = loom.append(loom.root, "Once upon a time")

@@ -11,7 +11,7 @@ import pytest
 
 from loomterm.engine import Loom
 from loomterm.engine.text import PieceMaker
-from loomterm.session import (
+from loomterm.sessions.session import (
     Session,
     close_session,
     import_session,

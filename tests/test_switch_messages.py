@@ -4,8 +4,8 @@ is not "another model"."""
 
 from __future__ import annotations
 
-from loomterm.cli_run import say_new_session, switched_backend
-from loomterm.settings import EngineOptions
+from loomterm.cli.run import say_new_session, switched_backend
+from loomterm.config.settings import EngineOptions
 
 
 def test_same_model_on_another_backend_is_said(capsys):

@@ -3,7 +3,7 @@ same tree (ids, parents, sibling order, tokens, records, meta) and continues exa
 
 from __future__ import annotations
 
-from loomterm.session import close_session, load_session, open_loom, save_loom
+from loomterm.sessions.session import close_session, load_session, open_loom, save_loom
 from tests.helpers import assert_matches_recompute, make_loom, tree_record
 
 PROMPT = "The quick brown fox jumps over the lazy dog."

@@ -82,7 +82,7 @@ def _clock(fn: Callable[[], object], reps: int = 2) -> float:
 def _import_seconds(data: SessionData, folder: Path) -> float:
     """The whole import of ``data``'s JSON tree into a new session file."""
     from loomterm.export import read_import, render_json
-    from loomterm.session import import_session
+    from loomterm.sessions.session import import_session
 
     source = folder / f"{data.name}.json"
     source.write_text(render_json(data), encoding="utf-8")

@@ -87,7 +87,7 @@ def open_first_token(loaded, corpus: list[int], length: int, reps: int, log) -> 
 
 
 def _open_first_token(loaded, plain, corpus: list[int], length: int, reps: int) -> list[Row]:
-    from loomterm.session import Session
+    from loomterm.sessions.session import Session
 
     tokens = _far(corpus, 0, length)
     seconds: dict[str, list[float]] = {"base": [], "saved": [], "imported": []}

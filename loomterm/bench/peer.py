@@ -58,7 +58,7 @@ class PeerRun:
 def gguf_of(loaded) -> Path | None:
     """The GGUF file ``loaded`` came from: a ``.gguf`` source, or the default model's
     downloaded file (never downloaded here). None for Hugging Face folders."""
-    from loomterm import locations
+    from loomterm.config import locations
     from loomterm.engine.models.default import DEFAULT_GGUF_MEMBER
     from loomterm.engine.models.load import DEFAULT_MODEL_NAME
 
@@ -75,7 +75,7 @@ def gguf_of(loaded) -> Path | None:
 
 def find_llama_server() -> Path | None:
     """See the module docstring for where it is looked for."""
-    from loomterm import locations
+    from loomterm.config import locations
 
     given = os.environ.get("LOOMTERM_LLAMA_SERVER")
     if given:

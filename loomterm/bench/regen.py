@@ -26,8 +26,8 @@ from __future__ import annotations
 from loomterm.bench.common import make_loom
 from loomterm.bench.report import Row, ratio
 from loomterm.bench.timing import timed
+from loomterm.config.presets import SHIPPED
 from loomterm.engine.decode.draft_table import TABLE
-from loomterm.presets import SHIPPED
 
 TEMPERATURE = 0.8
 SESSION_SAMPLERS = dict(SHIPPED["llama.cpp"])  # what a new session samples with

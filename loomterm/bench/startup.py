@@ -155,7 +155,7 @@ def _quote(text: str) -> str:
 def make_session(loaded, corpus: list[int], folder: Path, tokens: int = 600) -> Path:
     """A saved session of ``tokens`` corpus tokens in two branches, on ``loaded``."""
     from loomterm.engine import Loom
-    from loomterm.session import close_session, save_loom
+    from loomterm.sessions.session import close_session, save_loom
     from loomterm.tree import Origin
 
     loom = Loom.from_loaded(loaded)

@@ -36,15 +36,15 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from loomterm.config.injection import ContextSpec
 from loomterm.errors import ContextError
-from loomterm.injection import ContextSpec
 
 MEMORY, WORLD_INFO, AUTHORS_NOTE, PATH = "memory", "world_info", "authors_note", "path"
 
 
 @dataclass(frozen=True)
 class EncodedSpec:
-    """A :class:`~loomterm.injection.ContextSpec` with its text as tokens.
+    """A :class:`~loomterm.config.injection.ContextSpec` with its text as tokens.
 
     Attributes:
         spec: The version it encodes.
@@ -228,7 +228,7 @@ class ContextBook:
     def __init__(
         self, encode: Callable[[str, bool], list[int]], decode: Callable[[list[int]], str]
     ) -> None:
-        from loomterm.injection import ContextVersions
+        from loomterm.config.injection import ContextVersions
 
         self.versions = ContextVersions()
         self._encode, self._decode = encode, decode

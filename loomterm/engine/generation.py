@@ -41,7 +41,7 @@ class GenerateRequest:
         banned_ignore_case: Match ``banned`` without regard to case.
         on_take_back: ``on_take_back(child, length)`` when a banned phrase made the
             child go back to its first ``length`` tokens (what came after is gone).
-        context: The context version the model sees (``loomterm.injection``): None
+        context: The context version the model sees (``loomterm.config.injection``): None
             the current settings' memory, author's note and world info, "" none.
     """
 

@@ -2,7 +2,7 @@
 
 Every place that turns a model value into something that computes goes through here:
 ``Loom.load``, a session being opened or made (``session.Session.open``,
-``session_open.SessionOpening``), its other models coming back (``session_models``,
+``sessions.opening.SessionOpening``), its other models coming back (``sessions.models``,
 ``Loom.reopen_models``), ``--attach``, the editor's Attach model, and the bench. So every
 option means the same on every road:
 

@@ -40,8 +40,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from loomterm import locations
-from loomterm.cpu_target import this_cpu_options
+from loomterm.config import locations
+from loomterm.config.cpu_target import this_cpu_options
 from loomterm.errors import LoomError
 
 LLAMA_CPP_PYTHON_VERSION = locations.LLAMA_CPP_VERSION

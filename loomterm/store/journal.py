@@ -8,7 +8,7 @@ journal left behind (the program was killed while the disk was full) is replayed
 the session the next time it is opened for writing (:func:`replay`), so nothing typed or
 generated in a disk-full period is lost.
 
-Where: ``journal_dirs()`` (``loomterm.locations``), first the folder beside the data
+Where: ``journal_dirs()`` (``loomterm.config.locations``), first the folder beside the data
 folder, then one in the temporary folder (another file system, most often), tried in
 that order for each line. A session's journal files are named by a digest of the
 session file's absolute path; every line carries a sequence number, so the lines of a
@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from loomterm.locations import journal_dirs
+from loomterm.config.locations import journal_dirs
 from loomterm.store.data import SessionData
 from loomterm.tree import Node, Origin
 

@@ -22,7 +22,7 @@ Layout of the package:
   view toggles the user chose last.
 - ``widgets/``: the document pane, the branch pane, the status bar and the dialogs.
 
-Files in the config folder (``loomterm.locations.config_dir()``):
+Files in the config folder (``loomterm.config.locations.config_dir()``):
 
 - ``keymap.toml`` or ``keymap.json``: ``action_id = "keys"`` (ids in ``keymap.py``);
 - ``themes/NAME.tcss``: user themes (copy a bundled one to start);

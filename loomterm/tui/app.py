@@ -38,7 +38,7 @@ from textual.timer import Timer
 from textual.worker import Worker, WorkerState
 
 from loomterm.errors import LoomError, PrefillCancelled
-from loomterm.session_open import LoadAbandoned
+from loomterm.sessions.opening import LoadAbandoned
 from loomterm.tree import Node
 from loomterm.tui import ops, paste, sessions
 from loomterm.tui.commands import LoomCommands
@@ -103,7 +103,7 @@ if TYPE_CHECKING:
     from textual.notifications import SeverityLevel
 
     from loomterm.engine import Loom
-    from loomterm.session_open import SessionOpening
+    from loomterm.sessions.opening import SessionOpening
     from loomterm.tui.widgets.export_dialog import ExportRequest
 
 TITLE_PUSH = "\x1b[22;2t"  # xterm: save the window title (terminals without it ignore it)
@@ -846,7 +846,7 @@ class LoomApp(App[None]):
                 if stopped.node is not None:
                     self.post_message(Synced(stopped.node, text))
                 raise
-            from loomterm.session import typed_read
+            from loomterm.sessions.session import typed_read
 
             typed_read(loom)  # the file no longer needs the text typed during a load
             self.post_message(Synced(node, text))

@@ -24,7 +24,7 @@ from loomterm.tui.widgets.dialogs import DIALOG_CSS, DialogScreen
 if TYPE_CHECKING:
     from textual.app import App
 
-    from loomterm.session_open import SessionOpening
+    from loomterm.sessions.opening import SessionOpening
 
 ANSWERS = ("once", "always", "never")
 

@@ -187,7 +187,7 @@ class Prefill(Message):
 
 class ModelReady(Message):
     """The model finished loading in the background: ``loom`` is the real Loom over the
-    tree the editor has been showing (``loomterm.session_open``)."""
+    tree the editor has been showing (``loomterm.sessions.opening``)."""
 
     def __init__(self, loom: object) -> None:
         super().__init__()

@@ -1,8 +1,8 @@
 """The editor's start: the session is on the screen before its model is loaded.
 
-The app starts on a :class:`~loomterm.session_open.PreviewLoom` (the session file's
+The app starts on a :class:`~loomterm.sessions.opening.PreviewLoom` (the session file's
 tree, read without torch) and its first engine job loads the model
-(:meth:`~loomterm.session_open.SessionOpening.finish`), its progress in the status bar.
+(:meth:`~loomterm.sessions.opening.SessionOpening.finish`), its progress in the status bar.
 Meanwhile:
 
 - typing edits the document as always; its text waits, in order, for the engine (the
@@ -21,12 +21,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from loomterm.session_open import LOADING
+from loomterm.sessions.opening import LOADING
 from loomterm.tui.keymap import ACTIONS
 from loomterm.tui.messages import ModelReady
 
 if TYPE_CHECKING:
-    from loomterm.session_open import SessionOpening
+    from loomterm.sessions.opening import SessionOpening
     from loomterm.tui.controllers.editor import Editor
     from loomterm.tui.controllers.jobs import Jobs
 

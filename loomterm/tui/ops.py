@@ -14,8 +14,8 @@ from loomterm.errors import EmptyEditError
 from loomterm.tree import Node
 
 if TYPE_CHECKING:
+    from loomterm.config.settings import Settings
     from loomterm.engine import Loom
-    from loomterm.settings import Settings
     from loomterm.store import SessionData
 
 
@@ -89,7 +89,7 @@ def set_meta(loom: Loom, node: Node, **changes: Any) -> None:
 def session_data(loom: Loom, name: str = "") -> SessionData:
     """The live session as :class:`~loomterm.store.SessionData`, for the exporters."""
     from loomterm.engine.text import PieceMaker
-    from loomterm.session import model_record, session_of
+    from loomterm.sessions.session import model_record, session_of
     from loomterm.store import SessionData
 
     pieces = PieceMaker(loom.codec)
@@ -165,7 +165,7 @@ def new_session_like(loom: Loom, name: str = "") -> tuple[Loom, str]:
     author's note or world info). When ``loom`` has a session
     file, the new one gets its own (``name``, or one made from the time)."""
     from loomterm.errors import SessionError
-    from loomterm.session import save_loom, session_of, session_path
+    from loomterm.sessions.session import save_loom, session_of, session_path
 
     if loom.capabilities.node_kv:
         from loomterm.engine.open import runner_like

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from loomterm.atomic import write_atomic
-from loomterm.locations import config_dir
+from loomterm.config.locations import config_dir
 
 PREFS_FILE = "tui.json"
 

@@ -19,7 +19,7 @@ from loomterm.errors import SessionError
 
 if TYPE_CHECKING:
     from loomterm.engine import Loom
-    from loomterm.session_open import SessionOpening
+    from loomterm.sessions.opening import SessionOpening
     from loomterm.store import SessionSummary
 
 SIDE_FILES = ("-wal", "-shm", "-journal")  # SQLite's own, beside ``name.loom``
@@ -43,7 +43,7 @@ class SessionRow:
 
 def session_file(loom: Loom) -> Path | None:
     """The file ``loom`` is recorded in, if any."""
-    from loomterm.session import session_of
+    from loomterm.sessions.session import session_of
 
     session = session_of(loom)
     return session.path if session is not None else None
@@ -51,7 +51,7 @@ def session_file(loom: Loom) -> Path | None:
 
 def is_read_only(loom: Loom) -> bool:
     """True when ``loom`` was opened read-only: its changes are not written anywhere."""
-    from loomterm.session import session_of
+    from loomterm.sessions.session import session_of
 
     session = session_of(loom)
     return session is not None and session.read_only
@@ -70,7 +70,7 @@ def disk_size(path: Path) -> int:
 
 def session_rows(current: Path | None = None) -> list[SessionRow]:
     """Every saved session, newest change first; ``current`` is marked."""
-    from loomterm.session import list_sessions
+    from loomterm.sessions.session import list_sessions
 
     rows = []
     here = current.resolve() if current is not None else None
@@ -105,7 +105,7 @@ def check_name(name: str) -> str:
 
 def free_name(stem: str) -> str:
     """``stem``, or ``stem-2``, ``stem-3``... whichever names no session yet."""
-    from loomterm.session import session_path
+    from loomterm.sessions.session import session_path
 
     name, number = stem, 1
     while session_path(name).exists():
@@ -122,7 +122,7 @@ def new_name(prefix: str = "session") -> str:
 def save_as(loom: Loom, name: str) -> Path:
     """Write ``loom`` (a read-only session's, say) to a new session ``name``, which
     records it from now on."""
-    from loomterm.session import save_loom, session_path
+    from loomterm.sessions.session import save_loom, session_path
 
     path = session_path(check_name(name))
     if path.exists():
@@ -138,7 +138,7 @@ def open_in_place(current: Loom, path: Path, progress=None) -> Loom:
     models it had attached come back too, those ``current`` has in memory without
     loading; the ones that cannot are in the new loom's ``model_notes``. ``progress``
     hears the loading (``loomterm.progress``)."""
-    from loomterm.session import Session
+    from loomterm.sessions.session import Session
     from loomterm.store import ModelMismatchError
 
     runner = current.runner
@@ -166,13 +166,13 @@ def open_in_place(current: Loom, path: Path, progress=None) -> Loom:
 def opening_elsewhere(current: Loom, path: Path) -> SessionOpening | None:
     """The session at ``path`` to open on a model that is not in memory: its file read
     (and locked) now, to show at once, its model to load in the background (as at
-    start, ``loomterm.session_open``; the device, context window and KV cap are
+    start, ``loomterm.sessions.opening``; the device, context window and KV cap are
     ``current``'s). None when one of ``current``'s loaded models is the session's:
     :func:`open_in_place` opens it without loading anything."""
-    from loomterm.model_identity import same_model
-    from loomterm.session import read_file
-    from loomterm.session_open import SessionOpening
-    from loomterm.settings import EngineOptions
+    from loomterm.config.settings import EngineOptions
+    from loomterm.sessions.identity import same_model
+    from loomterm.sessions.opening import SessionOpening
+    from loomterm.sessions.session import read_file
 
     runner = current.runner
     in_memory = [runner, *current.models.values()]
@@ -194,7 +194,7 @@ def opening_elsewhere(current: Loom, path: Path) -> SessionOpening | None:
 def create_like(current: Loom, name: str) -> Loom:
     """A new, empty session ``name`` on ``current``'s model and settings (not its
     story's memory, author's note or world info)."""
-    from loomterm.session import save_loom, session_path
+    from loomterm.sessions.session import save_loom, session_path
 
     path = session_path(check_name(name))
     if path.exists():
@@ -233,8 +233,8 @@ def _drop_lock_file(lock) -> None:
 
 def rename(path: Path, name: str) -> Path:
     """Rename the (closed) session at ``path`` to ``name``; returns the new path."""
-    from loomterm.kv_snapshot import snapshot_path
-    from loomterm.session import session_path
+    from loomterm.sessions.kv_snapshot import snapshot_path
+    from loomterm.sessions.session import session_path
 
     target = session_path(check_name(name))
     if target.exists():
@@ -257,7 +257,7 @@ def rename(path: Path, name: str) -> Path:
 
 def delete(path: Path) -> None:
     """Delete the (closed) session at ``path``, its log and its KV snapshot."""
-    from loomterm.kv_snapshot import snapshot_path
+    from loomterm.sessions.kv_snapshot import snapshot_path
 
     lock = _locked(path)
     try:
@@ -273,7 +273,7 @@ def discard_if_empty(loom: Loom) -> bool:
     """Delete the file of ``loom``'s closed session if it holds nothing (no node below
     the root), so a start quit before anything was written leaves no session behind.
     Read-only sessions are never touched. Returns True when the file was deleted."""
-    from loomterm.session import session_of
+    from loomterm.sessions.session import session_of
 
     session = session_of(loom)
     if session is None or session.read_only or not session.closed or loom.root.children:

@@ -19,7 +19,7 @@ from pathlib import Path
 from textual.color import Color, ColorParseError
 from textual.theme import Theme
 
-from loomterm.locations import config_dir
+from loomterm.config.locations import config_dir
 
 DEFAULT_THEME = "loom-dark"
 BASE_COLOURS = (

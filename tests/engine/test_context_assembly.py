@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from loomterm.config.injection import ContextSpec, ContextVersions, check_world_info
+from loomterm.config.settings import SettingError, Settings
 from loomterm.engine.context import (
     AUTHORS_NOTE,
     MEMORY,
@@ -14,8 +16,6 @@ from loomterm.engine.context import (
     note_point,
 )
 from loomterm.errors import ContextError
-from loomterm.injection import ContextSpec, ContextVersions, check_world_info
-from loomterm.settings import SettingError, Settings
 
 NL = 10  # the token that holds a newline, in these tests
 WORDS = {"mem": [1, 2], "note": [3], "fox": [4, 4], "dog": [5]}

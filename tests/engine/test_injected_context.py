@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from loomterm.errors import InputError
-from loomterm.session import close_session, open_loom, save_loom
+from loomterm.sessions.session import close_session, open_loom, save_loom
 from tests.helpers import ForwardCounter, reference_logits, relative_error
 
 WI = {"entries": [{"keys": ["fox"], "text": "A fox is red."}]}

@@ -35,7 +35,7 @@ def counted(monkeypatch):
 
 
 def records():
-    from loomterm import locations
+    from loomterm.config import locations
 
     return sorted((locations.cache_dir() / "probes").glob("*.json"))
 

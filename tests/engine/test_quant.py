@@ -15,6 +15,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from loomterm.config.settings import EngineOptions
 from loomterm.engine import Loom
 from loomterm.engine.kernels.cpu_linear import dense
 from loomterm.engine.kernels.quant import (
@@ -32,7 +33,6 @@ from loomterm.engine.kernels.quant import (
 )
 from loomterm.engine.models.load import load_model
 from loomterm.errors import ModelLoadError
-from loomterm.settings import EngineOptions
 from tests.helpers import assert_matches_recompute, reference_logits
 
 LOW_TOL = 2e-2
@@ -322,7 +322,7 @@ def test_an_int8_session_reopens_in_float32_and_its_snapshot_is_not_reused(
 ):
     """Precision is recorded but token ids do not depend on it: a session made in int8
     opens in float32 (and back); its KV snapshot, which does depend on it, is refused."""
-    from loomterm.session import Session
+    from loomterm.sessions.session import Session
 
     folder = str(tiny_llama_dir)
     loom = Loom.load(folder, device="cpu", quant="int8")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from loomterm.session import close_session, load_session, open_loom, save_loom
+from loomterm.sessions.session import close_session, load_session, open_loom, save_loom
 from tests.helpers import ForwardCounter, make_loom
 
 TEXT = "The old loom stood in the corner, its threads still taut after all these years."

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from loomterm.session import close_session, save_loom
+from loomterm.sessions.session import close_session, save_loom
 from loomterm.store import load
 from loomterm.tree import Origin
 from loomterm.tui.ops import TypingRun, sync_text

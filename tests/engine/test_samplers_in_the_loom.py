@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from loomterm.config.settings import Settings
 from loomterm.engine.decode.banned import PhraseWatch
-from loomterm.settings import Settings
 from tests.helpers import ForwardCounter, assert_matches_recompute
 
 PROMPT = "The weaver sat at the loom and the loom sang, and the weaver sang with the loom."

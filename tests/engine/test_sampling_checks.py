@@ -1,5 +1,5 @@
 """SamplingParams refuses exactly what the sampler settings refuse, in the same words:
-its range rules are the specs of ``loomterm.settings`` (one place), so a value the
+its range rules are the specs of ``loomterm.config.settings`` (one place), so a value the
 settings dialog takes is one the engine samples with, and the other way round."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from loomterm.config.settings import DEFAULTS, SettingError, Settings
 from loomterm.engine.sample.chain import SamplingParams
 from loomterm.errors import InputError
-from loomterm.settings import DEFAULTS, SettingError, Settings
 
 SAMPLERS = [name for name, spec in Settings.SPECS.items() if spec.sampling]
 RANGED = [n for n in SAMPLERS if Settings.spec(n).kind in (int, float)]
@@ -78,7 +78,7 @@ def test_every_sampler_setting_is_checked_by_the_engine():
 def test_empty_breakers_are_skipped_as_llama_cpp_skips_them():
     """llama.cpp's DRY ignores an empty breaker; so do the engine and the settings, so a
     stray "" neither fails every generation nor changes what the others do."""
-    from loomterm.settings import Settings
+    from loomterm.config.settings import Settings
 
     params = SamplingParams(dry_sequence_breakers=["\n", "", ":"])
     assert params.dry_sequence_breakers == ("\n", ":")

@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from loomterm.session import close_session, open_loom, save_loom, session_of
+from loomterm.sessions.session import close_session, open_loom, save_loom, session_of
 from tests.helpers import REL_TOL, WORST, make_loom, reference_logits, relative_error
 
 # Sequences and steps run, for the record (printed with -s).

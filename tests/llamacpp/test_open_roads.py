@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import shutil
 
+from loomterm.config.settings import EngineOptions
 from loomterm.engine import Loom
-from loomterm.settings import EngineOptions
 from tests.test_open_roads import roads
 
 

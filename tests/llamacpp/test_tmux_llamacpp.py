@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from loomterm.session import load_session, session_path
+from loomterm.sessions.session import load_session, session_path
 from tests.helpers import require_or_skip
 from tests.llamacpp.conftest import THREADS
 from tests.remote.test_tmux_server import quiet, settled
@@ -43,7 +43,7 @@ def term(tmp_path, isolated_dirs, monkeypatch):
 
 def test_the_editor_on_llama_cpp_in_tmux(term, binding, default_gguf):
     from loomterm.engine import Loom
-    from loomterm.session import close_session, save_loom
+    from loomterm.sessions.session import close_session, save_loom
 
     loom = Loom.load(model=str(default_gguf), backend="llama.cpp", n_ctx=1024, threads=THREADS)
     loom.update_settings(max_new_tokens=48, n=3, temperature=0.8)

@@ -104,7 +104,7 @@ def test_a_url_from_a_file_gets_no_key(hostile):
 
 def test_importing_contacts_nothing_and_opening_sends_no_key(hostile, tmp_path):
     from loomterm.export import read_import
-    from loomterm.session import Session, import_session, session_path
+    from loomterm.sessions.session import Session, import_session, session_path
 
     server = hostile()
     shared = tmp_path / "shared.json"
@@ -129,7 +129,7 @@ def test_importing_contacts_nothing_and_opening_sends_no_key(hostile, tmp_path):
 
 def test_headers_and_body_fields_a_file_carries_are_not_sent(hostile, tmp_path):
     from loomterm.export import read_import
-    from loomterm.session import Session, import_session, session_path
+    from loomterm.sessions.session import Session, import_session, session_path
 
     server = hostile()
     tree = tree_json(server.url)
@@ -434,7 +434,7 @@ def test_a_keyed_server_end_to_end_and_no_file_holds_the_key(own_server, tmp_pat
     from loomterm.engine import Loom
     from loomterm.errors import SessionError
     from loomterm.export import render
-    from loomterm.session import Session, close_session, load_session
+    from loomterm.sessions.session import Session, close_session, load_session
 
     server = own_server(extra=("--api-key", CANARY))
     loom = Loom.load(server.url)

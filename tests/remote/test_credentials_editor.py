@@ -19,7 +19,7 @@ from tests.tui.conftest import TERMINAL
 def bait(tmp_path, monkeypatch):
     """A session imported from a shared JSON tree whose model is a hostile server."""
     from loomterm.export import read_import
-    from loomterm.session import import_session, session_path
+    from loomterm.sessions.session import import_session, session_path
 
     monkeypatch.setenv("LOOMTERM_API_KEY", CANARY)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
@@ -35,9 +35,9 @@ def bait(tmp_path, monkeypatch):
 
 
 def opening_app(target):
-    from loomterm.session import read_file
-    from loomterm.session_open import SessionOpening
-    from loomterm.settings import EngineOptions
+    from loomterm.config.settings import EngineOptions
+    from loomterm.sessions.opening import SessionOpening
+    from loomterm.sessions.session import read_file
     from loomterm.tui.app import LoomApp
 
     opening = SessionOpening(target, EngineOptions(), read_file(target))

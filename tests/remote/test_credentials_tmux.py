@@ -9,7 +9,7 @@ import os
 import shutil
 from pathlib import Path
 
-from loomterm.session import session_path
+from loomterm.sessions.session import session_path
 from tests.helpers import require_or_skip
 from tests.remote.hostile import Hostile
 from tests.remote.test_credentials import CANARY
@@ -18,7 +18,7 @@ from tests.tui.test_tmux import Tmux, idle, loomterm_command
 
 def test_the_key_dialog_in_a_real_terminal(tmp_path, isolated_dirs, llama_server, monkeypatch):
     from loomterm.engine import Loom
-    from loomterm.session import close_session, save_loom
+    from loomterm.sessions.session import close_session, save_loom
 
     require_or_skip(shutil.which("tmux"), "tmux is not installed")
     command = loomterm_command()

@@ -12,7 +12,7 @@ import pytest
 
 from loomterm.engine import Loom
 from loomterm.engine.sample.chain import SamplingParams
-from loomterm.session import Session, close_session
+from loomterm.sessions.session import Session, close_session
 
 URL = os.environ.get("LOOMTERM_TEST_SERVER_URL", "")
 pytestmark = pytest.mark.skipif(not URL, reason="LOOMTERM_TEST_SERVER_URL names no server")

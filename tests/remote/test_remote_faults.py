@@ -28,7 +28,7 @@ from loomterm.errors import (
     SessionError,
 )
 from loomterm.serving.llama_server import free_port
-from loomterm.session import Session, close_session
+from loomterm.sessions.session import Session, close_session
 
 PROMPT = "The history of weaving begins"
 

@@ -12,7 +12,7 @@ from loomterm.engine import Loom
 from loomterm.engine.remote import connect
 from loomterm.errors import InputError
 from loomterm.export.dispatch import render
-from loomterm.session import Session, load_session
+from loomterm.sessions.session import Session, load_session
 
 pytestmark = pytest.mark.default_model
 

@@ -11,7 +11,7 @@ import pytest
 
 from loomterm.engine import Loom
 from loomterm.engine.remote import connect
-from loomterm.session import Session, load_session
+from loomterm.sessions.session import Session, load_session
 
 pytestmark = pytest.mark.default_model
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from loomterm.session import load_session, session_path
+from loomterm.sessions.session import load_session, session_path
 from tests.helpers import require_or_skip
 from tests.tui.test_tmux import Tmux, bars, document_lines, idle, loomterm_command
 
@@ -64,7 +64,7 @@ def quiet(term, predicate, what: str, timeout: float = 120.0, still: float = 3.0
 
 def test_the_editor_on_a_server_in_tmux(term, llama_server, default_gguf):
     from loomterm.engine import Loom
-    from loomterm.session import close_session, save_loom
+    from loomterm.sessions.session import close_session, save_loom
 
     # A session on the server (the settings travel with it). Generations long enough
     # to be seen streaming: llama-server writes 24 tokens faster than two captures of

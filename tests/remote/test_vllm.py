@@ -25,7 +25,7 @@ from loomterm.engine import Loom
 from loomterm.engine.remote import connect
 from loomterm.errors import ServerAuthError, ServerModelError, ServerStreamCut, SessionError
 from loomterm.serving.llama_server import free_port
-from loomterm.session import Session, close_session
+from loomterm.sessions.session import Session, close_session
 from tests.remote.test_other_servers import direct_greedy
 
 PYTHON = os.environ.get("LOOMTERM_TEST_VLLM_PYTHON", "")

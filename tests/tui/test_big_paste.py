@@ -7,7 +7,7 @@ import time
 
 from textual import events
 
-from loomterm.session import close_session, save_loom, session_of
+from loomterm.sessions.session import close_session, save_loom, session_of
 from loomterm.store import load
 from tests.tui.conftest import TERMINAL, settle
 from tests.tui.screen_text import screen_text

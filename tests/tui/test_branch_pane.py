@@ -154,7 +154,7 @@ async def test_marked_nodes_inside_a_run_stay_in_sight(make_app, loom, story):
 def test_the_cursor_in_a_real_terminal(tmux_run, tiny_llama_dir, extra_env):
     """tmux with a 256-colour TERM (and with NO_COLOR): the cursor row carries reverse
     video and the marker, read back with ``capture-pane -e``."""
-    from loomterm.session import close_session, save_loom, session_path
+    from loomterm.sessions.session import close_session, save_loom, session_path
     from tests.helpers import make_loom
     from tests.tui.test_tmux import idle
 
@@ -188,7 +188,7 @@ async def test_new_branches_are_unread_until_visited_and_the_mark_is_saved(
 ):
     """ctrl+n writes three branches: the one shown is read, the other two carry a dot
     until the writer goes there; the marks are in the session file."""
-    from loomterm.session import close_session, load_session, save_loom
+    from loomterm.sessions.session import close_session, load_session, save_loom
     from loomterm.tui.widgets.branch_tree import UNREAD_MARK
     from tests.tui.conftest import paste
 

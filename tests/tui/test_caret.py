@@ -7,7 +7,7 @@ import json
 import sqlite3
 
 from loomterm.engine import Loom
-from loomterm.session import close_session, load_session, open_loom, save_loom, session_of
+from loomterm.sessions.session import close_session, load_session, open_loom, save_loom, session_of
 from loomterm.store import Caret
 from loomterm.tui.controllers.caret import CARET_DELAY
 from loomterm.tui.widgets.sessions import SessionsScreen

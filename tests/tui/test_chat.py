@@ -82,7 +82,7 @@ async def test_adding_a_user_turn(make_app, loom):
 
 
 async def test_a_new_chat_in_a_used_session_starts_a_new_session(make_app, loom, tmp_path):
-    from loomterm.session import close_session, save_loom, session_of
+    from loomterm.sessions.session import close_session, save_loom, session_of
 
     loom.append(loom.root, "An old story")
     save_loom(loom, tmp_path / "old.loom")

@@ -12,8 +12,8 @@ import pytest
 
 from loomterm.engine import Loom
 from loomterm.engine.models.load import load_model
-from loomterm.session import close_session
-from loomterm.tui import defaults
+from loomterm.sessions import defaults
+from loomterm.sessions.session import close_session
 from tests.tui.conftest import settle
 from tests.tui.screen_text import screen_text
 
@@ -69,7 +69,7 @@ def test_the_models_generation_config_wins_where_it_says_something(opinionated_d
 
 
 def test_the_command_line_starts_new_sessions_so(tiny_llama_dir, monkeypatch):
-    from loomterm import cli_run
+    from loomterm.cli import run as cli_run
 
     monkeypatch.setattr(cli_run, "require_terminal", lambda: None)
     args = argparse.Namespace(

@@ -116,7 +116,7 @@ async def test_settings_are_edited_checked_and_kept_with_the_session(make_app, l
 
 
 def test_parse_settings_names_each_bad_field():
-    from loomterm.settings import DEFAULTS
+    from loomterm.config.settings import DEFAULTS
     from loomterm.tui.widgets.settings import FIELDS
 
     good = {spec.name: spec.text(getattr(DEFAULTS, spec.name)) for spec in FIELDS}
@@ -147,7 +147,7 @@ async def test_settings_dialog_names_the_rule_a_value_breaks(make_app, loom):
 
 
 def test_settings_dialog_rows_come_from_the_settings_table():
-    from loomterm.settings import Settings
+    from loomterm.config.settings import Settings
     from loomterm.tui.widgets.settings import CHOICES, DIALOG, FIELDS
 
     names = [s.name for s in DIALOG]
@@ -245,7 +245,7 @@ async def test_help_lists_every_key_beside_its_action_id(make_app):
 
 
 async def test_help_shows_remapped_keys_and_fits_narrow_terminals(make_app):
-    from loomterm.locations import config_dir
+    from loomterm.config.locations import config_dir
 
     config_dir().mkdir(parents=True, exist_ok=True)
     (config_dir() / "keymap.toml").write_text('generate = "f9"\n')

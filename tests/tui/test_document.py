@@ -9,10 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from loomterm.config.keymap import KeymapError, load_keymap
 from loomterm.tree import Origin, Tree
 from loomterm.tui.document import PENDING, DocumentModel
 from loomterm.tui.history import History, Place
-from loomterm.tui.keymap import ACTIONS, KeymapError, app_bindings, load_keymap
+from loomterm.tui.keymap import ACTIONS, app_bindings
 from loomterm.tui.prefs import Prefs, load_prefs, prefs_path, save_prefs
 from loomterm.tui.sanitize import cells, display, safe, safe_line
 
@@ -199,7 +200,7 @@ def test_history_is_navigation():
 
 
 def test_keymap_files(isolated_dirs):
-    from loomterm.locations import config_dir
+    from loomterm.config.locations import config_dir
 
     assert load_keymap() == {}
     path = config_dir() / "keymap.toml"

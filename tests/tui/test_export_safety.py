@@ -7,8 +7,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from loomterm.locations import documents_dir
-from loomterm.session import close_session, open_loom, save_loom, session_path
+from loomterm.config.locations import documents_dir
+from loomterm.sessions.session import close_session, open_loom, save_loom, session_path
 from tests.tui.conftest import TERMINAL, paste, settle
 
 

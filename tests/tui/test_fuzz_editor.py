@@ -22,7 +22,7 @@ from textual import events
 from textual.keys import REPLACED_KEYS, _character_to_key, _get_unicode_name_from_key
 
 from loomterm.errors import LoomError
-from loomterm.session import close_session, save_loom, session_of
+from loomterm.sessions.session import close_session, save_loom, session_of
 from loomterm.store import load
 from loomterm.tui.app import LoomApp
 from loomterm.tui.messages import GenerationStarted, JobFailed

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from loomterm.locations import config_dir
+from loomterm.config.locations import config_dir
 from tests.fuzzing import assert_clean_end, digest, dumps, run_cli
 from tests.tui.conftest import TERMINAL, settle
 
@@ -69,7 +69,7 @@ async def test_an_imported_tree_with_one_bad_field_never_crashes_the_editor(
     runs on it (a model read and a generation included) and quits cleanly."""
     from loomterm import export
     from loomterm.errors import SessionError
-    from loomterm.session import close_session, load_session, open_loom, save_loom
+    from loomterm.sessions.session import close_session, load_session, open_loom, save_loom
 
     prompt = loom.append(loom.root, "Once upon a time")
     (kid,) = loom.generate(prompt, 4, temperature=0)

@@ -171,7 +171,7 @@ async def test_the_saved_cursor_follows_a_generation_as_it_is_written(
     """A crash mid-generation (kill -9) reopens at the text being written: the cursor
     moves to the new child at its first token, in the session file too."""
     from loomterm import store
-    from loomterm.session import close_session, save_loom
+    from loomterm.sessions.session import close_session, save_loom
 
     path = tmp_path / "crash.loom"
     save_loom(loom, path)

@@ -14,9 +14,9 @@ import time
 import pytest
 
 from loomterm import store
-from loomterm.session import session_path
-from loomterm.session_open import SessionOpening
-from loomterm.settings import EngineOptions
+from loomterm.config.settings import EngineOptions
+from loomterm.sessions.opening import SessionOpening
+from loomterm.sessions.session import session_path
 from tests.test_bad_environment import tmpfs  # noqa: F401
 from tests.tui.conftest import TERMINAL, type_text
 
@@ -118,7 +118,7 @@ async def test_a_server_that_fails_leaves_the_typing_in_a_session_that_reopens(
     assert typed_in_file(opening.path) == "kept words"
 
     # Reopened on a model that loads: the provisional file binds to it.
-    from loomterm.session import read_file
+    from loomterm.sessions.session import read_file
 
     again = SessionOpening(
         opening.path,
@@ -136,7 +136,7 @@ async def test_a_server_that_fails_leaves_the_typing_in_a_session_that_reopens(
         assert app.loader is None and not app.doc.dirty
         await pilot.press("ctrl+q")
     again.close()
-    from loomterm.session import close_session
+    from loomterm.sessions.session import close_session
 
     close_session(app.loom)
     data = store.load(opening.path)

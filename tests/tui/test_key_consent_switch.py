@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from loomterm.engine import Loom
-from loomterm.session import close_session, save_loom, session_path
+from loomterm.sessions.session import close_session, save_loom, session_path
 from loomterm.tui.key_consent import KeyConsentScreen, forget_answers
 from loomterm.tui.widgets.sessions import SessionChoice
 from tests.remote.hostile import Hostile

@@ -12,7 +12,7 @@ import pytest
 from loomterm.engine import Loom
 from loomterm.engine.local.runner import LocalRunner
 from loomterm.engine.models.load import load_model
-from loomterm.session import Session, close_session, save_loom, session_path
+from loomterm.sessions.session import Session, close_session, save_loom, session_path
 from tests.tui.conftest import TERMINAL, settle
 from tests.tui.screen_text import screen_text
 from tests.tui.test_models import messages

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from loomterm.session import Session, close_session, load_session, save_loom, session_path
+from loomterm.sessions.session import Session, close_session, load_session, save_loom, session_path
 from tests.tui.conftest import TERMINAL, settle, type_text
 from tests.tui.screen_text import screen_text
 

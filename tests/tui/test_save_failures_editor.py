@@ -29,7 +29,7 @@ async def test_a_full_disk_is_said_until_it_is_saved_and_nothing_typed_is_lost(
     loom,
     monkeypatch,
 ):
-    from loomterm.session import Session, close_session
+    from loomterm.sessions.session import Session, close_session
 
     data = tmpfs("data", "size=1m")
     monkeypatch.setenv("LOOMTERM_DATA_DIR", str(data))
@@ -68,7 +68,7 @@ async def test_save_elsewhere_writes_everything_to_another_path(
     monkeypatch,
     tmp_path,
 ):
-    from loomterm.session import Session, close_session
+    from loomterm.sessions.session import Session, close_session
 
     data = tmpfs("data", "size=1m")
     monkeypatch.setenv("LOOMTERM_DATA_DIR", str(data))

@@ -7,7 +7,13 @@ from __future__ import annotations
 import pytest
 
 from loomterm.engine import Loom
-from loomterm.session import close_session, load_session, save_loom, session_of, session_path
+from loomterm.sessions.session import (
+    close_session,
+    load_session,
+    save_loom,
+    session_of,
+    session_path,
+)
 from loomterm.tui.widgets.dialogs import ChatScreen, ConfirmScreen, NameScreen
 from loomterm.tui.widgets.sessions import SessionsScreen
 from tests.tui.conftest import TERMINAL, settle

@@ -10,7 +10,7 @@ import threading
 
 from loomterm.engine import Loom
 from loomterm.engine.models.load import load_model
-from loomterm.session import Session, close_session, save_loom, session_of, session_path
+from loomterm.sessions.session import Session, close_session, save_loom, session_of, session_path
 from loomterm.tui.widgets.sessions import SessionChoice
 from tests.tui.conftest import TERMINAL, settle
 from tests.tui.test_models import messages

@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from loomterm.session import close_session, open_loom, save_loom
+from loomterm.sessions.session import close_session, open_loom, save_loom
 from tests.tui.conftest import TERMINAL, paste, settle, type_text
 from tests.tui.screen_text import screen_text
 
@@ -79,7 +79,7 @@ def _args(**kw):
 
 
 def test_cli_opens_or_creates_sessions(tiny_llama_dir, monkeypatch):
-    from loomterm import cli_run
+    from loomterm.cli import run as cli_run
 
     monkeypatch.setattr(cli_run, "require_terminal", lambda: None)
     loom, name = cli_run.open_session(_args(model=str(tiny_llama_dir), session="tale"))
@@ -96,7 +96,7 @@ def test_cli_opens_or_creates_sessions(tiny_llama_dir, monkeypatch):
 
 def test_cli_without_a_terminal_is_one_line_and_writes_nothing(tiny_llama_dir, capsys):
     from loomterm.cli import main
-    from loomterm.locations import sessions_dir
+    from loomterm.config.locations import sessions_dir
 
     assert main(["--model", str(tiny_llama_dir), "-s", "never"]) == 1
     _, err = capsys.readouterr()

@@ -4,13 +4,13 @@ shown once; and notifications stand above the status bar, never over it (issue 3
 
 from __future__ import annotations
 
-from loomterm.settings import Settings
+from loomterm.config.settings import Settings
 from loomterm.tui.widgets.status_bar import StatusInfo, status_layouts
 from tests.tui.conftest import TERMINAL, settle
 
 
 async def test_preset_and_backend_are_labelled(make_app, loom):
-    from loomterm.tui.defaults import start_new_session
+    from loomterm.sessions.defaults import start_new_session
 
     start_new_session(loom)  # llama.cpp's samplers: the preset named "llama.cpp"
     app = make_app()

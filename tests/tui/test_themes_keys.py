@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from loomterm.locations import config_dir
+from loomterm.config.locations import config_dir
 from loomterm.tui.prefs import load_prefs
 from loomterm.tui.themes import bundled_themes_dir, load_themes, parse_theme
 from tests.tui.conftest import TERMINAL, paste, settle

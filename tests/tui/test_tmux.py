@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from loomterm.locations import documents_dir
+from loomterm.config.locations import documents_dir
 from tests.helpers import require_or_skip
 
 
@@ -204,7 +204,7 @@ def test_pastes_arrive_whole_in_order_and_never_as_keys(tmux_run, tiny_llama_dir
     """Real bytes through a real terminal: a line break (sent as CR), an escape
     sequence, and BEL (ctrl+g), TAB, \\x01 and an OSC sequence, which must neither
     reorder the text nor run a binding."""
-    from loomterm.session import load_session, session_path
+    from loomterm.sessions.session import load_session, session_path
     from loomterm.tree import Origin
 
     args = ["--model", str(tiny_llama_dir), "--device", "cpu", "-s", "pasted"]
@@ -243,7 +243,7 @@ def test_after_kill_dash_nine_mid_generation_it_reopens_at_the_written_text(
     import signal
 
     from loomterm.engine import Loom
-    from loomterm.session import close_session, load_session, save_loom, session_path
+    from loomterm.sessions.session import close_session, load_session, save_loom, session_path
 
     loom = Loom.from_loaded(tiny_loaded)
     loom.update_settings(max_new_tokens=100_000, temperature=0.0)
@@ -293,7 +293,7 @@ def test_after_kill_dash_nine_mid_generation_it_reopens_at_the_written_text(
 def test_a_bare_start_quit_at_once_leaves_no_session_and_ctrl_o_lists_them(
     tmux_run, tiny_llama_dir
 ):
-    from loomterm.locations import sessions_dir
+    from loomterm.config.locations import sessions_dir
 
     model = ["--model", str(tiny_llama_dir), "--device", "cpu"]
     term = tmux_run(model)
@@ -320,7 +320,7 @@ def test_a_bare_start_quit_at_once_leaves_no_session_and_ctrl_o_lists_them(
 def test_search_ratings_and_a_split_through_a_real_terminal(tmux_run, tiny_llama_dir):
     """ctrl+f, alt+n and alt+shift+n, alt+g and alt+k as a terminal sends them; the rating and
     the split are in the session file afterwards."""
-    from loomterm.session import close_session, load_session, save_loom, session_path
+    from loomterm.sessions.session import close_session, load_session, save_loom, session_path
     from tests.helpers import make_loom
 
     loom = make_loom(tiny_llama_dir)
@@ -367,7 +367,7 @@ def test_search_ratings_and_a_split_through_a_real_terminal(tmux_run, tiny_llama
 def test_renaming_the_open_session_leaves_no_trace_of_the_old_name(tmux_run, tiny_llama_dir):
     """Rename the open session in the picker: the toast, the words left on the terminal
     at quit and the session folder all know it by its new name only."""
-    from loomterm.locations import data_dir
+    from loomterm.config.locations import data_dir
 
     term = tmux_run(["--model", str(tiny_llama_dir), "--device", "cpu", "-s", "story"])
     term.wait_for(lambda s: "^g" in s and "0 tok" in s, what="the editor to start")

@@ -9,7 +9,7 @@ import signal
 import subprocess
 import time
 
-from loomterm.session import load_session, session_path
+from loomterm.sessions.session import load_session, session_path
 from tests.tui.test_tmux import idle
 
 TEXT = "Once upon a time"

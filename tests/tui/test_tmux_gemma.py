@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from loomterm.locations import documents_dir
-from loomterm.session import load_session, session_path
+from loomterm.config.locations import documents_dir
+from loomterm.sessions.session import load_session, session_path
 from tests.tui.test_tmux import document_lines, idle
 
 pytestmark = pytest.mark.gemma

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from loomterm import store
-from loomterm.session import session_path
+from loomterm.sessions.session import session_path
 from tests.tui.test_tmux import document_lines, idle
 
 

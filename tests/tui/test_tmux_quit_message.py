@@ -16,7 +16,7 @@ def _quit_and_read(term) -> str:
 
 
 def test_quitting_an_existing_session_says_saved(tmux_run, tiny_llama_dir):
-    from loomterm.session import session_path
+    from loomterm.sessions.session import session_path
 
     saved_session(tiny_llama_dir, "old", "Once upon a time")
     term = tmux_run(["--model", str(tiny_llama_dir), "--device", "cpu", "-s", "old"])
@@ -28,7 +28,7 @@ def test_quitting_an_existing_session_says_saved(tmux_run, tiny_llama_dir):
 
 
 def test_quitting_a_session_made_in_this_run_says_new(tmux_run, tiny_llama_dir):
-    from loomterm.session import session_path
+    from loomterm.sessions.session import session_path
 
     term = tmux_run(["--model", str(tiny_llama_dir), "--device", "cpu", "-s", "fresh"])
     term.keys("Fresh words", literal=True)
@@ -39,7 +39,7 @@ def test_quitting_a_session_made_in_this_run_says_new(tmux_run, tiny_llama_dir):
 
 
 def test_a_new_session_quit_empty_is_said_not_kept(tmux_run, tiny_llama_dir):
-    from loomterm.session import session_path
+    from loomterm.sessions.session import session_path
 
     term = tmux_run(["--model", str(tiny_llama_dir), "--device", "cpu", "-s", "empty"])
     term.wait_for(lambda s: idle(s) and "loading" not in s, timeout=120, what="the model")

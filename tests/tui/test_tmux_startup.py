@@ -50,7 +50,7 @@ def test_typing_while_the_model_loads_lands_and_the_status_bar_says_loading(
 def saved_session(model_dir, name: str, text: str) -> None:
     """A session ``name`` on ``model_dir`` holding ``text``, as the editor leaves one."""
     from loomterm.engine import Loom
-    from loomterm.session import close_session, save_loom, session_path
+    from loomterm.sessions.session import close_session, save_loom, session_path
 
     loom = Loom.load(str(model_dir), device="cpu")
     loom.cursor = loom.append(loom.root, text)
@@ -88,7 +88,7 @@ def test_a_recent_session_on_another_model_gives_a_new_session_at_once(
 ):
     """The most recent session was made on another model: a new session on the model
     asked for is on the screen at once, loading; the old session is left as it was."""
-    from loomterm.session import list_sessions
+    from loomterm.sessions.session import list_sessions
 
     saved_session(tiny_gpt2_dir, "old", "Some old text")
     term = tmux_run(["--model", str(tiny_llama_dir), "--device", "cpu"])

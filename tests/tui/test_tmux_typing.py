@@ -48,7 +48,7 @@ def paste(term, data: bytes, bracketed: bool, raw: bool) -> None:
 
 
 def saved_text(name: str) -> str:
-    from loomterm.session import load_session, session_path
+    from loomterm.sessions.session import load_session, session_path
 
     return load_session(session_path(name)).path_text()
 
@@ -93,7 +93,7 @@ def test_pauses_mid_word_leave_no_fragment_siblings(tmux_run, tiny_llama_dir):
     """Typing with pauses longer than the sync delay (each pause hands the text to the
     engine) ends as one node: no ``lo`` / ``long`` / ``longer road`` siblings, no
     ``⏎`` / ``⏎⏎``. Then text typed after a generation goes into one new node too."""
-    from loomterm.session import load_session, session_path
+    from loomterm.sessions.session import load_session, session_path
     from loomterm.tree import Origin
 
     term = tmux_run(["--model", str(tiny_llama_dir), *START, "-s", "paused"])

@@ -9,7 +9,7 @@ from tests.tui.test_tmux import idle, needs_tmux  # noqa: F401 - a fixture
 
 def test_weave_in_a_real_terminal_and_escape_keeps_what_it_made(tmux_run, tiny_llama_dir):  # noqa: F811
     from loomterm.engine import Loom
-    from loomterm.session import Session, load_session, session_path
+    from loomterm.sessions.session import Session, load_session, session_path
 
     # The weave is unseeded in the editor: a tiny model's end-of-text could end every
     # level-1 branch (never expanded), and level 2 would never show. Never end.

@@ -45,7 +45,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from loomterm.cpu_target import X86_ANY
+from loomterm.config.cpu_target import X86_ANY
 from loomterm.engine.kernels.quant import decode_layout
 
 # Fewer rows than this take oneDNN's slower path on a reordered weight: padded to

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from loomterm import locations
+from loomterm.config import locations
 from loomterm.errors import LoomError
 
 LIB_ENV = "LLAMA_CPP_LIB_PATH"

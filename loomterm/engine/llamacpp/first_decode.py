@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from loomterm import locations
+from loomterm.config import locations
 from loomterm.engine.llamacpp.binding import BUILD_HINT, BindingError, library_path
 from loomterm.progress import Progress, ProgressCallback
 

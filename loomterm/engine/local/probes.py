@@ -35,8 +35,8 @@ from typing import Any
 
 import torch
 
-from loomterm import locations
 from loomterm.atomic import write_atomic
+from loomterm.config import locations
 from loomterm.engine.kv.rope import RopeSpec, candidate_specs, probe_rope
 
 FORMAT = 1

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from loomterm.config.injection import ContextSpec
 from loomterm.engine.context import PATH, Assembled, ContextBook, Piece
-from loomterm.injection import ContextSpec
 
 if TYPE_CHECKING:
     import threading
 
+    from loomterm.config.settings import Settings
     from loomterm.engine.runner import Runner
-    from loomterm.settings import Settings
     from loomterm.tree import Node
 
 

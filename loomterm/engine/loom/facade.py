@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from loomterm.config.settings import Settings
 from loomterm.engine.context import ContextBook
 from loomterm.engine.generation import GenerateRequest, GenerateResult, OnToken
 from loomterm.engine.kv.window import segments
@@ -41,7 +42,6 @@ from loomterm.engine.runner import Capabilities, Runner
 from loomterm.engine.sample.chain import SamplingParams, resolve_logit_bias
 from loomterm.engine.text import TokenText
 from loomterm.errors import EditRangeError, EmptyEditError, InputError, PrefillCancelled
-from loomterm.settings import Settings
 from loomterm.tree import WRITER, Node, Origin, Tree
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ class Loom(LoomModels, LoomContext, LoomTidy):
     Attributes:
         runner: What computes (``runner.Runner``).
         tree: Every node ever made (``loomterm.tree.Tree``).
-        settings: The validated session settings (``loomterm.settings.Settings``).
+        settings: The validated session settings (``loomterm.config.settings.Settings``).
         last_result: What the latest generation did (``generation.GenerateResult``).
         contexts: The context versions (memory, author's note, world info) nodes were
             generated with (``engine.context.ContextBook``; ``.versions`` by id).
@@ -234,7 +234,7 @@ class Loom(LoomModels, LoomContext, LoomTidy):
 
     def update_settings(self, **changes: Any) -> None:
         """Change settings; an unknown name or a bad value raises a one-line error and
-        changes nothing (``loomterm.settings``)."""
+        changes nothing (``loomterm.config.settings``)."""
         with self._lock:
             self.settings = self.settings.replace(**changes)
             self._context_settings_changed()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from loomterm import locations
+from loomterm.config import locations
 
 MARKER = "loomterm-conversion.json"
 # Bump when the layout of converted folders changes: older folders are then redone.

@@ -14,8 +14,8 @@ import hashlib
 import json
 from pathlib import Path
 
-from loomterm import locations
 from loomterm.atomic import write_atomic
+from loomterm.config import locations
 from loomterm.progress import Progress
 
 CHUNK = 1 << 20

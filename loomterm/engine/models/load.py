@@ -88,7 +88,7 @@ class LoadedModel:
         fingerprint, the dtype and, when the weights are quantized, ``quant``.
 
         The precision (dtype, quant) is recorded but is not part of what makes a model
-        "the same" (``model_identity.same_model`` compares config, weights and
+        "the same" (``sessions.identity.same_model`` compares config, weights and
         tokenizer): token ids do not depend on it, so a session made in one precision
         reopens in another. KV snapshots, which do depend on it, are refused across
         precisions."""

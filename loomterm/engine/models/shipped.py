@@ -28,7 +28,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from loomterm import locations
+from loomterm.config import locations
 from loomterm.engine.models.conversions import find_conversion, is_converted
 from loomterm.engine.models.fingerprint import file_sha256, remember_sha256
 from loomterm.engine.models.source import DEFAULT_MODEL_NAME

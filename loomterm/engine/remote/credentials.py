@@ -182,7 +182,7 @@ class ServerEntry:
 
 def config_path() -> Path:
     """The config file: ``config.toml`` in the config folder (``LOOMTERM_CONFIG_DIR``)."""
-    from loomterm.locations import config_dir
+    from loomterm.config.locations import config_dir
 
     return config_dir() / CONFIG_FILE
 

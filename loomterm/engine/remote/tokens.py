@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from loomterm import locations
+from loomterm.config import locations
 from loomterm.engine.text import TokenText
 from loomterm.errors import LoomError, ModelLoadError
 

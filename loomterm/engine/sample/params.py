@@ -1,7 +1,7 @@
 """What one generation's sampler is asked to do: :class:`SamplingParams`.
 
 The knobs by llama.cpp's names, neutral by default (each stage off), checked against
-the sampler settings' own ranges (``loomterm.settings``), and what the chain
+the sampler settings' own ranges (``loomterm.config.settings``), and what the chain
 (``sample.chain``) reads of them: greedy or not, which stages run, whether a step
 reads the path's tokens (``uses_history``) and whether its law depends on the prefix
 alone (``verifiable``).
@@ -13,8 +13,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from loomterm.config.settings import Settings
 from loomterm.errors import InputError
-from loomterm.settings import Settings
 
 # llama.cpp's defaults for the DRY sequence breakers (``common/common.h``).
 DRY_SEQUENCE_BREAKERS = ("\n", ":", '"', "*")
@@ -91,7 +91,7 @@ class SamplingParams:
     logit_bias: tuple[tuple[int, float], ...] = field(default=())
 
     def __post_init__(self) -> None:
-        # The ranges are the sampler settings' own (``loomterm.settings``), so the
+        # The ranges are the sampler settings' own (``loomterm.config.settings``), so the
         # dialog, the command line and the engine refuse the same values, in the same
         # words; each value comes back in its field's type (``top_k=40.0`` is 40).
         for name in _RANGE_CHECKED:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from loomterm.config.injection import check_world_info
 from loomterm.export.text_tree import TextTree
-from loomterm.injection import check_world_info
 from loomterm.tree import Origin
 
 

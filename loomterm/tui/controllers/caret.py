@@ -36,7 +36,7 @@ class Caret:
         """Where the caret was left in ``node``'s path in this loom's session (None:
         nowhere recorded, or the end). Not clamped: ``DocumentModel.move_to`` clamps it
         to the text shown, which may be shorter if the file changed meanwhile."""
-        from loomterm.session import saved_caret
+        from loomterm.sessions.session import saved_caret
 
         return saved_caret(self.app.loom, node)
 
@@ -71,6 +71,6 @@ class Caret:
         node = doc.node
         if node is None or node is not app.loom.cursor or doc.dirty:
             return
-        from loomterm.session import record_caret
+        from loomterm.sessions.session import record_caret
 
         record_caret(app.loom, node, None if doc.caret >= doc.length else doc.caret)

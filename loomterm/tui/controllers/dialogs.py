@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from loomterm.config.keymap import keymap_path
 from loomterm.errors import LoomError
-from loomterm.tui import defaults, ops
-from loomterm.tui.keymap import keymap_path
+from loomterm.sessions import defaults
+from loomterm.tui import ops
 from loomterm.tui.messages import Exported
 from loomterm.tui.widgets.export_dialog import ExportRequest, ExportScreen
 from loomterm.tui.widgets.help import HelpScreen
@@ -55,9 +56,9 @@ class Dialogs:
         in its file), else this editor run's last, else the documents folder; and on
         the format and branches of this run's last export (the first time: Markdown,
         the current path)."""
+        from loomterm.config.locations import documents_dir
         from loomterm.export import FORMATS
-        from loomterm.locations import documents_dir
-        from loomterm.session import saved_export_folder
+        from loomterm.sessions.session import saved_export_folder
 
         app = self.app
         last = app.last_export
@@ -111,7 +112,7 @@ class Dialogs:
                 app.notify(message.error, severity="error", timeout=6)
             return
         app.last_export = request
-        from loomterm.session import record_export_folder
+        from loomterm.sessions.session import record_export_folder
 
         record_export_folder(app.loom, str(Path(request.path).absolute().parent))
         if dialog is not None:

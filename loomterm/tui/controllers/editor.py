@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from textual.widget import Widget
 
     from loomterm.engine import Loom
-    from loomterm.session_open import SessionOpening
+    from loomterm.sessions.opening import SessionOpening
     from loomterm.tree import Node
     from loomterm.tui.controllers.unread import Unread
     from loomterm.tui.document import DocumentModel

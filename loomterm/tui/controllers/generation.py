@@ -32,8 +32,8 @@ from loomterm.tui.messages import (
 )
 
 if TYPE_CHECKING:
+    from loomterm.config.settings import Settings
     from loomterm.engine import Loom
-    from loomterm.settings import Settings
     from loomterm.tui.controllers.context import Context
     from loomterm.tui.controllers.editor import Editor
     from loomterm.tui.controllers.jobs import Jobs

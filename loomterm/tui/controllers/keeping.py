@@ -11,7 +11,7 @@
 - A session file that cannot be written (a full disk, a folder made read-only or
   removed) is said in the status bar for as long as it lasts (:meth:`Keeping.saving`),
   not in a toast: the recorder keeps every change in a journal and tries again
-  (``loomterm.recorder``); "Save session elsewhere" writes it all to another path.
+  (``loomterm.sessions.recorder``); "Save session elsewhere" writes it all to another path.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class Keeping:
     def saving(self) -> str:
         """What the status bar says while the changes do not reach the session file
         ("" while they do): why, where they are kept meanwhile, and what to do."""
-        from loomterm.session import session_of
+        from loomterm.sessions.session import session_of
 
         if self.problem:
             return f"NOT SAVED \u00b7 {safe_line(self.problem)}"
@@ -89,7 +89,7 @@ class Keeping:
         app.push_screen(NameScreen(title, name, "Save"), self._save_to)
 
     def _save_to(self, target: str | None) -> None:
-        from loomterm.session import save_elsewhere
+        from loomterm.sessions.session import save_elsewhere
 
         if not target:
             return
@@ -134,7 +134,7 @@ class Keeping:
     def restore(self) -> None:
         """The session just opened keeps text typed before its model read it: show it
         again, as typing the model will read."""
-        from loomterm.session import typed_before_load
+        from loomterm.sessions.session import typed_before_load
 
         app = self.app
         loader = app.loader

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 from textual.binding import Binding
 from textual.theme import BUILTIN_THEMES
 
-from loomterm.tui.keymap import ACTION_BY_ID, ACTIONS, KeymapError, load_keymap
+from loomterm.config.keymap import KeymapError, load_keymap
+from loomterm.tui.keymap import ACTION_BY_ID, ACTIONS
 from loomterm.tui.prefs import save_prefs
 from loomterm.tui.themes import DEFAULT_THEME, load_themes
 from loomterm.tui.widgets.document_view import DocumentView

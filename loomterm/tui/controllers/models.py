@@ -38,7 +38,7 @@ N_COLOURS = 6
 
 def source_label(source: str) -> str:
     """A model value shortened for the status bar: its file or folder name."""
-    from loomterm.session_open import model_label
+    from loomterm.sessions.opening import model_label
 
     return model_label(source)
 

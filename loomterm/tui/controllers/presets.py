@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from loomterm.config.presets import Preset, describe, load_presets
 from loomterm.errors import LoomError
-from loomterm.presets import Preset, describe, load_presets
 
 if TYPE_CHECKING:
     from loomterm.tui.controllers.editor import Editor

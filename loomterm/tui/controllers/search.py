@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from loomterm.errors import InputError
 from loomterm.search import DEADLINE_S, Hit, NodeTexts, Query, SearchResult, search_tree
-from loomterm.search_pattern import PatternTooSlow, SearchStopped
+from loomterm.search.pattern import PatternTooSlow, SearchStopped
 from loomterm.tui.widgets.search import SearchPick, SearchScreen
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ from loomterm.tui.widgets.sessions import SessionChoice, SessionsScreen
 
 if TYPE_CHECKING:
     from loomterm.engine import Loom
-    from loomterm.session_open import SessionOpening
+    from loomterm.sessions.opening import SessionOpening
     from loomterm.tui.controllers.caret import Caret
     from loomterm.tui.controllers.editor import Editor
     from loomterm.tui.controllers.generation import Generation
@@ -120,7 +120,7 @@ class Sessions:
     def rename_open(self, path: Path, name: str) -> Path:
         """Rename the open session (in the worker): close it, rename, and hand back
         the path to reopen; on failure, the old path (reopened as it was)."""
-        from loomterm.session import close_session, session_path
+        from loomterm.sessions.session import close_session, session_path
 
         target = session_path(sessions.check_name(name))
         if target.exists():
@@ -136,7 +136,7 @@ class Sessions:
         """Save and close the open session (deleted if nothing was ever written in it),
         remembered as the one to go back to unless it is ``new_path``; returns its Loom
         and file."""
-        from loomterm.session import close_session
+        from loomterm.sessions.session import close_session
 
         app = self.app
         old = app.loom

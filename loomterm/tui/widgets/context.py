@@ -19,7 +19,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Label, Static, TextArea
 
-from loomterm.settings import SettingError, Settings
+from loomterm.config.settings import SettingError, Settings
 from loomterm.tui.sanitize import safe_line, safe_text
 from loomterm.tui.widgets.dialogs import DIALOG_CSS, FormScreen
 from loomterm.tui.widgets.fields import Field, FieldArea

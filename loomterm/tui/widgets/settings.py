@@ -1,7 +1,7 @@
 """The settings dialog: sampling, N, max new tokens and the splice mode.
 
 The values belong to the session (``Loom.update_settings``; the session file keeps
-them). The rows come from :class:`loomterm.settings.Settings`' table (every setting
+them). The rows come from :class:`loomterm.config.settings.Settings`' table (every setting
 declared with ``dialog=True``, in its order), and each value is checked there, by
 ``parse`` and ``Settings.replace``, before anything changes: a bad one is named with
 the rule it breaks.
@@ -18,7 +18,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import Button, Input, Label, Select
 
-from loomterm.settings import SettingError, Settings, Spec
+from loomterm.config.settings import SettingError, Settings, Spec
 from loomterm.tui.sanitize import plain, safe_line
 from loomterm.tui.widgets.dialogs import DIALOG_CSS, FormScreen
 from loomterm.tui.widgets.fields import Field
@@ -143,7 +143,7 @@ class SettingsScreen(FormScreen["dict[str, Any] | None"]):
         # Settings this model cannot honour, with the reason: shown greyed out at the
         # value in force, and left as they were on save (another model may honour them).
         self.unavailable = dict(unavailable or {})
-        # Where each sampler's value came from (loomterm.tui.defaults), shown beside it.
+        # Where each sampler's value came from (loomterm.sessions.defaults), shown beside it.
         self.sources = dict(sources or {})
         # A Settings; an engine that still keeps a dict is read through from_stored.
         self.settings: Settings = Settings.from_stored(settings)[0]

@@ -9,7 +9,7 @@ from textual.app import RenderResult
 from textual.content import Content
 from textual.widget import Widget
 
-from loomterm.settings import Settings
+from loomterm.config.settings import Settings
 from loomterm.tui.sanitize import safe_line
 
 

@@ -21,15 +21,15 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
+from loomterm.config.settings import EngineOptions, Settings
 from loomterm.errors import LoomError
-from loomterm.settings import EngineOptions, Settings
 from loomterm.store.data import Typed
 from loomterm.tree import Tree
 
 if TYPE_CHECKING:
     from loomterm.engine import Loom
     from loomterm.progress import ProgressCallback
-    from loomterm.session import OpenedFile
+    from loomterm.sessions.session import OpenedFile
     from loomterm.tree import Node
 
 LOADING = "model loading\u2026"
@@ -161,7 +161,7 @@ def same_as_recorded(record: dict[str, Any], options: EngineOptions) -> bool | N
     yet: loading does that with its progress shown)."""
     from loomterm.engine.models.fingerprint import folder_fingerprint
     from loomterm.engine.remote import is_server_url
-    from loomterm.model_identity import same_model
+    from loomterm.sessions.identity import same_model
 
     if options.model is None or is_server_url(options.model):
         return None
@@ -215,7 +215,7 @@ def _same_hub_model(repo_id: str, recorded: dict[str, Any], backend: str) -> boo
     the weights are all there (else loading downloads them first, and decides)."""
     from loomterm.engine.models.fingerprint import folder_fingerprint, weight_files
     from loomterm.engine.models.source import hub_model_name, hub_snapshot_folder
-    from loomterm.model_identity import same_model
+    from loomterm.sessions.identity import same_model
 
     if backend == "llama.cpp":
         return None  # llama.cpp runs a GGUF file: loading refuses the id with its reason
@@ -337,7 +337,7 @@ class SessionOpening:
         if self.opened is not None or self.read_only:
             return
         from loomterm.engine.models.source import DEFAULT_MODEL_NAME
-        from loomterm.session import OpenedFile
+        from loomterm.sessions.session import OpenedFile
         from loomterm.store import SessionStore
 
         preview = self.preview()
@@ -365,7 +365,7 @@ class SessionOpening:
         """Keep ``text`` (the document, built on node ``node``'s path), typed before the
         model could read it, in the session file; raises ``LoomError`` when it cannot be
         written. Nothing for a read-only session."""
-        from loomterm.session import session_of
+        from loomterm.sessions.session import session_of
 
         typed = Typed(node, text)
         with self._typed_lock:
@@ -483,21 +483,21 @@ class SessionOpening:
         """What a new session's status bar shows before the model is there: the samplers
         it will start from (the llama.cpp preset, then a local model folder's
         ``generation_config.json``), not neutral ones that change once it has loaded."""
-        from loomterm.presets import starting_samplers
+        from loomterm.config.presets import starting_samplers
 
         return starting_samplers(Settings(), folder_generation_config(self.options.model))
 
     def finish(self, progress: ProgressCallback | None = None) -> Loom:
         """Load the model and make the real Loom over the previewed tree (heavy: run it
         off the UI thread). Raises what opening raises (``LoomError``)."""
-        from loomterm.session import close_session
+        from loomterm.sessions.session import close_session
 
         progress = self._checked(progress)
         import_engine(progress)
         if self.opened is None:
             loom = self._create(progress)
         else:
-            from loomterm.session import Session
+            from loomterm.sessions.session import Session
 
             session = Session.open(
                 self.opened.path,
@@ -533,7 +533,7 @@ class SessionOpening:
     def _create(self, progress: ProgressCallback | None) -> Loom:
         from loomterm.engine import Loom
         from loomterm.engine.open import RunnerOptions, open_runner
-        from loomterm.session import save_loom
+        from loomterm.sessions.session import save_loom
 
         options = self.options
         tree = self.preview().tree

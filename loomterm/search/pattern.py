@@ -64,7 +64,7 @@ class Matcher:
     """A compiled query.
 
     Attributes:
-        source: The pattern as Python reads it (for ``loomterm.search_reach``).
+        source: The pattern as Python reads it (for ``loomterm.search.reach``).
         flags: Python's flags of the pattern, its inline ones included.
         engine: ``"re2"``, ``"regex"`` (backtracking, with a deadline) or ``"re"``
             (plain text).

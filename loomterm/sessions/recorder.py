@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from loomterm.engine.text import PieceMaker
 from loomterm.errors import LoomError, SessionError
-from loomterm.kv_snapshot import save_kv_snapshot
+from loomterm.sessions.kv_snapshot import save_kv_snapshot
 from loomterm.store import Caret, SessionData, SessionStore, Typed
 from loomterm.store.journal import Journal, node_state, token_state
 from loomterm.tree import Node
@@ -434,7 +434,7 @@ class SessionRecorder:
             typed=self.typed,
         )
         if store.missing():
-            from loomterm.model_identity import model_record
+            from loomterm.sessions.identity import model_record
 
             record = model_record(loom)
             store.close()

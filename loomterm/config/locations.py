@@ -12,7 +12,7 @@ from pathlib import Path
 
 from platformdirs import user_cache_dir, user_config_dir, user_data_dir, user_documents_dir
 
-from loomterm.cpu_target import this_build_name
+from loomterm.config.cpu_target import this_build_name
 
 APP_NAME = "loomterm"
 # The test suite's cache (tests/conftest.py): its llama.cpp build is found from here too.

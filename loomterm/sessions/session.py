@@ -1,11 +1,11 @@
 """Sessions: a live :class:`~loomterm.engine.Loom` and the file it is recorded in.
 
 - :class:`Session` wraps a Loom from outside: ``Session.create`` writes the whole tree
-  and attaches a :class:`~loomterm.recorder.SessionRecorder` that streams every later
+  and attaches a :class:`~loomterm.sessions.recorder.SessionRecorder` that streams every later
   change into the file; ``Session.open`` rebuilds the tree from a file on the same
   model (checked by fingerprint; a different model is refused unless the caller asks
   to open read-only or to re-tokenize the text); ``close`` flushes and, with the
-  ``kv_snapshot`` setting, writes a KV snapshot (``loomterm.kv_snapshot``).
+  ``kv_snapshot`` setting, writes a KV snapshot (``loomterm.sessions.kv_snapshot``).
 - :func:`resolve_session` / :func:`list_sessions`: names under ``sessions_dir()``.
 - :func:`import_session`: other looms' trees and loomterm JSON as new sessions.
 
@@ -26,12 +26,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loomterm import store as store_mod
+from loomterm.config.locations import sessions_dir
 from loomterm.engine.text import PieceMaker
 from loomterm.errors import SessionError
-from loomterm.kv_snapshot import load_kv_snapshot, save_kv_snapshot, snapshot_path
-from loomterm.locations import sessions_dir
-from loomterm.model_identity import mismatch_error, model_record, same_model
-from loomterm.recorder import FLUSH_INTERVAL, SessionRecorder, alternative_ids
+from loomterm.sessions.identity import mismatch_error, model_record, same_model
+from loomterm.sessions.kv_snapshot import load_kv_snapshot, save_kv_snapshot, snapshot_path
+from loomterm.sessions.recorder import FLUSH_INTERVAL, SessionRecorder, alternative_ids
 from loomterm.store import (
     SESSION_SUFFIX,
     Caret,
@@ -219,7 +219,7 @@ class Session:
         self.recorder.close()
 
     def save_snapshot(self) -> Path:
-        """Write the cursor path's KV beside the file now (``loomterm.kv_snapshot``)."""
+        """Write the cursor path's KV beside the file now (``loomterm.sessions.kv_snapshot``)."""
         return save_kv_snapshot(self.loom, self.path)
 
     @classmethod
@@ -305,7 +305,7 @@ class Session:
                 )
             restored = matches and _restore_kv(loom, path, how.kv_snapshot)
             if how.reattach:
-                from loomterm.session_models import reattach_models
+                from loomterm.sessions.models import reattach_models
 
                 reattach_models(
                     loom, data, how.progress, how.on_note, how.loaded_models, path.name,
@@ -365,7 +365,7 @@ class OpenOptions:
             used instead of loading or connecting to ``model``; checked against the
             session's like any other.
         reattach: Attach again the other models the session had attached and make the
-            one that was active active again (``session_models``); one that cannot come
+            one that was active active again (``sessions.models``); one that cannot come
             back is a one-line note (``on_note``, default a warning) and stays
             recorded. ``loaded_models``: local models already in memory that may serve
             instead of loading them again.
@@ -493,9 +493,9 @@ def _retokenize_file(
 def _loom_for(data: SessionData, loaded: Any, remote: bool, how: OpenOptions, path: Path) -> Loom:
     """A Loom over ``data``'s tree on ``loaded``, with the file's settings, context
     versions, models and cursor."""
+    from loomterm.config.settings import Settings
     from loomterm.engine import Loom
     from loomterm.engine.open import runner_for
-    from loomterm.settings import Settings
 
     loom = Loom(runner_for(loaded, _runner_options(how)), tree=data.tree)
     settings, notes = Settings.from_stored(data.settings)
@@ -733,8 +733,8 @@ def imported_settings(stored: dict[str, Any], loaded: Any) -> dict[str, Any]:
     """The settings of a tree imported from another loom: its own where it has any
     sampler, else the samplers a new session starts with (llama.cpp's, then the
     model's generation_config), not loomterm's neutral defaults."""
-    from loomterm.presets import starting_samplers
-    from loomterm.settings import Settings
+    from loomterm.config.presets import starting_samplers
+    from loomterm.config.settings import Settings
 
     if any(Settings.SPECS[name].sampling for name in stored if name in Settings.SPECS):
         return stored

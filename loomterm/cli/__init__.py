@@ -12,10 +12,10 @@ import re
 import sys
 import warnings
 
-from loomterm.cli_types import argument_type
+from loomterm.cli.arguments import argument_type
+from loomterm.config.settings import EngineOptions
 from loomterm.errors import LoomError
 from loomterm.sanitize import safe_line, say
-from loomterm.settings import EngineOptions
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,7 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    from loomterm import cli_bench, cli_build, cli_generate, cli_sessions, cli_weave
+    from loomterm.cli import bench as cli_bench
+    from loomterm.cli import build as cli_build
+    from loomterm.cli import generate as cli_generate
+    from loomterm.cli import sessions as cli_sessions
+    from loomterm.cli import weave as cli_weave
 
     cli_generate.register(sub, engine)
     cli_weave.register(sub, engine)
@@ -149,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
             check_models(args)  # a path typo answers now, before torch is imported
         if getattr(args, "handler", None) is not None:
             return int(args.handler(args) or 0)
-        from loomterm import cli_run
+        from loomterm.cli import run as cli_run
 
         return int(cli_run.run(args) or 0)
     except LoomError as exc:
@@ -171,7 +175,3 @@ def _end_progress() -> None:
     progress = sys.modules.get("loomterm.progress")
     if progress is not None:
         progress.end_progress_line()
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

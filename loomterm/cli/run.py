@@ -3,7 +3,7 @@
 - ``loomterm`` opens the most recent session, or starts a new one on the default model.
 - ``loomterm -s NAME|PATH`` opens that session, or creates it if it does not exist.
 - The engine options (``--model``, ``--device``, ``--dtype``, ``--n-ctx``,
-  ``--kv-budget``: :class:`~loomterm.settings.EngineOptions`) reach every Loom built.
+  ``--kv-budget``: :class:`~loomterm.config.settings.EngineOptions`) reach every Loom built.
 - A session reopened in the editor attaches again the other models it had attached and
   makes the active one active again (``Session.open(reattach=True)``); one that cannot
   come back is a one-line warning. ``--attach [NAME=]MODEL`` (repeatable) attaches more.
@@ -23,13 +23,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from loomterm.config.settings import EngineOptions
 from loomterm.errors import LoomError
 from loomterm.sanitize import for_stream, say
-from loomterm.settings import EngineOptions
 
 if TYPE_CHECKING:
     from loomterm.engine import Loom
-    from loomterm.session_open import SessionOpening
+    from loomterm.sessions.opening import SessionOpening
 
 # Tokens of a ``--prompt`` completion (a quick check, shorter than a session's default).
 PROMPT_TOKENS = 48
@@ -67,7 +67,7 @@ def run_loaded(args: argparse.Namespace) -> int:
     """The editor on a session whose model is loaded first (see :func:`run_editor`)."""
     before = sessions_now(_asked_for(args))  # before open_session writes a new one
     loom, name = open_session(args)
-    from loomterm.session import close_session
+    from loomterm.sessions.session import close_session
     from loomterm.tui.sessions import is_read_only, session_file
 
     app = None
@@ -92,10 +92,10 @@ def run_loaded(args: argparse.Namespace) -> int:
 def plan_opening(args: argparse.Namespace) -> tuple[SessionOpening, str] | None:
     """The session to open with the model loading in the background, and its name;
     None when the editor must wait for the model (see :func:`run_editor`)."""
-    from loomterm.session import list_sessions, read_file, session_path
-    from loomterm.session_open import SessionOpening, same_as_recorded
+    from loomterm.sessions.defaults import start_new_session
+    from loomterm.sessions.opening import SessionOpening, same_as_recorded
+    from loomterm.sessions.session import list_sessions, read_file, session_path
     from loomterm.store import SESSION_SUFFIX
-    from loomterm.tui.defaults import start_new_session
 
     if getattr(args, "retokenize", False) or not (sys.stdin.isatty() and sys.stdout.isatty()):
         return None
@@ -138,7 +138,7 @@ def plan_opening(args: argparse.Namespace) -> tuple[SessionOpening, str] | None:
 
 def run_opening(opening: SessionOpening, name: str) -> int:
     """Run the editor on ``opening``'s preview while its model loads."""
-    from loomterm.session import close_session
+    from loomterm.sessions.session import close_session
     from loomterm.tui.app import LoomApp
 
     before = sessions_now(opening.path)  # before reserve() makes a new session's file
@@ -190,7 +190,7 @@ def _leave_abandoned_load(opening: SessionOpening, code: int) -> None:
 def _give_up_loading(app) -> None:
     """The editor quit while a session switched to was loading its model: give its file
     back (and close its session if the load finished meanwhile)."""
-    from loomterm.session import close_session
+    from loomterm.sessions.session import close_session
 
     loader = getattr(app, "loader", None)
     if loader is not None:
@@ -202,7 +202,7 @@ def _give_up_loading(app) -> None:
 def _asked_for(args: argparse.Namespace) -> Path | None:
     """The session file ``-s`` names, if it names one that can be."""
     from loomterm.errors import SessionError
-    from loomterm.session import session_path
+    from loomterm.sessions.session import session_path
 
     try:
         return session_path(args.session) if args.session else None
@@ -213,7 +213,7 @@ def _asked_for(args: argparse.Namespace) -> Path | None:
 def sessions_now(start: Path | None) -> set[Path]:
     """The session files there are before the editor runs (``start`` among them if it
     exists): what quitting calls saved rather than new."""
-    from loomterm.locations import sessions_dir
+    from loomterm.config.locations import sessions_dir
     from loomterm.store import SESSION_SUFFIX
 
     found = {p.resolve() for p in sessions_dir().glob(f"*{SESSION_SUFFIX}") if p.is_file()}
@@ -258,7 +258,7 @@ def say_how_it_ended(
 def _close_last(loom: Loom) -> None:
     """Close the session the editor ended in (it may have switched); one that holds
     nothing is deleted, so a start quit with nothing written leaves no session."""
-    from loomterm.session import close_session
+    from loomterm.sessions.session import close_session
     from loomterm.tui.sessions import discard_if_empty
 
     close_session(loom)
@@ -268,7 +268,7 @@ def _close_last(loom: Loom) -> None:
 def open_session(args: argparse.Namespace) -> tuple[Loom, str]:
     """The Loom to edit and its session's name, with load progress on stderr."""
     from loomterm.progress import end_progress_line, print_progress
-    from loomterm.session import list_sessions, open_loom, session_path
+    from loomterm.sessions.session import list_sessions, open_loom, session_path
     from loomterm.store import SESSION_SUFFIX, ModelMismatchError
 
     options = EngineOptions.from_args(args)
@@ -314,7 +314,7 @@ def say_new_session(name: str, model: str, backends: tuple[str, str] | None = No
 def switched_backend(record: dict, options: EngineOptions) -> tuple[str, str] | None:
     """``(recorded, asked)`` backends when ``options`` asks for the model of a session's
     ``record`` (by name) on another backend than it was made on; else None."""
-    from loomterm.session_open import model_label
+    from loomterm.sessions.opening import model_label
 
     if not options.model:
         return None
@@ -339,7 +339,7 @@ def require_terminal() -> None:
 def _open(
     open_loom, path: Path, args: argparse.Namespace, options: EngineOptions, progress
 ) -> Loom:
-    from loomterm.session import close_session
+    from loomterm.sessions.session import close_session
 
     loom = open_loom(
         path,
@@ -361,8 +361,8 @@ def _open(
 
 def _create(path: Path, args: argparse.Namespace, options: EngineOptions, progress) -> Loom:
     from loomterm.engine import Loom
-    from loomterm.session import save_loom
-    from loomterm.tui.defaults import start_new_session
+    from loomterm.sessions.defaults import start_new_session
+    from loomterm.sessions.session import save_loom
 
     loom = Loom.load(**options.load_kwargs(), progress=progress)
     start_new_session(loom)  # llama.cpp's samplers, or the model's generation_config
@@ -456,7 +456,7 @@ def run_prompt(args: argparse.Namespace) -> int:
     """Load the model, generate greedily from the prompt, stream the text to stdout
     (the import of torch is the first stage of the progress on stderr)."""
     from loomterm.progress import end_progress_line, print_progress
-    from loomterm.session_open import check_server, import_engine
+    from loomterm.sessions.opening import check_server, import_engine
 
     check_server(getattr(args, "model", None))  # absent: the default model
     try:

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from loomterm.presets import (
+from loomterm.config.presets import (
     SHIPPED,
     START_PRESET,
     config_sampling,
     starting_samplers,
 )
-from loomterm.settings import Settings
+from loomterm.config.settings import Settings
 
 if TYPE_CHECKING:
     from loomterm.engine import Loom
@@ -62,7 +62,7 @@ def sources(loom: Loom, settings: Settings | None = None) -> dict[str, str]:
     preset_name = settings.preset or ""
     preset_values = SHIPPED.get(preset_name, {}) if preset_name else {}
     if preset_name and preset_name not in SHIPPED:
-        from loomterm.presets import load_presets
+        from loomterm.config.presets import load_presets
 
         found = load_presets()[0].get(preset_name)
         preset_values = found.values if found is not None else {}

@@ -2,8 +2,8 @@
 values and description), :func:`setting`, :func:`sampler` and :func:`option` to declare
 fields, and the helpers that read a declared dataclass's specs and validate it.
 
-The tables themselves (:class:`~loomterm.settings.Settings`,
-:class:`~loomterm.settings.EngineOptions`) live in :mod:`loomterm.settings`, which
+The tables themselves (:class:`~loomterm.config.settings.Settings`,
+:class:`~loomterm.config.settings.EngineOptions`) live in :mod:`loomterm.config.settings`, which
 re-exports all of this. Standard library and ``loomterm.errors`` only.
 """
 

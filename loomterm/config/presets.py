@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loomterm.config.locations import config_dir
+from loomterm.config.settings import SettingError, Settings
 from loomterm.errors import InputError
-from loomterm.locations import config_dir
-from loomterm.settings import SettingError, Settings
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -16,9 +16,9 @@ import sys
 
 def register(sub: argparse._SubParsersAction, engine: argparse.ArgumentParser) -> None:
     """Add the ``weave`` subcommand (``engine``: the engine options' parent parser)."""
-    from loomterm.cli_generate import overridable
-    from loomterm.cli_types import argument_type
-    from loomterm.settings import Settings
+    from loomterm.cli.arguments import argument_type
+    from loomterm.cli.generate import overridable
+    from loomterm.config.settings import Settings
 
     parser = sub.add_parser(
         "weave",
@@ -73,7 +73,7 @@ def count(top: int):
 
 
 def run(args: argparse.Namespace) -> int:
-    from loomterm.cli_generate import session_run
+    from loomterm.cli.generate import session_run
     from loomterm.engine.loom.weave import WeaveRequest, weave
     from loomterm.sanitize import for_stream, say
 

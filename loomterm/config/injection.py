@@ -88,7 +88,7 @@ class ContextSpec:
 
     @classmethod
     def from_settings(cls, settings: Any) -> ContextSpec:
-        """The spec in a :class:`~loomterm.settings.Settings` (or any object with the
+        """The spec in a :class:`~loomterm.config.settings.Settings` (or any object with the
         four attributes)."""
         return cls(
             settings.memory,

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from loomterm.atomic import atomic_path
 from loomterm.errors import SessionError
-from loomterm.model_identity import model_record, same_model
+from loomterm.sessions.identity import model_record, same_model
 from loomterm.store import SESSION_SUFFIX, pack_tokens
 
 if TYPE_CHECKING:

@@ -27,11 +27,11 @@ def run(args: argparse.Namespace) -> int:
     """Load the model, run the plan, print the table (and write the JSON)."""
     from loomterm.bench.report import format_table, write_json
     from loomterm.bench.runner import NOTES, SERVER_NOTES, BenchPlan, run_bench, run_server_bench
+    from loomterm.config.settings import EngineOptions
     from loomterm.engine.models.load import end_progress_line, print_progress
     from loomterm.engine.open import RunnerOptions, load
     from loomterm.engine.remote import is_server_url
     from loomterm.engine.threads import use_threads
-    from loomterm.settings import EngineOptions
 
     def log(text: str) -> None:
         say(f"bench: {text}")

@@ -15,7 +15,7 @@ name as llama.cpp spells it, and the same field in ``engine.sample.chain.Samplin
 adding an engine option is one line in :class:`EngineOptions` declared with
 :func:`option`. Strings from a dialog or the command line go through :func:`parse`.
 How a field is declared and checked (:class:`Spec`, :func:`setting`...) lives in
-:mod:`loomterm.setting_specs`; this module re-exports it.
+:mod:`loomterm.config.specs`; this module re-exports it.
 
 Standard library and ``loomterm.errors`` only: no torch here, so the CLI parser, the
 session store and the UI can all use it cheaply.
@@ -27,11 +27,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from loomterm.injection import check_world_info
+from loomterm.config.injection import check_world_info
 
-# How a field is declared and checked lives in ``setting_specs``; its names are
+# How a field is declared and checked lives in ``config.specs``; its names are
 # re-exported here, where code and tests have always imported them from.
-from loomterm.setting_specs import (  # noqa: F401 - re-exported
+from loomterm.config.specs import (  # noqa: F401 - re-exported
     FALSE_WORDS,
     KINDS,
     META_KEY,
@@ -103,7 +103,7 @@ class Settings:
     dynatemp_exponent: float = sampler(1.0, "Dynamic temperature exponent", "how the entropy maps onto the range", at_least=0)  # fmt: skip
     logit_bias: dict[str, float | str] = sampler({}, "Logit bias", 'per token id or text: a bias, or "never" (e.g. "the":-2, 50256:never)')  # fmt: skip
     # -- generation and the engine ---------------------------------------------------
-    preset: str = setting("", "Preset", "the sampler preset these settings started from (loomterm.presets)", dialog=False)  # fmt: skip
+    preset: str = setting("", "Preset", "the sampler preset these settings started from (loomterm.config.presets)", dialog=False)  # fmt: skip
     banned_strings: tuple[str, ...] = setting((), "Banned phrases", "phrases a continuation never contains: decoding goes back and samples again")  # fmt: skip
     banned_strings_ignore_case: bool = setting(False, "Ban ignoring case", "match banned phrases without regard to case")  # fmt: skip
     max_new_tokens: int = setting(128, "Max new tokens", "tokens per generation (ctrl+g, ctrl+n)", at_least=1, at_most=100_000)  # fmt: skip

@@ -13,13 +13,13 @@ the root to the end of the node) that end in it. A match is reported once, at th
 where it ends (every path through that node holds it), with its offset in that path's
 text. However far back a match starts, it is found, and matches never overlap, as on
 the whole path: the search of a node resumes the scan of its parent where the text
-below could not have changed it (``loomterm.search_reach`` works out how far back that
+below could not have changed it (``loomterm.search.reach`` works out how far back that
 is for a pattern: a few characters for a plain query or ``\\b\\w+ly\\b``, a line for
 ``.*``). A pattern that can match across any amount of text (``(?s).*``) must read each
 path whole for every node; on a large tree it is refused as too costly, in one line.
 
 Patterns run in linear time (RE2) wherever RE2 can say them, else on a backtracking
-engine with a deadline (``loomterm.search_pattern``); a search takes ``stopped`` (checked
+engine with a deadline (``loomterm.search.pattern``); a search takes ``stopped`` (checked
 between nodes) and ``deadline``, so the editor runs it on a worker and drops it when a
 newer one starts.
 
@@ -41,14 +41,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from loomterm.errors import InputError
-from loomterm.search_pattern import (
+from loomterm.search.pattern import (
     Matcher,
     PatternTooSlow,
     SearchStopped,
     compile_query,
     python_pattern,
 )
-from loomterm.search_reach import Reach, analyse
+from loomterm.search.reach import Reach, analyse
 from loomterm.tree import Node
 
 COSTLY = 250_000  # tokens a barrier-less pattern may read in all (``_check_cost``)
@@ -68,7 +68,7 @@ class Query:
     Attributes:
         text: The text, or the pattern when ``regex``.
         regex: Read ``text`` as a Python regular expression (``^`` and ``$`` match at
-            line ends), run by RE2 where it can (``loomterm.search_pattern``).
+            line ends), run by RE2 where it can (``loomterm.search.pattern``).
         case: Match case exactly (default: case-insensitive).
         archived: Search archived (hidden) branches too (default: left out, as the
             branch pane leaves them out).
@@ -87,7 +87,7 @@ class Query:
 
     def matcher(self) -> Matcher:
         """What the search matches with: RE2, or a backtracking engine with a deadline
-        (``loomterm.search_pattern``)."""
+        (``loomterm.search.pattern``)."""
         return compile_query(self.text, self.regex, self.case)
 
 
@@ -251,7 +251,7 @@ def is_archived(node: Node) -> bool:
 def _stable_start(reach: Reach, texts: list[str], starts: list[int]) -> int:
     """The last start, in the path's text, where an attempt of the pattern reads only
     text of the path as it is (-1: none): whatever text comes below, the attempts at
-    it and before it end the same (``loomterm.search_reach``)."""
+    it and before it end the same (``loomterm.search.reach``)."""
     end = starts[-1] + len(texts[-1])
     if reach.bounded:
         return end - reach.count

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from loomterm.settings import SettingError, Spec
+from loomterm.config.settings import SettingError, Spec
 
 
 def argument_type(spec: Spec):

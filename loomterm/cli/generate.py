@@ -23,15 +23,15 @@ from loomterm.sanitize import for_stream, say
 def overridable() -> list[str]:
     """The session settings one run of ``generate`` may change (not saving them): every
     sampling knob, and ``max_new_tokens``."""
-    from loomterm.settings import Settings
+    from loomterm.config.settings import Settings
 
     return [n for n, spec in Settings.SPECS.items() if spec.sampling or n == "max_new_tokens"]
 
 
 def register(sub: argparse._SubParsersAction, engine: argparse.ArgumentParser) -> None:
     """Add the ``generate`` subcommand (``engine``: the engine options' parent parser)."""
-    from loomterm.cli_types import argument_type
-    from loomterm.settings import Settings
+    from loomterm.cli.arguments import argument_type
+    from loomterm.config.settings import Settings
 
     parser = sub.add_parser(
         "generate",
@@ -60,17 +60,17 @@ def open_or_create(args: argparse.Namespace):
     editor's starting samplers (llama.cpp's, or the model's generation_config, not the
     neutral raw distribution). Shared by ``generate`` and ``weave``."""
     from loomterm.progress import end_progress_line, print_progress
-    from loomterm.session_open import check_server, import_engine
+    from loomterm.sessions.opening import check_server, import_engine
 
     check_server(getattr(args, "model", None))  # absent: the session's recorded model
     try:
         import_engine(print_progress)  # torch: the first stage on stderr, not a silence
     finally:
         end_progress_line()
+    from loomterm.config.settings import EngineOptions
     from loomterm.engine import Loom
-    from loomterm.session import open_loom, save_loom, session_path
-    from loomterm.settings import EngineOptions
-    from loomterm.tui.defaults import start_new_session
+    from loomterm.sessions.defaults import start_new_session
+    from loomterm.sessions.session import open_loom, save_loom, session_path
 
     options = EngineOptions.from_args(args)
     path = session_path(args.session)
@@ -109,7 +109,7 @@ def session_run(args: argparse.Namespace, echo_prompt: bool = False) -> Iterator
     run's ``cancel`` meanwhile; on the way out the session is closed. Shared by
     ``generate`` and ``weave``."""
     from loomterm.errors import InputError
-    from loomterm.session import close_session
+    from loomterm.sessions.session import close_session
 
     loom = open_or_create(args)
     cancel = threading.Event()

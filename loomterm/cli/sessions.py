@@ -68,7 +68,7 @@ def register(sub: argparse._SubParsersAction, engine: argparse.ArgumentParser) -
 
 def run_export(args: argparse.Namespace) -> int:
     from loomterm import export
-    from loomterm.session import load_session
+    from loomterm.sessions.session import load_session
 
     output = None if args.output == "-" else args.output
     if output:  # refused before the session is even read
@@ -101,8 +101,8 @@ def run_import(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from loomterm import export
-    from loomterm.session import import_session, session_path
-    from loomterm.settings import EngineOptions
+    from loomterm.config.settings import EngineOptions
+    from loomterm.sessions.session import import_session, session_path
 
     options = EngineOptions.from_args(args)
     unused = [f"--{k.replace('_', '-')}" for k, v in options.loom_kwargs().items() if v is not None]
@@ -126,8 +126,8 @@ def run_import(args: argparse.Namespace) -> int:
 
 
 def run_sessions(args: argparse.Namespace) -> int:
-    from loomterm.locations import sessions_dir
-    from loomterm.session import list_sessions
+    from loomterm.config.locations import sessions_dir
+    from loomterm.sessions.session import list_sessions
 
     summaries = list_sessions()
     if not summaries:
