@@ -6,31 +6,39 @@
   model (checked by fingerprint; a different model is refused unless the caller asks
   to open read-only or to re-tokenize the text); ``close`` flushes and, with the
   ``kv_snapshot`` setting, writes a KV snapshot (``loomterm.sessions.kv_snapshot``).
-- :func:`resolve_session` / :func:`list_sessions`: names under ``sessions_dir()``.
-- :func:`import_session`: other looms' trees and loomterm JSON as new sessions.
+- :func:`resolve_session` / :func:`list_sessions`: names under ``sessions_dir()``
+  (``loomterm.sessions.names``).
+- :func:`import_session`: other looms' trees and loomterm JSON as new sessions
+  (``loomterm.sessions.importing``).
+- How a session is opened, its file read and its model loaded: ``loomterm.sessions.loading``.
 
 The engine is imported lazily: resolving names and listing sessions stay light.
 """
 
 from __future__ import annotations
 
-import difflib
 import os
-import shutil
-import time
-import warnings
 import weakref
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loomterm import store as store_mod
-from loomterm.config.locations import sessions_dir
 from loomterm.engine.text import PieceMaker
 from loomterm.errors import SessionError
 from loomterm.sessions.identity import mismatch_error, model_record, same_model
+from loomterm.sessions.importing import import_session, retokenized
 from loomterm.sessions.kv_snapshot import load_kv_snapshot, save_kv_snapshot, snapshot_path
+from loomterm.sessions.loading import (
+    OpenedFile,
+    OpenOptions,
+    loom_for,
+    model_for,
+    read_file,
+    restore_kv,
+    retokenize_file,
+)
+from loomterm.sessions.names import list_sessions, resolve_session, session_path
 from loomterm.sessions.recorder import FLUSH_INTERVAL, SessionRecorder, alternative_ids
 from loomterm.store import (
     SESSION_SUFFIX,
@@ -38,61 +46,12 @@ from loomterm.store import (
     ModelMismatchError,
     SessionData,
     SessionStore,
-    SessionSummary,
     Typed,
 )
 
 if TYPE_CHECKING:
     from loomterm.engine import Loom
-    from loomterm.engine.models.load import LoadedModel
     from loomterm.tree import Node
-
-
-# -- names ----------------------------------------------------------------------------
-
-
-def session_path(name_or_path: str | os.PathLike) -> Path:
-    """Where a session name or path points (it need not exist yet).
-
-    Anything that looks like a path (has a folder separator, ends in ``.loom``, or is
-    an existing file) is a path; anything else is a name under ``sessions_dir()``.
-    """
-    text = os.fspath(name_or_path)
-    path = Path(text).expanduser()
-    separators = [sep for sep in (os.sep, os.altsep) if sep]
-    if path.suffix == SESSION_SUFFIX or any(sep in text for sep in separators) or path.is_file():
-        return path
-    if not text or text.startswith("."):
-        raise SessionError(f"{text!r} is not a usable session name")
-    return sessions_dir() / f"{text}{SESSION_SUFFIX}"
-
-
-def resolve_session(name_or_path: str | os.PathLike) -> Path:
-    """The file of an existing session, or :class:`SessionError` listing close names."""
-    path = session_path(name_or_path)
-    if path.is_file():
-        return path
-    wanted = path.name.removesuffix(SESSION_SUFFIX)
-    names = sorted(p.name.removesuffix(SESSION_SUFFIX) for p in _session_files())
-    close = difflib.get_close_matches(wanted, names, n=5, cutoff=0.5)
-    if close:
-        hint = "close matches: " + ", ".join(close)
-    elif names:
-        hint = f"{len(names)} session(s) exist; see 'loomterm sessions'"
-    else:
-        hint = f"no sessions saved yet in {sessions_dir()}"
-    raise SessionError(f"no session named {wanted!r} ({hint})")
-
-
-def _session_files() -> list[Path]:
-    return [p for p in sessions_dir().glob(f"*{SESSION_SUFFIX}") if p.is_file()]
-
-
-def list_sessions() -> list[SessionSummary]:
-    """Every session under ``sessions_dir()``, newest change first. Damaged files are
-    listed with their ``error`` set rather than hidden."""
-    summaries = [store_mod.summarize(path) for path in _session_files()]
-    return sorted(summaries, key=lambda s: s.modified, reverse=True)
 
 
 _sessions: weakref.WeakKeyDictionary[Loom, Session] = weakref.WeakKeyDictionary()
@@ -285,7 +244,7 @@ class Session:
         opened = how.opened or read_file(path, how.read_only)
         path, store, data = opened.path, opened.store, opened.data
         try:
-            loaded, remote = _model_for(data, path, how)
+            loaded, remote = model_for(data, path, how)
             # A session made while its model loaded holds no token yet: it is this model's.
             bind = is_provisional(data)
             matches = bind or same_model(data.model.get("fingerprint"), loaded.fingerprint)
@@ -296,14 +255,14 @@ class Session:
             else:
                 pieces = PieceMaker.for_tokenizer(loaded.tokenizer)
             if not matches:
-                data = _retokenize_file(data, loaded, pieces, store, path)
-            loom = _loom_for(data, loaded, remote, how, path)
+                data = retokenize_file(data, loaded, pieces, store, path)
+            loom = loom_for(data, loaded, remote, how, path)
             check_vocabulary(data, loom.runner.vocab_size, path)
             if bind and store is not None:
                 store.write_tree(
                     data.tree, pieces.node_pieces, data.cursor_node, model_record(loom)
                 )
-            restored = matches and _restore_kv(loom, path, how.kv_snapshot)
+            restored = matches and restore_kv(loom, path, how.kv_snapshot)
             if how.reattach:
                 from loomterm.sessions.models import reattach_models
 
@@ -341,59 +300,6 @@ def check_vocabulary(data: SessionData, vocab_size: int, path: Path) -> None:
                 )
 
 
-@dataclass(frozen=True)
-class OpenOptions:
-    """How :meth:`Session.open` opens a session.
-
-    Attributes:
-        model: The model to use; None means the one the session was made with.
-        device, dtype, quant, n_ctx, kv_budget: How to load a local model and size
-            its cache (the engine options of the same names).
-        progress: ``progress(stage, done, total)`` while loading and prefilling.
-        read_only: Do not lock the file or write to it; changes stay in memory.
-        retokenize: If ``model`` differs from the session's, re-tokenize every node's
-            text with it (the old file is kept as ``<file>.<time>.bak``; logprobs and
-            alternatives, which belonged to the old model, are dropped). With
-            ``read_only`` a different model gets a re-tokenized copy in memory.
-        kv_snapshot: Use (and on close, refresh) a KV snapshot beside the file.
-            None: use one if present.
-        server_kind, server_model: For a session on a server (its model source is a
-            URL): override the kind and model it recorded.
-        backend, threads: As ``Loom.load``; ``"auto"`` reopens a session made on
-            llama.cpp (``--backend llama.cpp``) on llama.cpp again.
-        loaded: A model already loaded (the editor's, to switch sessions in place):
-            used instead of loading or connecting to ``model``; checked against the
-            session's like any other.
-        reattach: Attach again the other models the session had attached and make the
-            one that was active active again (``sessions.models``); one that cannot come
-            back is a one-line note (``on_note``, default a warning) and stays
-            recorded. ``loaded_models``: local models already in memory that may serve
-            instead of loading them again.
-        opened: The file already read (and locked) by :func:`read_file`, whose tree the
-            editor showed while this loads the model: the Loom adopts that very tree.
-    """
-
-    model: str | None = None
-    device: str = "auto"
-    dtype: str = "auto"
-    n_ctx: int | None = None
-    kv_budget: int | str | None = None
-    progress: Callable[..., None] | None = None
-    read_only: bool = False
-    retokenize: bool = False
-    kv_snapshot: bool | None = None
-    server_kind: str | None = None
-    server_model: str | None = None
-    loaded: LoadedModel | None = None
-    quant: str | None = "none"
-    reattach: bool = False
-    loaded_models: Sequence[LoadedModel] = ()
-    on_note: Callable[[str], None] | None = None
-    backend: str = "auto"
-    threads: int | None = None
-    opened: OpenedFile | None = None
-
-
 SIDES = ("-wal", "-shm")  # SQLite's files beside a session's
 
 
@@ -425,184 +331,6 @@ def is_provisional(data: SessionData) -> bool:
     )
 
 
-def _model_for(data: SessionData, path: Path, how: OpenOptions) -> tuple[Any, bool]:
-    """The model to open ``data`` on (loaded, connected or the caller's), and whether
-    it is a runner already (a server, llama.cpp): the Loom is then made on it as it is."""
-    from loomterm.engine.models.load import LoadedModel
-    from loomterm.engine.remote import is_server_url
-
-    if how.loaded is not None:
-        return how.loaded, False  # the caller's model, checked against the session's
-    source = how.model or data.model.get("source")
-    if not source:
-        raise SessionError(f"session {path.name} records no model: pass one with --model")
-    if is_server_url(source):
-        overrides = {"kind": how.server_kind, "model_arg": how.server_model}
-        named_by = "user" if how.model else "file"  # a file's URL gets no key unasked
-        return _connect_server(data, source, how.read_only, overrides, named_by), True
-    from loomterm.engine.open import load
-
-    # ``auto`` keeps the backend the session ran on for its own model (a record without
-    # one ran on torch); another model takes ``auto``'s own choice.
-    own = how.model is None or _same_source(how.model, data.model.get("source"))
-    recorded = str(data.model.get("backend") or "torch") if own else None
-    model = load(source, _runner_options(how), how.progress, recorded)
-    return model, not isinstance(model, LoadedModel)
-
-
-def _same_source(given: str, recorded: Any) -> bool:
-    """Whether the model value ``given`` names the recorded source (a path resolved)."""
-    if not isinstance(recorded, str):
-        return False
-    if given == recorded:
-        return True
-    try:
-        return Path(given).expanduser().resolve() == Path(recorded).expanduser().resolve()
-    except (OSError, ValueError):
-        return False
-
-
-def _runner_options(how: OpenOptions):
-    """``how``'s engine options as ``engine.open.RunnerOptions``."""
-    from loomterm.engine.open import RunnerOptions
-
-    return RunnerOptions(
-        backend=how.backend,
-        threads=how.threads,
-        device=how.device,
-        dtype=how.dtype,
-        quant=how.quant,
-        n_ctx=how.n_ctx,
-        kv_budget=how.kv_budget,
-    )
-
-
-def _retokenize_file(
-    data: SessionData, loaded: Any, pieces: PieceMaker, store: SessionStore | None, path: Path
-) -> SessionData:
-    """``data`` re-tokenized for ``loaded``; a writable file is backed up, then
-    rewritten with the new tree."""
-    data = retokenized(data, loaded, pieces)
-    if store is not None:
-        backup = path.with_name(f"{path.name}.{time.strftime('%Y%m%d-%H%M%S')}.bak")
-        shutil.copy2(path, backup)
-        store.write_tree(data.tree, lambda n: data.pieces[n.id], data.cursor_node, model=data.model)
-    return data
-
-
-def _loom_for(data: SessionData, loaded: Any, remote: bool, how: OpenOptions, path: Path) -> Loom:
-    """A Loom over ``data``'s tree on ``loaded``, with the file's settings, context
-    versions, models and cursor."""
-    from loomterm.config.settings import Settings
-    from loomterm.engine import Loom
-    from loomterm.engine.open import runner_for
-
-    loom = Loom(runner_for(loaded, _runner_options(how)), tree=data.tree)
-    settings, notes = Settings.from_stored(data.settings)
-    notes += loom.contexts.versions.load(data.contexts)
-    for note in notes:
-        warnings.warn(f"session {path.name}: {note}", stacklevel=3)
-    loom.settings = settings
-    # Who wrote what: keys stay those of the file.
-    loom.adopt_models(data.models, data.model_state)
-    loom.cursor = data.cursor_node
-    if how.progress is not None:
-        loom.progress = how.progress
-    return loom
-
-
-def _restore_kv(loom: Loom, path: Path, kv_snapshot: bool | None) -> bool:
-    """Load the KV snapshot beside ``path`` when there is one and it may be used;
-    whether it was."""
-    snapshot = snapshot_path(path)
-    if loom.capabilities.node_kv and kv_snapshot is not False and snapshot.exists():
-        return load_kv_snapshot(loom, snapshot)
-    return False
-
-
-@dataclass
-class OpenedFile:
-    """A session file read without its model: its path, its store (locked; None when
-    read-only) and what it holds."""
-
-    path: Path
-    store: SessionStore | None
-    data: SessionData
-
-    def close(self) -> None:
-        """Give the file back (its lock) when no Session came to own it."""
-        if self.store is not None:
-            self.store.close()
-
-
-def read_file(path: str | os.PathLike, read_only: bool = False) -> OpenedFile:
-    """Read (and, unless ``read_only``, lock) a saved session: light, no model. The
-    first half of :meth:`Session.open`, which takes it as ``opened``."""
-    path = resolve_session(path)
-    if read_only:
-        return OpenedFile(path, None, store_mod.load(path))
-    store = SessionStore.open(path)  # validates first, then locks
-    try:
-        return OpenedFile(path, store, store.read())
-    except BaseException:
-        store.close()
-        raise
-
-
-def _connect_server(
-    data: SessionData,
-    url: str,
-    read_only: bool,
-    overrides: dict[str, str | None],
-    named_by: str = "file",
-) -> Any:
-    """The runner for a session on a server. Its recorded server options (kind, model,
-    tokenizer) are reused when the URL is the recorded one, unless ``overrides`` says
-    otherwise. Read-only, an unreachable server gives an offline runner that shows the
-    stored text."""
-    from loomterm.engine.remote import connect
-    from loomterm.engine.remote.http import public_url
-    from loomterm.engine.remote.runner import RemoteRunner
-    from loomterm.errors import ServerError, ServerModelError
-
-    record = (
-        data.model if public_url(str(data.model.get("source") or "")) == public_url(url) else {}
-    )
-    server = dict(record.get("server") or {})
-    server.update({key: value for key, value in overrides.items() if value})
-    options = dict(
-        server_kind=server.get("kind"),
-        server_model=server.get("model_arg"),
-        tokenizer=server.get("tokenizer_source"),
-    )
-    try:
-        return connect(url, **options, named_by=named_by)
-    except ServerModelError:
-        raise
-    except ServerError as exc:
-        if not read_only:
-            raise SessionError(
-                f"{exc}; session {data.name!r} can still be read with --read-only"
-            ) from None
-        record = dict(record, source=url, server=server)
-        return RemoteRunner.offline(record, _offline_codec(data, server), exc)
-
-
-def _offline_codec(data: SessionData, server: dict[str, Any]) -> Any:
-    """The recorded local tokenizer when it loads here, else the stored pieces' text."""
-    from loomterm.engine.remote.tokens import StoredTokenText, load_tokenizer
-    from loomterm.engine.text import TokenText
-    from loomterm.errors import LoomError
-
-    source = server.get("tokenizer_source")
-    if source:
-        try:
-            return TokenText(load_tokenizer(source))
-        except LoomError:
-            pass
-    return StoredTokenText.from_tree(data.tree.root.walk(), data.pieces)
-
-
 def save_loom(loom: Loom, path: str | os.PathLike, kv_snapshot: bool = False) -> Session:
     """``Session.create``: write ``loom`` to ``path`` and keep recording it there."""
     return Session.create(loom, path, kv_snapshot=kv_snapshot)
@@ -627,131 +355,12 @@ def _settle_approx(loom: Loom, recorder: SessionRecorder) -> None:
             recorder("update", node)
 
 
-def retokenized(data: SessionData, loaded: LoadedModel, pieces: PieceMaker) -> SessionData:
-    """``data`` with every node's text encoded by another model's tokenizer."""
-    from loomterm.export import retokenize_tree, text_tree_of
-
-    tree = retokenize_tree(text_tree_of(data), _encoder_of(loaded))
-    return SessionData(
-        tree=tree,
-        pieces={node.id: pieces.node_pieces(node) for node in tree.root.walk()},
-        cursor=data.cursor,
-        settings=data.settings,
-        contexts=data.contexts,
-        model=model_record(loaded),
-        vocab={},
-        created=data.created,
-        modified=data.modified,
-        name=data.name,
-        caret=data.caret,  # a character offset: the text, and so the place, is the same
-    )
-
-
-def _encoder_of(loaded: Any) -> Callable[[str, bool], list[int]]:
-    """A loaded model's tokenizer, or a runner's ``encode`` (a server without one here)."""
-    tokenizer = getattr(loaded, "tokenizer", None)
-    if tokenizer is not None:
-        return _encoder(tokenizer)
-    return lambda text, at_start: loaded.encode(text, at_start) if text else []
-
-
-def _encoder(tokenizer: Any) -> Callable[[str, bool], list[int]]:
-    def encode(text: str, at_start: bool) -> list[int]:
-        return list(tokenizer(text, add_special_tokens=at_start)["input_ids"]) if text else []
-
-    return encode
-
-
-# -- import ---------------------------------------------------------------------------
-
-
-def import_session(
-    source: SessionData | Any,
-    target: str | os.PathLike,
-    model: str | None = None,
-    device: str = "auto",
-    dtype: str = "auto",
-    quant: str | None = "none",
-) -> SessionData:
-    """Write an imported tree (from :func:`loomterm.export.read_import`) as a new session.
-
-    A loomterm tree with tokens is written as is, without loading any model, unless
-    ``model`` names a different one (then its text is re-tokenized). A text-only tree
-    is tokenized with ``model`` (None: the default model). A server the file names is
-    never contacted here: its tree is written as is, and opening the session connects
-    (asking before any key goes there, ``remote.credentials``).
-    """
-    from loomterm.engine.remote import is_server_url
-    from loomterm.export import TextTree, retokenize_tree
-
-    target = session_path(target)
-    if target.exists():
-        raise SessionError(f"a session already exists at {target}; choose another name")
-    named = source_model(source)
-    if (
-        isinstance(source, SessionData)
-        and model is None
-        and (source.model.get("fingerprint") or is_server_url(named))
-    ):
-        data = source
-    else:
-        from loomterm.engine.models.load import load_model
-        from loomterm.engine.remote import connect
-
-        # A server named by the file is not contacted: the default model tokenizes.
-        wanted = model or (None if is_server_url(named) else named)
-        if is_server_url(wanted):
-            loaded = connect(wanted)
-            pieces = PieceMaker(loaded.codec)
-        else:
-            loaded = load_model(wanted, device=device, dtype=dtype, quant=quant)
-            pieces = PieceMaker.for_tokenizer(loaded.tokenizer)
-        if isinstance(source, SessionData) and same_model(
-            source.model.get("fingerprint"), loaded.fingerprint
-        ):
-            data = source
-        elif isinstance(source, SessionData):
-            data = retokenized(source, loaded, pieces)
-        else:
-            assert isinstance(source, TextTree)
-            tree = retokenize_tree(source, _encoder_of(loaded))
-            data = SessionData(
-                tree=tree,
-                pieces={node.id: pieces.node_pieces(node) for node in tree.root.walk()},
-                cursor=source.cursor,
-                settings=imported_settings(source.settings, loaded),
-                model=model_record(loaded),
-                created=source.created_at,
-                modified=time.time(),
-                name=target.name.removesuffix(SESSION_SUFFIX),
-            )
-    store_mod.write_session(target, data).close()
-    return store_mod.load(target)
-
-
-def imported_settings(stored: dict[str, Any], loaded: Any) -> dict[str, Any]:
-    """The settings of a tree imported from another loom: its own where it has any
-    sampler, else the samplers a new session starts with (llama.cpp's, then the
-    model's generation_config), not loomterm's neutral defaults."""
-    from loomterm.config.presets import starting_samplers
-    from loomterm.config.settings import Settings
-
-    if any(Settings.SPECS[name].sampling for name in stored if name in Settings.SPECS):
-        return stored
-    config = getattr(getattr(loaded, "model", None), "generation_config", None)
-    return starting_samplers(Settings.from_stored(stored)[0], config).as_dict()
-
-
-def source_model(source: Any) -> str | None:
-    """The model an imported tree names, if any (text-only trees name none)."""
-    model = getattr(source, "model", None) or {}
-    return model.get("source") if isinstance(model, dict) else None
-
-
 __all__ = [
     "FLUSH_INTERVAL",
     "ModelMismatchError",
     "PieceMaker",
+    "OpenOptions",
+    "OpenedFile",
     "Session",
     "SessionRecorder",
     "close_session",
@@ -761,6 +370,7 @@ __all__ = [
     "load_session",
     "model_record",
     "open_loom",
+    "read_file",
     "record_caret",
     "record_export_folder",
     "resolve_session",
