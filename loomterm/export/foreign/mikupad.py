@@ -92,15 +92,16 @@ def _session(build: TreeBuilder, session: dict[str, Any], meta: dict[str, Any]) 
 
 
 def _runs(prompt: Any) -> list[tuple[str, Origin]]:
-    """The prompt's chunks joined into runs of one author: (text, origin)."""
-    runs: list[tuple[str, Origin]] = []
+    """The prompt's chunks joined into runs of one author: (text, origin). Each run's
+    pieces are joined once (adding to a string one token at a time is quadratic)."""
+    runs: list[tuple[list[str], Origin]] = []
     for chunk in prompt if isinstance(prompt, list) else []:
         if not isinstance(chunk, dict):
             continue
         origin = Origin.USER if chunk.get("type") == "user" else Origin.MODEL
         text = text_of(chunk.get("content"))
         if runs and runs[-1][1] == origin:
-            runs[-1] = (runs[-1][0] + text, origin)
+            runs[-1][0].append(text)
         elif text:
-            runs.append((text, origin))
-    return runs
+            runs.append(([text], origin))
+    return [("".join(pieces), origin) for pieces, origin in runs]
