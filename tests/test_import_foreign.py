@@ -97,6 +97,7 @@ def test_koboldai_retries_and_lite_branches_become_siblings(tmp_path):
         "worldinfo": [
             {"key": "ship, boat", "content": "A brig.", "keysecondary": ""},
             {"key": "", "content": "no key"},
+            {"key": "ship", "content": "A ghost ship.", "widisabled": True},
         ],  # fmt: skip
     }
     path = tmp_path / "story.json"
@@ -109,7 +110,8 @@ def test_koboldai_retries_and_lite_branches_become_siblings(tmp_path):
     assert tree.settings["authors_note"] == "[Author's note: dark]"
     assert tree.settings["world_info"]["entries"] == [{"keys": ["ship", "boat"], "text": "A brig."}]
     assert any("saved settings" in n for n in tree.notices)
-    assert any("world info" in n for n in tree.notices)
+    assert any("without keys or text" in n for n in tree.notices)
+    assert any("1 world info entry marked disabled" in n for n in tree.notices)
     assert "canary" not in repr(tree)
 
 
@@ -331,6 +333,11 @@ def test_a_mikupad_database_export_makes_a_branch_per_session(tmp_path):
     assert [tree.meta[n]["imported_name"] for n in tops] == ["Tale", "Other"]
     assert sorted(path_text(tree, leaf) for leaf in leaves(tree)) == ["Second story.", "The lighthouse keeper slept. Then"]  # fmt: skip
     assert "canary" not in repr(tree)
+    assert any("first session's memory" in n for n in tree.notices)
+    assert path_text(tree) == "Second story."  # the session mikupad had open
+    db["Sessions"][2]["value"] = 0
+    path.write_text(json.dumps(db, indent=2), encoding="utf-8")
+    assert path_text(read_import(path)) == "The lighthouse keeper slept. Then"
 
 
 def loomsidian_note() -> dict:
