@@ -97,6 +97,7 @@ def test_koboldai_retries_and_lite_branches_become_siblings(tmp_path):
         "worldinfo": [
             {"key": "ship, boat", "content": "A brig.", "keysecondary": ""},
             {"key": "", "content": "no key"},
+            {"key": "ship", "content": "A ghost ship.", "widisabled": True},
         ],  # fmt: skip
     }
     path = tmp_path / "story.json"
@@ -109,7 +110,8 @@ def test_koboldai_retries_and_lite_branches_become_siblings(tmp_path):
     assert tree.settings["authors_note"] == "[Author's note: dark]"
     assert tree.settings["world_info"]["entries"] == [{"keys": ["ship", "boat"], "text": "A brig."}]
     assert any("saved settings" in n for n in tree.notices)
-    assert any("world info" in n for n in tree.notices)
+    assert any("without keys or text" in n for n in tree.notices)
+    assert any("1 world info entry marked disabled" in n for n in tree.notices)
     assert "canary" not in repr(tree)
 
 
@@ -331,6 +333,11 @@ def test_a_mikupad_database_export_makes_a_branch_per_session(tmp_path):
     assert [tree.meta[n]["imported_name"] for n in tops] == ["Tale", "Other"]
     assert sorted(path_text(tree, leaf) for leaf in leaves(tree)) == ["Second story.", "The lighthouse keeper slept. Then"]  # fmt: skip
     assert "canary" not in repr(tree)
+    assert any("first session's memory" in n for n in tree.notices)
+    assert path_text(tree) == "Second story."  # the session mikupad had open
+    db["Sessions"][2]["value"] = 0
+    path.write_text(json.dumps(db, indent=2), encoding="utf-8")
+    assert path_text(read_import(path)) == "The lighthouse keeper slept. Then"
 
 
 def loomsidian_note() -> dict:
@@ -464,7 +471,135 @@ def test_a_tapestry_weave_is_refused_in_one_line():
     path = real("tapestry-loom/welcome.tapestry")
     with pytest.raises(ExportError) as caught:
         read_import(path)
-    assert "Tapestry" in str(caught.value) and "\n" not in str(caught.value)
+    assert "Tapestry" in str(caught.value) and "binary" in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+# Tapestry Loom's Obsidian plugin (its ``legacy`` branch, 2025) kept the weave in a note's
+# front matter, written by serialize-javascript. No such note is public (the code index
+# holds none), so these tests build notes in the shape that code writes: ``js`` is
+# serialize-javascript's output for the plugin's ``WeaveDocument`` (Maps and Sets as
+# constructors, ``<``, ``>`` and ``/`` escaped, an unset field ``undefined``).
+
+
+class JsMap(dict):
+    pass
+
+
+class JsSet(list):
+    pass
+
+
+UNDEFINED = object()
+
+
+def js(value) -> str:
+    if value is UNDEFINED:
+        return "undefined"
+    if isinstance(value, JsMap):
+        return "new Map([" + ",".join(f"[{js(k)},{js(v)}]" for k, v in value.items()) + "])"
+    if isinstance(value, JsSet):
+        return "new Set([" + ",".join(js(v) for v in value) + "])"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{js(k)}:{js(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(js(v) for v in value) + "]"
+    text = json.dumps(value, ensure_ascii=False)
+    return text.replace("<", "\\u003C").replace(">", "\\u003E").replace("/", "\\u002F")
+
+
+def tapestry_weave(current="C") -> dict:
+    """A weave: the writer's root, two model branches (one as tokens, bookmarked), a
+    child under one, and text that looks like the constructors inside strings."""
+    node = lambda ident, content, parent=None, model=None: {  # noqa: E731
+        "identifier": ident,
+        "content": content,
+        **({"model": model} if model else {}),
+        **({"parentNode": parent} if parent else {}),
+    }  # fmt: skip
+    return {
+        "identifier": "W",
+        "models": JsMap({"M": {"label": "llama-3-70b", "color": "#ff0000"}}),
+        "modelNodes": JsMap({"M": JsSet(["A", "B", "C"])}),
+        "nodes": JsMap(
+            {
+                "R": node("R", "The map said new Map([1]) undefined) </script>"),
+                "A": node("A", [[0.5, " and"], [0.25, " then"]], "R", "M"),
+                "B": node("B", " or else", "R", "M"),
+                "C": node("C", " it rained.", "A", "M"),
+            }
+        ),
+        "rootNodes": JsSet(["R"]),
+        "nodeChildren": JsMap({"R": JsSet(["A", "B"]), "A": JsSet(["C"])}),
+        "currentNode": current,
+        "bookmarks": JsSet(["B"]),
+    }
+
+
+def tapestry_note(weave: dict, compressed: bool = False) -> str:
+    import base64
+    import zlib
+
+    import yaml
+
+    serialized = js(weave)
+    if compressed:
+        packed = base64.b64encode(zlib.compress(serialized.encode("utf-8"))).decode("ascii")
+        front = {"tags": ["story"], "TapestryLoomWeaveCompressed": packed}
+    else:
+        front = {"tags": ["story"], "TapestryLoomWeave": serialized}
+    return "---\n" + yaml.safe_dump(front) + "---\nThe map said...\n"
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_a_tapestry_obsidian_note_imports_its_weave_without_running_it(tmp_path, compressed):
+    path = tmp_path / "Story.md"
+    path.write_text(tapestry_note(tapestry_weave(), compressed), encoding="utf-8")
+    tree = read_import(path)
+    assert tree.tool.startswith("Tapestry Loom")
+    assert path_text(tree) == "The map said new Map([1]) undefined) </script> and then it rained."
+    [root] = tree.children[tree.root]
+    assert tree.origins[root] is Origin.USER
+    a, b = tree.children[root]
+    assert [tree.texts[a], tree.texts[b]] == [" and then", " or else"]
+    assert tree.origins[a] is Origin.MODEL and tree.meta[a]["imported_model"] == "llama-3-70b"
+    assert tree.meta[b]["bookmark"] is True and "bookmark" not in tree.meta[a]
+    assert tree.cursor == tree.children[a][0]
+
+
+def test_a_tapestry_note_with_no_current_node_follows_the_newest_branch(tmp_path):
+    path = tmp_path / "Story.md"
+    path.write_text(tapestry_note(tapestry_weave(current=UNDEFINED)), encoding="utf-8")
+    tree = read_import(path)
+    assert tree.texts[tree.cursor] == " or else"
+
+
+def test_a_tapestry_note_holding_code_is_refused_and_never_run(tmp_path):
+    flag = tmp_path / "ran"
+    code = f'(function(){{require("fs").writeFileSync("{flag}", "x")}})()'
+    path = tmp_path / "Story.md"
+    path.write_text(f"---\nTapestryLoomWeave: {json.dumps(code)}\n---\n", encoding="utf-8")
+    with pytest.raises(ExportError) as caught:
+        read_import(path)
+    assert "Tapestry Loom note" in str(caught.value) and "\n" not in str(caught.value)
+    assert not flag.exists()
+
+
+def test_a_tapestry_note_that_unpacks_too_far_is_refused(tmp_path, monkeypatch):
+    from loomterm.export.foreign import tapestry
+
+    monkeypatch.setattr(tapestry, "MAX_INFLATED", 64)
+    path = tmp_path / "Story.md"
+    path.write_text(tapestry_note(tapestry_weave(), compressed=True), encoding="utf-8")
+    with pytest.raises(ExportError, match="unpacks to more than"):
+        read_import(path)
+
+
+def test_a_markdown_note_without_a_weave_is_not_taken_for_tapestry(tmp_path):
+    path = tmp_path / "Note.md"
+    path.write_text("---\ntags: [loom]\n---\nTapestryLoomWeave is a word here.\n", encoding="utf-8")
+    with pytest.raises(ExportError, match="not JSON"):
+        read_import(path)
 
 
 # -- through the command line and into a session ----------------------------------------

@@ -134,3 +134,42 @@ def test_any_json_lines_never_crash(tmp_path, lines, header):
             ]
         )
     check(tmp_path, "\n".join(json.dumps(line) for line in lines))
+
+
+TAPESTRY = {
+    "identifier": "W",
+    "models": [["M", {"label": "m"}]],
+    "nodes": [["R", {"content": "a"}], ["A", {"content": [[0.5, "b"]], "model": "M"}]],
+    "rootNodes": ["R"],
+    "nodeChildren": [["R", ["A"]]],
+    "currentNode": "A",
+    "bookmarks": ["A"],
+}
+
+
+def as_serialized(value) -> str:
+    """``value`` as serialize-javascript writes a WeaveDocument: pair lists as Maps."""
+    if (
+        isinstance(value, list)
+        and value
+        and all(isinstance(p, list) and len(p) == 2 for p in value)
+    ):
+        return "new Map([" + ",".join("[" + ",".join(as_serialized(x) for x in p) + "]" for p in value) + "])"  # fmt: skip
+    if isinstance(value, list):
+        return "new Set([" + ",".join(as_serialized(x) for x in value) + "])"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{json.dumps(k)}:{as_serialized(v)}" for k, v in value.items()) + "}"  # fmt: skip
+    return json.dumps(value)
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(
+    where=st.lists(st.integers(0, 50), min_size=1, max_size=5),
+    replacement=anything,
+    cut=st.integers(0, 400),
+    noise=st.text(max_size=6),
+)
+def test_near_valid_tapestry_notes_never_crash(tmp_path, where, replacement, cut, noise):
+    serialized = as_serialized(mutate(TAPESTRY, where, replacement))
+    serialized = serialized[:cut] + noise + serialized[cut:]
+    check(tmp_path, f"---\nTapestryLoomWeave: {json.dumps(serialized)}\n---\n")

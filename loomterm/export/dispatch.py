@@ -69,7 +69,8 @@ def read_import(path: str | os.PathLike) -> SessionData | TextTree:
     """Read a file to import, its format found from its content: loomterm JSON (with
     tokens: SessionData; without: a TextTree), a socketteer/loom tree, or a file of a
     tool loom users come from (:mod:`loomterm.export.foreign`: KoboldAI, SillyTavern,
-    text-generation-webui, mikupad, loomsidian, exoloom), each a TextTree."""
+    text-generation-webui, mikupad, loomsidian, exoloom, Tapestry Loom's Obsidian notes),
+    each a TextTree."""
     name = Path(path).stem
     try:
         with open(path, "rb") as handle:
@@ -79,7 +80,7 @@ def read_import(path: str | os.PathLike) -> SessionData | TextTree:
     except OSError as exc:
         raise import_error(path, str(exc.strerror or exc)) from None
     if foreign.is_tapestry(raw[:64]):
-        raise import_error(path, "a Tapestry Loom weave in its binary format, which loomterm cannot read yet (it reads the JSON trees of socketteer's loom, loomsidian and exoloom that Tapestry imports)")  # fmt: skip
+        raise import_error(path, "a Tapestry Loom weave in its binary format, which loomterm cannot read (it reads Tapestry's older Obsidian notes, and the socketteer/loom, loomsidian and exoloom files Tapestry imports)")  # fmt: skip
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -87,7 +88,10 @@ def read_import(path: str | os.PathLike) -> SessionData | TextTree:
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
-        found = foreign.read_json_lines(text, name)
+        try:
+            found = foreign.read_text(text, name)
+        except foreign.TapestryError as why:
+            raise import_error(path, f"a Tapestry Loom note, but {why}") from None
         if found is not None:
             return found[1]
         raise import_error(path, f"not JSON ({exc.msg} at line {exc.lineno})") from None
@@ -100,7 +104,7 @@ def read_import(path: str | os.PathLike) -> SessionData | TextTree:
     found = foreign.read_foreign(obj, name)
     if found is not None:
         return found[1]
-    raise import_error(path, "not a format loomterm knows: loomterm or socketteer/loom JSON, KoboldAI, SillyTavern, text-generation-webui, mikupad, loomsidian or exoloom")  # fmt: skip
+    raise import_error(path, "not a format loomterm knows: loomterm or socketteer/loom JSON, KoboldAI, SillyTavern, text-generation-webui, mikupad, loomsidian, exoloom or a Tapestry Loom note")  # fmt: skip
 
 
 def write_atomic(path: str | os.PathLike, text: str) -> None:

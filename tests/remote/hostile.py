@@ -7,6 +7,7 @@ talks to it over real sockets on 127.0.0.1.
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -33,11 +34,13 @@ class Seen:
 class Hostile:
     """A recording server. ``redirect_to``: answer every request with a 307 there;
     ``upstream``: pass every request on to that server and its answer back; else
-    answer ``status`` (404: nothing here; 401: a key is wanted)."""
+    answer ``status`` (404: nothing here; 401: a key is wanted), with the headers it
+    received (``X-*``, ``Authorization``) as the error's text when ``echo``."""
 
     redirect_to: str | None = None
     upstream: str | None = None
     status: int = 404  # the answer to everything, without redirect_to or upstream
+    echo: bool = False  # answer ``status`` with every header received as its error text
     seen: list[Seen] = field(default_factory=list)
     server: ThreadingHTTPServer | None = None
 
@@ -64,6 +67,13 @@ class Hostile:
                     self._answer(307, b"", {"Location": owner.redirect_to + self.path})
                 elif owner.upstream is not None:
                     self._forward(body)
+                elif owner.echo:  # an attacker that shows back what it got
+                    echoed = "; ".join(
+                        f"{k}: {v}"
+                        for k, v in self.headers.items()
+                        if k.lower().startswith("x-") or k.lower() == "authorization"
+                    )
+                    self._answer(owner.status, json.dumps({"error": echoed}).encode(), {})
                 else:
                     said = b'{"error": "Invalid API Key"}' if owner.status == 401 else b"{}"
                     self._answer(owner.status, said, {})

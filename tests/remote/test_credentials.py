@@ -265,6 +265,61 @@ def test_a_secret_header_from_the_config_follows_the_same_rule():
     assert "sk-h-1234" not in str(server_entries())  # entries never show a value
 
 
+def test_a_secret_body_field_from_the_config_follows_the_same_rule():
+    config_file('[servers."http://example.invalid"]\nbody = { "api_key" = "sk-b-1234" }\n')
+    with pytest.raises(CredentialError, match="body field api_key to http://example.invalid"):
+        resolve("http://example.invalid", "file")
+
+
+def test_the_model_view_lines_mask_secret_headers_and_body_fields():
+    from loomterm.engine.remote.credentials import Credentials
+
+    creds = Credentials(
+        headers={"X-Api-Key": "sk-view-header-987654", "X-Org": "org-7"},
+        body={"api_key": "sk-view-body-123456", "api_token": 42, "custom": "plain", "prompt": "x"},
+    )
+    lines = creds.describe()
+    assert lines == [
+        "API key: none",
+        "header X-Api-Key: \u2022\u2022\u2022\u2022\u2022\u202254",
+        "header X-Org: org-7",
+        "body api_key: \u2022\u2022\u2022\u2022\u2022\u202256",
+        "body api_token: \u2022\u2022\u2022\u2022\u2022\u2022",
+        'body custom: "plain"',
+        "body prompt: ignored (loomterm sets it)",
+    ]
+
+
+def test_a_server_echoing_its_secrets_back_has_them_masked_in_the_message(hostile):
+    server = hostile(status=400, echo=True)
+    config_file(
+        f'[servers."{server.url}"]\n'
+        'headers = { "X-Api-Key" = "sk-echo-header-31337", "X-Org" = "org-echo" }\n'
+    )
+    with pytest.raises(ServerError) as refused:
+        connect(server.url)  # the user's URL: the key goes too
+    assert server.seen and server.authorizations()[0] == f"Bearer {CANARY}"
+    assert "sk-echo-header-31337" in server.everything()  # it was sent, and echoed
+    message = str(refused.value)
+    assert "\n" not in message and "org-echo" in message  # the echo is in the message...
+    assert "sk-echo-header-31337" not in message and CANARY not in message  # ...masked
+    assert "\u2022" * 6 in message
+
+
+def test_config_headers_and_body_fields_do_not_follow_a_redirect(hostile):
+    elsewhere = hostile()
+    server = hostile(redirect_to=elsewhere.url)
+    config_file(
+        f'[servers."{server.url}"]\n'
+        'headers = { "X-Api-Key" = "sk-redirect-header-1", "X-Org" = "org-r" }\n'
+        'body = { "loomterm_test_field" = "woven" }\n'
+    )
+    with pytest.raises(ServerError, match="does not follow redirects"):
+        connect(server.url, named_by="file")
+    assert server.seen and server.seen[0].headers.get("X-Api-Key") == "sk-redirect-header-1"
+    assert elsewhere.seen == []
+
+
 # -- redirects --------------------------------------------------------------------------------
 
 
@@ -425,6 +480,41 @@ def test_config_headers_and_body_fields_go_to_their_server_only(llama_server, ho
     loom.generate(loom.append(loom.root, "Once"), 2, temperature=0)
     assert other.seen and "sk-header-canary-1" not in other.everything()
     assert "org-7" not in other.everything() and "loomterm_test_field" not in other.everything()
+    loom.runner.close()
+
+
+def test_config_headers_and_body_fields_stay_out_of_sessions_and_exports(
+    llama_server, hostile, tmp_path, isolated_dirs
+):
+    from loomterm.engine import Loom
+    from loomterm.export import render
+    from loomterm.session import Session, close_session, load_session
+
+    mine = hostile(upstream=llama_server.url)
+    config_file(
+        f'[servers."{mine.url}"]\n'
+        'headers = { "X-Api-Key" = "sk-header-canary-2", "X-Org" = "org-canary-2" }\n'
+        'body = { "loomterm_canary_field" = "woven-canary-2" }\n'
+    )
+    loom = Loom(connect(mine.url))
+    loom.generate(loom.append(loom.root, "Once upon a time"), 3, temperature=0)
+    path = tmp_path / "headers.loom"
+    Session.create(loom, path)
+    close_session(loom)
+    assert any("woven-canary-2" in s.body.decode() for s in mine.seen)  # they were sent
+    data = load_session(path)
+    for fmt in ("md", "json", "txt", "html"):
+        (tmp_path / f"export.{fmt}").write_text(render(data, fmt), encoding="utf-8")
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and p.suffix != ".toml"]
+    written += [p for p in isolated_dirs.rglob("*") if p.is_file() and p.name != "config.toml"]
+    assert len(written) >= 5
+    for canary in (
+        b"sk-header-canary-2",
+        b"org-canary-2",
+        b"loomterm_canary_field",
+        b"woven-canary-2",
+    ):
+        assert [p for p in written if canary in p.read_bytes()] == []
 
 
 def test_a_keyed_server_end_to_end_and_no_file_holds_the_key(own_server, tmp_path, isolated_dirs):

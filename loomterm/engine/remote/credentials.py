@@ -64,11 +64,12 @@ PROTECTED_FIELDS = frozenset(
         "post_sampling_probs", "return_progress", "cache_salt",
     }
 )  # fmt: skip
-# A header whose name says it carries a secret: masked when shown, never sent over
-# plain http to a host that is not loopback.
+# A header or body field whose name says it carries a secret: masked when shown, never
+# sent over plain http to a host that is not loopback, masked in a server's message.
 _SECRET_NAME = re.compile(r"auth|key|token|secret|cookie|session|passw|credential", re.I)
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 _VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+MIN_SCRUBBED = 4  # shorter values are not masked in messages (they would mask words)
 _USERINFO = re.compile(r"//[^/?#]*@")  # a URL's user and password, up to the last @
 
 
@@ -155,7 +156,8 @@ def check_secret(value: str, what: str) -> str:
 
 
 def looks_secret(header: str) -> bool:
-    """Whether a header's name says it carries a secret (Authorization, X-Api-Key...)."""
+    """Whether a header's (or body field's) name says it carries a secret
+    (Authorization, X-Api-Key, api_key...)."""
     return bool(_SECRET_NAME.search(header))
 
 
@@ -346,6 +348,21 @@ class Credentials:
         """Nothing secret at all (a reachability check)."""
         return cls()
 
+    def secrets(self) -> list[str]:
+        """The values sent to this server that must never be shown: the key, and the
+        values of headers and body fields whose names say they are secret."""
+        values = [self.key] if self.key else []
+        values += [v for k, v in self.headers.items() if looks_secret(k)]
+        values += [v for k, v in self.body.items() if looks_secret(k) and isinstance(v, str)]
+        return [v for v in values if len(v) >= MIN_SCRUBBED]
+
+    def scrub(self, text: str) -> str:
+        """``text`` (a server's words, an address it named) with every secret this
+        server was sent masked: a hostile server could echo one back into a message."""
+        for value in sorted(self.secrets(), key=len, reverse=True):
+            text = text.replace(value, "\u2022" * 6)
+        return text
+
     def body_fields(self) -> dict[str, Any]:
         """The config's body fields that may go in a request (not the protected ones)."""
         return {k: v for k, v in self.body.items() if k not in PROTECTED_FIELDS}
@@ -362,7 +379,12 @@ class Credentials:
             lines = ["API key: none"]
         lines += [f"header {name}: {masked(name, value)}" for name, value in self.headers.items()]
         for name, value in self.body.items():
-            shown = "ignored (loomterm sets it)" if name in PROTECTED_FIELDS else _json(value)
+            if name in PROTECTED_FIELDS:
+                shown = "ignored (loomterm sets it)"
+            else:
+                shown = _json(value)
+                if looks_secret(name):
+                    shown = masked(name, value if isinstance(value, str) else shown)
             lines.append(f"body {name}: {shown}")
         return lines
 
@@ -402,6 +424,7 @@ def resolve(
     if key:
         secrets.append(f"the key in {key_from}")
     secrets += [f"header {h}" for h in entry.headers if looks_secret(h)]
+    secrets += [f"body field {b}" for b in entry.body if looks_secret(b)]
     if _userinfo(url) and named_by == "user":
         secrets.append("the user and password in the address")
     if secrets and origin.scheme == "http" and not origin.loopback:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import SplitResult, urlsplit, urlunsplit
@@ -238,7 +238,7 @@ class ServerClient:
             raise self._redirected(reply, path)
         if status < 400:
             return
-        message = _server_message(reply)
+        message = _server_message(reply, self.credentials.scrub)
         if status in (401, 403):
             creds = self.credentials
             if creds.withheld:
@@ -266,7 +266,9 @@ class ServerClient:
         location = reply.headers.get("Location", "")
         try:
             target = str(reply.url.join(location)) if location else ""
-            where = f" to {_printable(public_url(target))}" if target else ""
+            where = (
+                f" to {_printable(self.credentials.scrub(public_url(target)))}" if target else ""
+            )
         except (httpx.InvalidURL, ValueError):
             where = ""
         return ServerError(
@@ -395,7 +397,7 @@ class Stream:
                         self.client.url,
                     ) from None
                 if "error" in event and len(event) <= 2:
-                    said = _error_text(event["error"])
+                    said = _error_text(event["error"], self.client.credentials.scrub)
                     raise ServerError(
                         f"the server at {self.client.url} stopped the stream: {said}",
                         self.client.url,
@@ -427,25 +429,27 @@ def _retry_after(value: str | None) -> float | None:
             return None
 
 
-def _server_message(reply: httpx.Response) -> str:
+def _server_message(reply: httpx.Response, scrub: Callable[[str], str]) -> str:
+    """The server's own words for an error, one line, its secrets masked by ``scrub``
+    (before any cut, so no part of a secret is left)."""
     try:
         body = reply.json()
     except ValueError:
         text = reply.text.strip().splitlines()
-        return text[0][:200] if text else ""
+        return scrub(text[0])[:200] if text else ""
     if isinstance(body, dict):
         for key in ("error", "detail", "message"):
             if key in body:
-                return _error_text(body[key])
+                return _error_text(body[key], scrub)
     return ""
 
 
-def _error_text(error: Any) -> str:
+def _error_text(error: Any, scrub: Callable[[str], str]) -> str:
     if isinstance(error, dict):
-        error = error.get("message") or error.get("msg") or json.dumps(error)[:200]
+        error = error.get("message") or error.get("msg") or json.dumps(error)
     if isinstance(error, list) and error:
-        return _error_text(error[0])
-    text = " ".join(str(error).split())
+        return _error_text(error[0], scrub)
+    text = scrub(" ".join(str(error).split()))
     return text[:240]
 
 

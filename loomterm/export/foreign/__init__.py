@@ -13,6 +13,8 @@ into the tree: each one dropped is named in :attr:`TextTree.notices`, so the use
 - :mod:`~loomterm.export.foreign.mikupad`: mikupad sessions and database exports;
 - :mod:`~loomterm.export.foreign.loomsidian`: the Obsidian Loom plugin's data and exports;
 - :mod:`~loomterm.export.foreign.exoloom`: exoloom exports;
+- :mod:`~loomterm.export.foreign.tapestry`: Tapestry Loom's older weaves (its Obsidian
+  plugin's notes; its current binary format is refused in one line);
 - :mod:`~loomterm.export.foreign.detect`: which of them a parsed file is.
 """
 
@@ -23,6 +25,15 @@ from loomterm.export.foreign.detect import (
     is_tapestry,
     read_foreign,
     read_json_lines,
+    read_text,
 )
+from loomterm.export.foreign.tapestry import TapestryError
 
-__all__ = ["FOREIGN_FORMATS", "is_tapestry", "read_foreign", "read_json_lines"]
+__all__ = [
+    "FOREIGN_FORMATS",
+    "TapestryError",
+    "is_tapestry",
+    "read_foreign",
+    "read_json_lines",
+    "read_text",
+]

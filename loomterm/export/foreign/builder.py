@@ -17,6 +17,9 @@ class TreeBuilder:
 
     def __init__(self, name: str = "") -> None:
         self.tree = TextTree(0, {0: None}, {0: []}, {0: ""}, {0: Origin.ROOT}, {0: time.time()}, {0: {}}, cursor=0, name=name)  # fmt: skip
+        # (parent, text) -> its first child holding that text: add_path's lookup in
+        # constant time, however many children a node has
+        self.child_with: dict[tuple[int, str], int] = {}
 
     def add(
         self,
@@ -36,15 +39,15 @@ class TreeBuilder:
         tree.origins[node] = origin
         tree.created[node] = created if created is not None else time.time()
         tree.meta[node] = dict(meta or {})
+        self.child_with.setdefault((parent, text), node)
         return node
 
     def add_path(self, parent: int, texts: list[str], origin: Origin = Origin.IMPORT) -> int:
         """Nodes for ``texts`` one under the other, below ``parent``, sharing the
         children already there whose text is the same (paths that share a beginning
         share its nodes); returns the last node (``parent`` for no texts)."""
-        tree = self.tree
         for text in texts:
-            same = next((kid for kid in tree.children[parent] if tree.texts[kid] == text), None)
+            same = self.child_with.get((parent, text))
             parent = same if same is not None else self.add(parent, text, origin)
         return parent
 

@@ -12,6 +12,7 @@ from loomterm.export.foreign.kobold import from_kobold, looks_like_kobold
 from loomterm.export.foreign.loomsidian import from_loomsidian, looks_like_loomsidian
 from loomterm.export.foreign.mikupad import from_mikupad, looks_like_mikupad
 from loomterm.export.foreign.sillytavern import from_sillytavern, looks_like_sillytavern
+from loomterm.export.foreign.tapestry import from_tapestry, parse_weave, weave_text
 from loomterm.export.foreign.textgen import from_textgen, looks_like_textgen
 from loomterm.export.text_tree import TextTree
 
@@ -52,6 +53,22 @@ def read_json_lines(text: str, name: str = "") -> tuple[str, TextTree] | None:
         tree.tool = "SillyTavern"
         return tree.tool, tree
     return None
+
+
+def read_text(text: str, name: str = "") -> tuple[str, TextTree] | None:
+    """(the tool's name, its tree) for a file that is not one JSON value: SillyTavern's
+    JSON Lines, or a Markdown note of Tapestry Loom's Obsidian plugin holding a weave;
+    None when it is neither. Raises :class:`~loomterm.export.foreign.tapestry.TapestryError` (one line) for a note whose
+    weave cannot be read."""
+    found = read_json_lines(text, name)
+    if found is not None:
+        return found
+    serialized = weave_text(text)
+    if serialized is None:
+        return None
+    tree = from_tapestry(parse_weave(serialized), name)
+    tree.tool = "Tapestry Loom (Obsidian plugin)"
+    return tree.tool, tree
 
 
 def is_tapestry(head: bytes) -> bool:

@@ -64,11 +64,7 @@ def _classic(obj: dict[str, Any], build: TreeBuilder) -> TextTree:
     build.context(
         obj.get("memory", ""),
         _note(obj.get("authorsnote"), obj.get("anotetemplate")),
-        [
-            (e.get("key"), e.get("content"))
-            for e in obj.get("worldinfo") or []
-            if isinstance(e, dict)
-        ],  # fmt: skip
+        _world(build, tables_in(obj.get("worldinfo"))),
     )
     return build.finish(cursor)
 
@@ -94,7 +90,7 @@ def _united(obj: dict[str, Any], build: TreeBuilder) -> TextTree:
 
 def _share(obj: dict[str, Any], build: TreeBuilder) -> TextTree:
     cursor = _chunks(build, [text_of(chunk) for chunk in obj["ga"]], {})
-    world = [(e.get("key"), e.get("content")) for e in tables_in(obj.get("cwi"))]
+    world = _world(build, tables_in(obj.get("cwi")))
     build.context(obj.get("cm", ""), _note(obj.get("ca"), obj.get("ct")), world)
     return build.finish(cursor)
 
@@ -112,6 +108,16 @@ def _chunks(build: TreeBuilder, chunks: list[str], alternatives: dict[int, list[
             if other and other != chunk:
                 build.add_path(parent, [other])
     return node
+
+
+def _world(build: TreeBuilder, entries: list[dict[str, Any]]) -> list[tuple[Any, Any]]:
+    """Lite's world info as (keys, text), leaving out the entries it marks disabled
+    (``widisabled``): loomterm's entries are always on, so they would wake."""
+    kept = [(e.get("key"), e.get("content")) for e in entries if e.get("widisabled") is not True]
+    off = len(entries) - len(kept)
+    if off:
+        build.notice(f"left out {off} world info entr{'y' if off == 1 else 'ies'} marked disabled")  # fmt: skip
+    return kept
 
 
 def _note(note: Any, template: Any) -> str:

@@ -42,11 +42,17 @@ def from_mikupad(obj: dict[str, Any], name: str = "") -> TextTree:
             item for item in obj["Sessions"]
             if isinstance(item, dict) and isinstance(item.get("value"), dict)
         ]  # fmt: skip
-        cursor = 0
+        selected = next(
+            (str(item.get("value")) for item in tables_in(obj["Sessions"]) if item.get("key") == "selectedSessionId"),
+            None,
+        )  # fmt: skip
+        cursor = chosen = 0
         for item in sessions:
             session = _decoded(item["value"])
             title = names.get(str(item.get("key"))) or f"session {item.get('key')}"
             cursor = _session(build, session, {"imported_name": title})
+            chosen = cursor if str(item.get("key")) == selected else chosen
+        cursor = chosen or cursor  # the session mikupad had open, else the last
         if len(sessions) > 1:
             build.notice(f"{len(sessions)} mikupad sessions became {len(sessions)} branches from the start")  # fmt: skip
         return build.finish(cursor or None)
@@ -83,24 +89,28 @@ def _session(build: TreeBuilder, session: dict[str, Any], meta: dict[str, Any]) 
         note_text = text_of(note.get("prefix")) + note_text + text_of(note.get("suffix"))
     world = tables_in(table_of(session.get("worldInfo")).get("entries"))
     entries = [(e.get("keys"), e.get("text")) for e in world]
+    has_context = bool(text_of(memory.get("text")).strip() or note_text.strip() or entries)
     if not build.tree.settings:  # a database's first session gives the context
         build.context(text_of(memory.get("text")), note_text, entries)
         depth = session.get("authorNoteDepth")
         if note_text and whole_number(depth) is not None:
             build.tree.settings["authors_note_depth"] = depth
+    elif has_context:
+        build.notice("kept the first session's memory, author's note and world info (a session has one of each); the other sessions' were left out")  # fmt: skip
     return node
 
 
 def _runs(prompt: Any) -> list[tuple[str, Origin]]:
-    """The prompt's chunks joined into runs of one author: (text, origin)."""
-    runs: list[tuple[str, Origin]] = []
+    """The prompt's chunks joined into runs of one author: (text, origin). Each run's
+    pieces are joined once (adding to a string one token at a time is quadratic)."""
+    runs: list[tuple[list[str], Origin]] = []
     for chunk in prompt if isinstance(prompt, list) else []:
         if not isinstance(chunk, dict):
             continue
         origin = Origin.USER if chunk.get("type") == "user" else Origin.MODEL
         text = text_of(chunk.get("content"))
         if runs and runs[-1][1] == origin:
-            runs[-1] = (runs[-1][0] + text, origin)
+            runs[-1][0].append(text)
         elif text:
-            runs.append((text, origin))
-    return runs
+            runs.append(([text], origin))
+    return [("".join(pieces), origin) for pieces, origin in runs]
