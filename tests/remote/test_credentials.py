@@ -488,7 +488,7 @@ def test_config_headers_and_body_fields_stay_out_of_sessions_and_exports(
 ):
     from loomterm.engine import Loom
     from loomterm.export import render
-    from loomterm.session import Session, close_session, load_session
+    from loomterm.sessions.session import Session, close_session, load_session
 
     mine = hostile(upstream=llama_server.url)
     config_file(
