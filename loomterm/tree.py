@@ -162,8 +162,13 @@ class Tree:
         tree = cls()
         tree.nodes = dict(nodes)
         tree.root = root
-        tree._next_id = max(nodes) + 1
+        tree.continue_ids()
         return tree
+
+    def continue_ids(self) -> None:
+        """Make new ids continue after the largest id in the tree (after nodes were
+        added from outside, as a journal replay does)."""
+        self._next_id = max(self.nodes) + 1
 
     def _make(self, parent: Node | None, origin: Origin, **fields: Any) -> Node:
         node = Node(id=self._next_id, parent=parent, origin=origin, **fields)

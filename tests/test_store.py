@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loomterm.engine import Loom
+from loomterm.engine.events import Event
 from loomterm.errors import SessionError
 from loomterm.sessions.session import (
     FLUSH_INTERVAL,
@@ -155,7 +156,7 @@ def test_every_change_reaches_the_file_as_it_happens(loom, tmp_path):
     loom.update_settings(temperature=0.3)
     assert load(path).settings["temperature"] == 0.3
     prompt.meta["bookmark"] = True
-    loom.notify("update", prompt)  # how the app changes meta (loomterm.tui.ops.set_meta)
+    loom.notify(Event.UPDATE, prompt)  # how the app changes meta (loomterm.tui.ops.set_meta)
     assert load(path).tree.nodes[prompt.id].meta == {"bookmark": True}
     reply = loom.generate(prompt, 12, temperature=0.7, seed=8)[0]
     assert len(reply.tokens) == 12 and ends_whole(loom, reply)

@@ -18,6 +18,7 @@ from loomterm.bench.common import full_recompute, make_loom
 from loomterm.bench.report import Row, ratio, speedup
 from loomterm.bench.timing import median, percentile, timed
 from loomterm.engine import Loom, Node
+from loomterm.engine.events import Event
 from loomterm.engine.kv.window import segments
 from loomterm.tree import Origin
 
@@ -238,7 +239,7 @@ def splice_unrotated(loom: Loom, node: Node, start: int, end: int, tokens: list[
         copy = loom.tree.add(tail, source.tokens[lo:hi], source.origin)
         copy.kv = source.kv[:, :, :, lo:hi].clone()  # (L, 2, H, T, D), keys not moved
         copy.approx = True
-        loom.notify("add", copy)
+        loom.notify(Event.ADD, copy)
         tail = copy
     loom.next_logits(tail)
     return tail

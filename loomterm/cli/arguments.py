@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any, Protocol
 
 from loomterm.config.settings import SettingError, Spec
 
@@ -18,3 +19,12 @@ def argument_type(spec: Spec):
 
     read.__name__ = spec.name
     return read
+
+
+class Subcommands(Protocol):
+    """What a subcommand's ``register`` needs of ``parser.add_subparsers()``: a way to
+    add its own parser (argparse's class for it is private)."""
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        """A new subcommand's parser, named ``name``."""
+        ...

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from loomterm.sanitize import safe_text, say
 
+if TYPE_CHECKING:
+    from loomterm.cli.arguments import Subcommands
 
-def register(sub: argparse._SubParsersAction, engine: argparse.ArgumentParser) -> None:
+
+def register(sub: Subcommands, engine: argparse.ArgumentParser) -> None:
     """Add the ``bench`` subcommand (``engine``: the engine options' parent parser)."""
     parser = sub.add_parser(
         "bench", help="measure edit latency, decode speed and re-rope quality", parents=[engine]

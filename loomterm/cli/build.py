@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from loomterm.cli.arguments import Subcommands
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: Subcommands) -> None:
     """Add the ``build-llama`` subcommand (it loads no model)."""
     parser = sub.add_parser(
         "build-llama",

@@ -15,9 +15,12 @@ import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loomterm.sanitize import for_stream, say
+
+if TYPE_CHECKING:
+    from loomterm.cli.arguments import Subcommands
 
 
 def overridable() -> list[str]:
@@ -28,7 +31,7 @@ def overridable() -> list[str]:
     return [n for n, spec in Settings.SPECS.items() if spec.sampling or n == "max_new_tokens"]
 
 
-def register(sub: argparse._SubParsersAction, engine: argparse.ArgumentParser) -> None:
+def register(sub: Subcommands, engine: argparse.ArgumentParser) -> None:
     """Add the ``generate`` subcommand (``engine``: the engine options' parent parser)."""
     from loomterm.cli.arguments import argument_type
     from loomterm.config.settings import Settings

@@ -9,11 +9,15 @@ from __future__ import annotations
 import argparse
 import sys
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from loomterm.sanitize import for_stream, safe_line, say
 
+if TYPE_CHECKING:
+    from loomterm.cli.arguments import Subcommands
 
-def register(sub: argparse._SubParsersAction, engine: argparse.ArgumentParser) -> None:
+
+def register(sub: Subcommands, engine: argparse.ArgumentParser) -> None:
     """Add the session subcommands (``engine``: the engine options' parent parser, for
     ``import``; ``export`` and ``sessions`` load no model and take none)."""
     export = sub.add_parser(

@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from loomterm.cli.arguments import Subcommands
 
 
-def register(sub: argparse._SubParsersAction, engine: argparse.ArgumentParser) -> None:
+def register(sub: Subcommands, engine: argparse.ArgumentParser) -> None:
     """Add the ``weave`` subcommand (``engine``: the engine options' parent parser)."""
     from loomterm.cli.arguments import argument_type
     from loomterm.cli.generate import overridable

@@ -15,13 +15,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from loomterm.engine.events import Event
 from loomterm.tree import Node, Origin, Tree
 
 if TYPE_CHECKING:
     from loomterm.engine.sample.chain import SamplingParams
 
 OnToken = Callable[[Node, int, str], None]
-Emit = Callable[[str, "Node | None"], None]
+Emit = Callable[[Event, "Node | None"], None]
 
 
 @dataclass
@@ -137,7 +138,7 @@ class NodeWriter:
             parent, [], Origin.MODEL, sampling=sampling, seed=seed, meta=dict(self.meta)
         )
         self.children.append(child)
-        self.emit("add", child)
+        self.emit(Event.ADD, child)
         return child
 
     def push(self, node: Node, token: int, logprob: float, top: list) -> None:
@@ -145,18 +146,18 @@ class NodeWriter:
         node.tokens.append(token)
         node.logprobs.append(logprob)
         node.top.append(top)
-        self.emit("tokens", node)
+        self.emit(Event.TOKENS, node)
 
     def take_back(self, node: Node, length: int) -> None:
         """Keep only ``node``'s first ``length`` tokens (a banned phrase began there)."""
         del node.tokens[length:], node.logprobs[length:], node.top[length:]
-        self.emit("tokens", node)
+        self.emit(Event.TOKENS, node)
 
     def mark_approx(self, node: Node, approx: bool = True) -> None:
         """Flag ``node``'s KV as approximate (re-rotated or built on re-rotated KV)."""
         if node.approx != approx:
             node.approx = approx
-            self.emit("update", node)
+            self.emit(Event.UPDATE, node)
 
 
 class Stopwatch:

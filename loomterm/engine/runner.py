@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from loomterm.engine.events import Event
 from loomterm.engine.kv.resident import KVBytes
 
 if TYPE_CHECKING:
@@ -109,7 +110,7 @@ class Runner(ABC):
         provider = self.context_provider
         return None if provider is None else provider(node, reserve)
 
-    def attach(self, tree: Tree, emit: Callable[[str, Node | None], None]) -> None:
+    def attach(self, tree: Tree, emit: Callable[[Event, Node | None], None]) -> None:
         """Called once by the Loom: the tree this runner computes for, and where to
         announce a node whose flags it changed."""
         self.tree = tree

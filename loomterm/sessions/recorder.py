@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from loomterm.engine.events import Event
 from loomterm.engine.text import PieceMaker
 from loomterm.errors import LoomError, SessionError
 from loomterm.sessions.kv_snapshot import save_kv_snapshot
@@ -130,13 +131,13 @@ class SessionRecorder:
             _open_recorders.add(self)
 
     # -- events -----------------------------------------------------------------------
-    def __call__(self, event: str, node: Node | None) -> None:
+    def __call__(self, event: Event, node: Node | None) -> None:
         if self._closed or self.read_only:
             return
         with self._lock:
             if self.error is None:
                 try:
-                    if event != "tokens":  # a token is checked at its flush
+                    if event is not Event.TOKENS:  # a token is checked at its flush
                         self._check_file()
                     self._handle(event, node)
                     return
@@ -151,67 +152,92 @@ class SessionRecorder:
         if self.store.missing():
             raise SessionError(f"session file {self.path} was removed")
 
-    def _handle(self, event: str, node: Node | None) -> None:
-        store = self.store
-        assert store is not None
-        if event == "tokens" and node is not None:
-            self._pending[node.id] = node
-            if time.monotonic() - self._last_flush >= FLUSH_INTERVAL:
-                self._check_file()
-                self._flush()
-            elif self._timer is None:
-                self._timer = threading.Timer(FLUSH_INTERVAL, self._timed_flush)
-                self._timer.daemon = True
-                self._timer.start()
-        elif event == "add" and node is not None:
+    def _handle(self, event: Event, node: Node | None) -> None:
+        """Write one change to the file, as :data:`WRITES` says for its event (events
+        the file keeps nothing of are not in it)."""
+        if event in NODE_WRITES:
+            if node is not None:
+                NODE_WRITES[event](self, node)
+        elif event in WRITES:
+            WRITES[event](self)
+
+    def _write_tokens(self, node: Node) -> None:
+        """Tokens are written in batches: at most every ``FLUSH_INTERVAL``."""
+        self._pending[node.id] = node
+        if time.monotonic() - self._last_flush >= FLUSH_INTERVAL:
+            self._check_file()
             self._flush()
-            store.add_node(node, self._pieces.node_pieces(node))
-            self._stored[node.id] = len(node.tokens)
-            self._add_vocab([node])
-        elif event == "split" and node is not None:
-            self._flush()
-            tail = node.children[0]
-            store.split(node, self._pieces.node_pieces(node), self._pieces.node_pieces(tail))
-            self._stored[node.id] = len(node.tokens)
-            self._stored[tail.id] = len(tail.tokens)
-        elif event == "merge" and node is not None:
-            self._flush()
-            gone = [i for i in self._stored if i not in self.loom.tree.nodes]
-            store.merge(node, gone, self._pieces.node_pieces(node))
-            for i in gone:
-                del self._stored[i]
-            self._stored[node.id] = len(node.tokens)
-        elif event == "move" and node is not None:
-            self._flush_node(node)
-            # Its first pieces may read differently after other tokens (a character
-            # completed across the new boundary): written again, then its place.
-            store.rewrite_node(node, self._pieces.node_pieces(node))
-            store.update_node(node)  # the new siblings renumbered
-        elif event == "rewrite" and node is not None:
-            # The writer's own node retyped in place: its row and every token written
-            # again, in one transaction (a crash leaves the old text or the new, whole).
-            self._pending.pop(node.id, None)
-            store.rewrite_node(node, self._pieces.node_pieces(node))
-            self._stored[node.id] = len(node.tokens)
-            self._add_vocab([node])
-        elif event == "update" and node is not None:
-            self._flush_node(node)
-            store.update_node(node)
-        elif event == "records" and node is not None:
-            self._flush_node(node)
-            store.update_records(node, 0, self._stored.get(node.id, 0))
-            self._add_vocab([node])
-        elif event == "done":
-            self._flush()
-        elif event == "cursor" and node is not None:
-            store.set_cursor(node)
-        elif event == "settings":
-            store.set_settings(self.loom.settings.as_dict())
-        elif event == "models":
-            store.set_models(self.loom.model_table, self.loom.model_state)
-        elif event == "contexts":
-            store.set_contexts(self.loom.contexts.versions.as_dict())
-        # Other events carry nothing the file keeps.
+        else:
+            self._start_timer()
+
+    def _write_add(self, node: Node) -> None:
+        self._flush()
+        self._store().add_node(node, self._pieces.node_pieces(node))
+        self._stored[node.id] = len(node.tokens)
+        self._add_vocab([node])
+
+    def _write_split(self, node: Node) -> None:
+        self._flush()
+        tail = node.children[0]
+        pieces = self._pieces
+        self._store().split(node, pieces.node_pieces(node), pieces.node_pieces(tail))
+        self._stored[node.id] = len(node.tokens)
+        self._stored[tail.id] = len(tail.tokens)
+
+    def _write_merge(self, node: Node) -> None:
+        self._flush()
+        gone = [i for i in self._stored if i not in self.loom.tree.nodes]
+        self._store().merge(node, gone, self._pieces.node_pieces(node))
+        for i in gone:
+            del self._stored[i]
+        self._stored[node.id] = len(node.tokens)
+
+    def _write_move(self, node: Node) -> None:
+        self._flush_node(node)
+        # Its first pieces may read differently after other tokens (a character
+        # completed across the new boundary): written again, then its place.
+        self._store().rewrite_node(node, self._pieces.node_pieces(node))
+        self._store().update_node(node)  # the new siblings renumbered
+
+    def _write_rewrite(self, node: Node) -> None:
+        # The writer's own node retyped in place: its row and every token written
+        # again, in one transaction (a crash leaves the old text or the new, whole).
+        self._pending.pop(node.id, None)
+        self._store().rewrite_node(node, self._pieces.node_pieces(node))
+        self._stored[node.id] = len(node.tokens)
+        self._add_vocab([node])
+
+    def _write_update(self, node: Node) -> None:
+        self._flush_node(node)
+        self._store().update_node(node)
+
+    def _write_records(self, node: Node) -> None:
+        self._flush_node(node)
+        self._store().update_records(node, 0, self._stored.get(node.id, 0))
+        self._add_vocab([node])
+
+    def _write_cursor(self, node: Node) -> None:
+        self._store().set_cursor(node)
+
+    def _write_settings(self) -> None:
+        self._store().set_settings(self.loom.settings.as_dict())
+
+    def _write_models(self) -> None:
+        self._store().set_models(self.loom.model_table, self.loom.model_state)
+
+    def _write_contexts(self) -> None:
+        self._store().set_contexts(self.loom.contexts.versions.as_dict())
+
+    def _store(self) -> SessionStore:
+        assert self.store is not None  # a recorder that writes has a store
+        return self.store
+
+    def _start_timer(self) -> None:
+        """Flush the pending tokens in ``FLUSH_INTERVAL``, unless a timer runs already."""
+        if self._timer is None:
+            self._timer = threading.Timer(FLUSH_INTERVAL, self._timed_flush)
+            self._timer.daemon = True
+            self._timer.start()
 
     def record_caret(self, caret: Caret) -> None:
         """The editor's caret settled at ``caret``: write it unless the file has it.
@@ -291,42 +317,53 @@ class SessionRecorder:
             if self.error is None:
                 self._fail(error)
 
-    def _keep(self, event: str, node: Node | None) -> None:
-        """Journal one change (the file cannot take it now)."""
-        loom = self.loom
-        if event == "tokens" and node is not None:
-            self._pending[node.id] = node
-            if self._timer is None:
-                self._timer = threading.Timer(FLUSH_INTERVAL, self._timed_flush)
-                self._timer.daemon = True
-                self._timer.start()
-        elif event == "done":
-            self._keep_pending()
-        elif event == "merge" and node is not None:
-            gone = [i for i in self._stored if i not in loom.tree.nodes]
-            gone += [i for i in self._journaled if i not in loom.tree.nodes and i not in gone]
-            for i in gone:
-                self._stored.pop(i, None)
-                self._journaled.pop(i, None)
-            self._journal("removed", gone)
-            self._journal_node(node)
-        elif event == "split" and node is not None:
-            self._journal_node(node)
-            self._journal_node(node.children[0])
-        elif event == "move" and node is not None and node.parent is not None:
+    def _keep(self, event: Event, node: Node | None) -> None:
+        """Journal one change (the file cannot take it now), as :data:`KEEPS` says."""
+        if event in NODE_KEEPS:
+            if node is not None:
+                NODE_KEEPS[event](self, node)
+        elif event in KEEPS:
+            KEEPS[event](self)
+
+    def _keep_tokens(self, node: Node) -> None:
+        self._pending[node.id] = node
+        self._start_timer()
+
+    def _keep_merge(self, node: Node) -> None:
+        nodes = self.loom.tree.nodes
+        gone = [i for i in self._stored if i not in nodes]
+        gone += [i for i in self._journaled if i not in nodes and i not in gone]
+        for i in gone:
+            self._stored.pop(i, None)
+            self._journaled.pop(i, None)
+        self._journal("removed", gone)
+        self._journal_node(node)
+
+    def _keep_split(self, node: Node) -> None:
+        self._journal_node(node)
+        self._journal_node(node.children[0])
+
+    def _keep_move(self, node: Node) -> None:
+        if node.parent is not None:
             for sibling in node.parent.children:  # their places changed
                 self._journal_node(sibling)
-        elif node is not None and event in ("add", "rewrite", "update", "records"):
-            self._pending.pop(node.id, None)
-            self._journal_node(node)
-        elif event == "cursor" and node is not None:
-            self._journal("set", {"cursor": node.id})
-        elif event == "settings":
-            self._journal("set", {"settings": loom.settings.as_dict()})
-        elif event == "models":
-            self._journal("set", {"models": loom.model_table, "model_state": loom.model_state})
-        elif event == "contexts":
-            self._journal("set", {"contexts": loom.contexts.versions.as_dict()})
+
+    def _keep_node(self, node: Node) -> None:
+        self._pending.pop(node.id, None)
+        self._journal_node(node)
+
+    def _keep_cursor(self, node: Node) -> None:
+        self._journal("set", {"cursor": node.id})
+
+    def _keep_settings(self) -> None:
+        self._journal("set", {"settings": self.loom.settings.as_dict()})
+
+    def _keep_models(self) -> None:
+        loom = self.loom
+        self._journal("set", {"models": loom.model_table, "model_state": loom.model_state})
+
+    def _keep_contexts(self) -> None:
+        self._journal("set", {"contexts": self.loom.contexts.versions.as_dict()})
 
     def _keep_pending(self) -> None:
         """Journal the tokens generated since the last line."""
@@ -567,6 +604,53 @@ class SessionRecorder:
     def caret(self) -> Caret | None:
         """The caret the file holds (as read on open, or as last written)."""
         return self._caret
+
+
+R = SessionRecorder
+
+NODE_WRITES: dict[Event, Callable[[SessionRecorder, Node], None]] = {
+    Event.TOKENS: R._write_tokens,
+    Event.ADD: R._write_add,
+    Event.SPLIT: R._write_split,
+    Event.MERGE: R._write_merge,
+    Event.MOVE: R._write_move,
+    Event.REWRITE: R._write_rewrite,
+    Event.UPDATE: R._write_update,
+    Event.RECORDS: R._write_records,
+    Event.CURSOR: R._write_cursor,
+}
+"""How the file takes each change to one node."""
+
+WRITES: dict[Event, Callable[[SessionRecorder], None]] = {
+    Event.DONE: R._flush,
+    Event.SETTINGS: R._write_settings,
+    Event.MODELS: R._write_models,
+    Event.CONTEXTS: R._write_contexts,
+}
+"""How the file takes each change to the session as a whole."""
+
+NODE_KEEPS: dict[Event, Callable[[SessionRecorder, Node], None]] = {
+    Event.TOKENS: R._keep_tokens,
+    Event.MERGE: R._keep_merge,
+    Event.SPLIT: R._keep_split,
+    Event.MOVE: R._keep_move,
+    Event.ADD: R._keep_node,
+    Event.REWRITE: R._keep_node,
+    Event.UPDATE: R._keep_node,
+    Event.RECORDS: R._keep_node,
+    Event.CURSOR: R._keep_cursor,
+}
+"""How the journal keeps each change to one node while the file cannot take it."""
+
+KEEPS: dict[Event, Callable[[SessionRecorder], None]] = {
+    Event.DONE: R._keep_pending,
+    Event.SETTINGS: R._keep_settings,
+    Event.MODELS: R._keep_models,
+    Event.CONTEXTS: R._keep_contexts,
+}
+"""How the journal keeps each change to the session as a whole."""
+
+del R
 
 
 @atexit.register

@@ -221,7 +221,7 @@ def apply(data: SessionData, lines: list[dict[str, Any]]) -> None:
                     data.vocab.update(pieces)
         except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
             continue
-    tree._next_id = max(tree.nodes) + 1  # noqa: SLF001 - ids continue after the largest
+    tree.continue_ids()
 
 
 def _apply_node(data: SessionData, state: dict[str, Any]) -> None:

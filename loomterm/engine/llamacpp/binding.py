@@ -91,6 +91,17 @@ def load() -> ModuleType:
     return module
 
 
+LIBRARY_NAMES = ("libllama.so", "libllama.dylib", "llama.dll")
+
+
 def library_path(module: ModuleType) -> str:
-    """The shared library the binding loaded (for the status line and tests)."""
-    return str(getattr(module._lib, "_name", ""))
+    """The shared library the binding loaded (for the status line and tests), found as
+    llama-cpp-python finds it: in the folder ``LLAMA_CPP_LIB_PATH`` names, else in the
+    package's own ``lib`` folder; empty when neither holds one."""
+    named = os.environ.get(LIB_ENV)
+    package = Path(module.__file__ or ".").resolve().parent
+    for folder in (Path(named),) if named else (package / "lib", package):
+        for name in LIBRARY_NAMES:
+            if (folder / name).is_file():
+                return str((folder / name).resolve())
+    return ""

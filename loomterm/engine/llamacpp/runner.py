@@ -41,6 +41,7 @@ from typing import Any
 
 import torch
 
+from loomterm.engine.events import Event
 from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter
 from loomterm.engine.kv.resident import KVBytes
 from loomterm.engine.kv.window import MIN_CTX, Window
@@ -286,7 +287,7 @@ class LlamaCppRunner(Runner):
             flag = item.id in approx
             if item.tokens and item.approx != flag:
                 item.approx = flag
-                self.emit("update", item)
+                self.emit(Event.UPDATE, item)
 
     def _free_slot(self, busy: set[int]) -> Slot:
         """An empty slot, else the least recently used one outside ``busy``, emptied."""

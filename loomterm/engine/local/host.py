@@ -15,6 +15,7 @@ import torch
 
 if TYPE_CHECKING:
     from loomterm.engine.context import Assembled
+    from loomterm.engine.events import Event
     from loomterm.engine.kv.cache import WorkingCache
     from loomterm.engine.kv.rope import RopeSpec
     from loomterm.engine.kv.window import Window
@@ -35,7 +36,7 @@ class LocalHost(Protocol):
     interrupt: threading.Event | None
     context_provider: ContextProvider | None
 
-    def emit(self, event: str, node: Node | None) -> None: ...
+    def emit(self, event: Event, node: Node | None) -> None: ...
 
     def forward(
         self,

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from loomterm.engine.events import Event
 from loomterm.engine.kv.cache import Segment, kv_len
 from loomterm.engine.kv.window import segments
 from loomterm.engine.local.context_kv import ContextKV
@@ -125,7 +126,7 @@ class PathCache:
         self.remember(logits)
         if work.approx_from is not None and not node.approx:
             node.approx = True  # its window holds re-rotated KV: refresh makes it exact
-            self.runner.emit("update", node)
+            self.runner.emit(Event.UPDATE, node)
         path = node.path()
         self.runner.touch(path)
         self.runner.enforce_budget(path)
@@ -213,7 +214,7 @@ class PathCache:
                 # afresh on an exact path (after an eviction), it is exact.
                 if node.approx != approx_before and (lo == 0 or approx_before):
                     node.approx = approx_before
-                    runner.emit("update", node)
+                    runner.emit(Event.UPDATE, node)
             approx_before = approx_before or node.approx
             col += hi - lo
         return logits
@@ -298,7 +299,7 @@ class PathCache:
                     runner.progress("prefill", min(begin + len(chunk), total), total)
         finally:
             for node in filled.values():
-                runner.emit("records", node)
+                runner.emit(Event.RECORDS, node)
         return logits
 
     # -- after a generation ---------------------------------------------------------------
@@ -313,7 +314,7 @@ class PathCache:
                 kid.kv = self.work.extend(None, base, base + stored[row], row=row)
             if approx_before and not kid.approx:
                 kid.approx = True
-                self.runner.emit("update", kid)
+                self.runner.emit(Event.UPDATE, kid)
 
     def shift_window(self, parent: Node, kids: list[Node], fed: torch.Tensor) -> None:
         """The cache is full mid-generation: drop ``n_discard`` columns after the first

@@ -26,6 +26,7 @@ from loomterm.engine.decode.draft_tree import DraftConfig
 from loomterm.engine.decode.drafted import KeptDrafting, drafted_decode, drafting_config
 from loomterm.engine.decode.job import DecodeJob, DecodeModel
 from loomterm.engine.decode.plain import plain_decode
+from loomterm.engine.events import Event
 from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter
 from loomterm.engine.kernels import attention
 from loomterm.engine.kernels.step import make_decode_step
@@ -444,7 +445,7 @@ class LocalRunner(Runner):
             for item in path[first:]:
                 item.kv = None
                 item.approx = False
-                self.emit("update", item)
+                self.emit(Event.UPDATE, item)
         if windowed:  # the window's re-rotated columns are rebuilt from the kept prefix
             self.work.truncate(min(self.work.length, self.window.n_keep))
         self.cache.invalidate()
@@ -471,7 +472,7 @@ class LocalRunner(Runner):
         if node.approx and not any(n.approx for n in node.path()[:-1]):
             node.approx = False  # its recompute will be exact...
             self.work.forget(node)  # ...so the working cache's copy must go too
-            self.emit("update", node)
+            self.emit(Event.UPDATE, node)
         return True
 
     # -- memory --------------------------------------------------------------------------

@@ -30,6 +30,7 @@ import torch
 
 from loomterm.config.settings import Settings
 from loomterm.engine.context import ContextBook
+from loomterm.engine.events import Event
 from loomterm.engine.generation import GenerateRequest, GenerateResult, OnToken
 from loomterm.engine.kv.window import segments
 from loomterm.engine.loom.context import LoomContext
@@ -199,7 +200,7 @@ class Loom(LoomModels, LoomContext, LoomTidy):
     def unsubscribe(self, listener: Listener) -> None:
         self._events.unsubscribe(listener)
 
-    def notify(self, event: str, node: Node | None) -> None:
+    def notify(self, event: Event, node: Node | None) -> None:
         """Announce a change made to a node from outside the engine."""
         self._events.emit(event, node)
 
@@ -218,7 +219,7 @@ class Loom(LoomModels, LoomContext, LoomTidy):
         with self._lock:
             self._check_node(node)
             self._cursor = node
-            self._events.emit("cursor", node)
+            self._events.emit(Event.CURSOR, node)
 
     def set_meta(self, node: Node, **changes: Any) -> None:
         """Change ``node.meta`` (bookmark, hidden, role...) and tell the listeners, so
@@ -230,7 +231,7 @@ class Loom(LoomModels, LoomContext, LoomTidy):
                     node.meta.pop(key, None)
                 else:
                     node.meta[key] = value
-            self._events.emit("update", node)
+            self._events.emit(Event.UPDATE, node)
 
     def update_settings(self, **changes: Any) -> None:
         """Change settings; an unknown name or a bad value raises a one-line error and
@@ -238,7 +239,7 @@ class Loom(LoomModels, LoomContext, LoomTidy):
         with self._lock:
             self.settings = self.settings.replace(**changes)
             self._context_settings_changed()
-            self._events.emit("settings", None)
+            self._events.emit(Event.SETTINGS, None)
 
     def tokens(self, node: Node) -> list[int]:
         """Token ids of the path from the root to ``node``."""
@@ -286,7 +287,7 @@ class Loom(LoomModels, LoomContext, LoomTidy):
 
     def _add(self, parent: Node, tokens: list[int], origin: Origin, **fields: Any) -> Node:
         child = self.tree.add(parent, tokens, origin, **fields)
-        self._events.emit("add", child)
+        self._events.emit(Event.ADD, child)
         return child
 
     def truncate(self, node: Node, length: int) -> Node:
@@ -307,7 +308,7 @@ class Loom(LoomModels, LoomContext, LoomTidy):
             head = self.tree.split(holder, offset + 1)
             for runner in self._each_runner():
                 runner.split(head, holder, offset + 1)
-            self._events.emit("split", head)
+            self._events.emit(Event.SPLIT, head)
             return head
 
     def append(self, node: Node, text: str, origin: Origin = Origin.USER, **meta: Any) -> Node:
@@ -415,7 +416,7 @@ class Loom(LoomModels, LoomContext, LoomTidy):
                     if movable:
                         copy.kv = self.runner.moved_kv(source, lo, hi, delta)
                     copy.approx = True
-                self._events.emit("add", copy)
+                self._events.emit(Event.ADD, copy)
                 tail = copy
             if tail.end and stopped is None:
                 stopped = self._prepare(tail)
@@ -503,9 +504,9 @@ class Loom(LoomModels, LoomContext, LoomTidy):
             target.tokens = list(plan.tokens)
             target.logprobs = target.logprobs[:keep] + [None] * (len(plan.tokens) - keep)
             target.top = target.top[:keep] + [None] * (len(plan.tokens) - keep)
-            self._events.emit("rewrite", target)
+            self._events.emit(Event.REWRITE, target)
             for item in below:  # moved: a flag changed; recomputed: records cleared
-                self._events.emit("update" if moved else "rewrite", item)
+                self._events.emit(Event.UPDATE if moved else "rewrite", item)
             stopped = self._prepare(node)
             if stopped is not None:
                 raise self._stopped(stopped, node)
@@ -615,7 +616,7 @@ class Loom(LoomModels, LoomContext, LoomTidy):
                 version, new = self.contexts.versions.add(spec)
                 writer.meta["context"] = version
                 if new:
-                    self._events.emit("contexts", None)
+                    self._events.emit(Event.CONTEXTS, None)
             try:
                 self._context_version = request.context
                 self.last_result = runner.decode(request, writer)
@@ -624,5 +625,5 @@ class Loom(LoomModels, LoomContext, LoomTidy):
             finally:
                 self._context_version = None
                 for kid in writer.children:
-                    self._events.emit("done", kid)
+                    self._events.emit(Event.DONE, kid)
             return self.last_result

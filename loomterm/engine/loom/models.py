@@ -10,6 +10,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from loomterm.engine.events import Event
 from loomterm.engine.generation import NodeWriter
 from loomterm.engine.kv.resident import KVBytes
 from loomterm.errors import InputError
@@ -130,7 +131,7 @@ class LoomModels:
             runner.attach(self.tree, self._events.emit)
             # Every model sees the same memory, author's note and world info.
             runner.context_provider = self._provide_context  # type: ignore[attr-defined]
-            self._events.emit("models", None)
+            self._events.emit(Event.MODELS, None)
             return slot.key
 
     def open_model(
@@ -275,7 +276,7 @@ class LoomModels:
             self._models.active = name
             self._models.wanted_active = None
             self.runner = runner
-            self._events.emit("models", None)
+            self._events.emit(Event.MODELS, None)
             return runner
 
     def detach(self, name: str) -> None:
@@ -289,7 +290,7 @@ class LoomModels:
                 )
             self._models.drop(name)
             runner.close()
-            self._events.emit("models", None)
+            self._events.emit(Event.MODELS, None)
 
     def adopt_models(
         self, table: dict[str, dict[str, Any]], state: dict[str, Any] | None = None
@@ -342,5 +343,5 @@ class ModelWriter(NodeWriter):
             parent, [], Origin.MODEL, sampling=sampling, seed=seed, meta=dict(self.meta)
         )
         self.children.append(child)
-        self.emit("add", child)
+        self.emit(Event.ADD, child)
         return child

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from loomterm.engine.events import Event
 from loomterm.engine.kv import tidy as kv_tidy
 from loomterm.errors import EditRangeError, InputError
 
@@ -38,7 +39,7 @@ class LoomTidy:
             head = self.tree.split(node, offset)
             for runner in self._each_runner():
                 runner.split(head, node, offset)
-            self._events.emit("split", head)
+            self._events.emit(Event.SPLIT, head)
             return head
 
     def merge(self, node: Node) -> Merged:
@@ -62,7 +63,7 @@ class LoomTidy:
                 runner.forget(head)
             join = kv_tidy.join_kv if self.kv_owner is not None else None
             record = self.tree.merge(node, join)
-            self._events.emit("merge", node)
+            self._events.emit(Event.MERGE, node)
             if self._cursor is head:
                 self.cursor = node
             return record
@@ -78,7 +79,7 @@ class LoomTidy:
                 head = self.tree.unmerge(record)
             except ValueError as exc:
                 raise InputError(str(exc)) from None
-            self._events.emit("split", head)
+            self._events.emit(Event.SPLIT, head)
             return head
 
     def move(self, node: Node, new_parent: Node, index: int | None = None) -> tuple[Node, int]:
@@ -100,9 +101,9 @@ class LoomTidy:
                 for runner in self._each_runner():
                     runner.forget(node)
             old = self.tree.move(node, new_parent, index)
-            self._events.emit("move", node)
+            self._events.emit(Event.MOVE, node)
             if not keep:
                 for item in kv_tidy.drop_context(node):
-                    self._events.emit("records", item)
-                    self._events.emit("update", item)
+                    self._events.emit(Event.RECORDS, item)
+                    self._events.emit(Event.UPDATE, item)
             return old
