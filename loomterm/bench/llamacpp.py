@@ -15,7 +15,11 @@ on the same GGUF file and threads, in one run.
 - drafting (the torch runner's; this runner says why not): what one verify pass of 4
   drafted tokens costs against 5 plain steps, the most drafting could gain here;
 - long documents: branch switches on a path past ``n_ctx``, in the same window and
-  across a window shift, against a fresh evaluation of the target's window.
+  across a window shift, against a fresh evaluation of the target's window;
+- memory: the KV the context reserves at start and after a 4,000-token document and a
+  generation, against the whole context the runner used to reserve at start; one growth
+  step against evaluating the document again; the decode rate after growing against a
+  context made whole at start.
 """
 
 from __future__ import annotations
@@ -78,7 +82,72 @@ def llamacpp_rows(loaded, corpus: list[int], plan, log) -> list[Row]:
     rows += _kernel_rows(gguf, prompt, threads, label, why, log)
     n_ctx = plan.switch_ctx or 2048
     rows += _window_rows(gguf, corpus, plan.switch_tokens, n_ctx, plan.long_reps, threads, log)
+    if plan.llama_doc >= 1000:
+        rows += growth_rows(gguf, corpus, threads, log, reps=plan.decode_reps + 2)
+    else:  # a sized-down plan: a shorter document into a smaller first context
+        rows += growth_rows(gguf, corpus, threads, log, 4 * plan.llama_doc, 256, 1)
     return rows
+
+
+GROWTH_DOC = 4000  # tokens of the document the memory rows load
+GROWTH_NEW = 32  # tokens each of 4 siblings generates after it (and greedy ones, timed)
+
+
+def growth_rows(
+    gguf, corpus: list[int], threads: int, log, length: int = GROWTH_DOC, first: int = 0, reps=5
+) -> list[Row]:
+    """The context's KV at start and after a 4,000-token document and 4 siblings (the
+    runner's default ``n_ctx``: the trained context), one growth step, and the decode
+    rate after growing against a runner whose context was made whole at start (the old
+    reservation; the two runners take turns). ``first``: the first context's cells (0: the
+    runner's default)."""
+    from loomterm.engine import Loom
+    from loomterm.engine.llamacpp.runner import LlamaCppRunner
+
+    log(f"llama.cpp runner: KV growth over a {length:,}-token document")
+    mib = 1 << 20
+    doc = _wrapped(corpus, 0, length)
+    sized = {"first_cells": first} if first else {}
+    small = Loom(LlamaCppRunner(gguf, threads=threads, **sized))
+    runner = small.runner
+    try:
+        most = runner.llama.max_cells * runner.bytes_per_cell
+        first = runner.kv_bytes().working
+        start = time.perf_counter()
+        node = small.append_tokens(small.root, doc)
+        prefill = time.perf_counter() - start
+        small.generate(node, GROWTH_NEW, n=4, seed=0, temperature=1.0)
+        after, cells, growths = runner.kv_bytes().working, runner.llama.cells, runner.growths
+        step = runner.grow_seconds / max(1, growths)
+        whole = Loom(LlamaCppRunner(gguf, threads=threads, first_cells=runner.llama.max_cells))
+        try:
+            other = whole.append_tokens(whole.root, doc)
+            rates: dict[str, list[float]] = {"grown": [], "whole": []}
+            for _ in range(max(1, reps)):
+                for name, loom, at in (("grown", small, node), ("whole", whole, other)):
+                    clock = time.perf_counter()
+                    kid = loom.generate(at, GROWTH_NEW, temperature=0)[0]
+                    rates[name].append(len(kid.tokens) / (time.perf_counter() - clock))
+        finally:
+            whole.runner.close()
+    finally:
+        runner.close()
+    grown, made = statistics.median(rates["grown"]), statistics.median(rates["whole"])
+    where = f"{gguf.name}, n_ctx {runner.n_ctx:,}"
+    return [
+        Row(LLAMACPP, "KV reserved at start vs the whole context", most / mib, first / mib,
+            "MiB", ratio(first, most), note=f"{where}; the whole context is what it used to "
+            "reserve at start"),
+        Row(LLAMACPP, f"KV reserved after {length:,} tokens and 4 siblings of {GROWTH_NEW}",
+            most / mib, after / mib, "MiB", ratio(after, most),
+            note=f"{cells:,} cells after {growths} growth steps",
+            extra={"cells": cells, "growths": growths}),
+        Row(LLAMACPP, "one growth step vs evaluating the document again", prefill, step, "s",
+            speedup(prefill, step), note=f"{where}; every sequence moved to the larger context"),
+        Row(LLAMACPP, "decode after growing vs a context made whole at start", made, grown,
+            "tok/s", ratio(grown, made), note=f"{where}; {GROWTH_NEW} greedy tokens, median "
+            f"of {max(1, reps)}"),
+    ]  # fmt: skip
 
 
 def _decode(loaded, loom, gguf, prompt, new_tokens, reps, label, log) -> list[Row]:

@@ -49,6 +49,10 @@ def test_every_row_is_measured(rows):
         "drafting: a 5-token verify pass",
         "branch switch @700, same window",
         "branch switch @",
+        "KV reserved at start vs the whole context",
+        "KV reserved after 1,200 tokens",
+        "one growth step vs evaluating",
+        "decode after growing vs a context made whole",
     ):
         assert any(name.startswith(start) for name in names), (start, names)
     assert any("across a window shift" in name for name in names)
@@ -69,5 +73,9 @@ def test_figures_are_the_runners_own(rows):
     # Only the sibling's own tokens are evaluated, and the result is a fresh evaluation's.
     assert same.extra["evaluated"] <= 33 < same.extra["window"]
     assert same.extra["kl"] < 0.01
+    start = rows["KV reserved at start vs the whole context"]
+    assert start.loomterm * 10 < start.baseline  # 256 cells of the whole context's 16,384
+    grown = next(row for name, row in rows.items() if name.startswith("KV reserved after"))
+    assert grown.extra["growths"] >= 1 and start.loomterm < grown.loomterm < grown.baseline
     drafting = next(row for name, row in rows.items() if name.startswith("drafting"))
     assert drafting.note.startswith("not run: drafted decoding runs on the torch runner")

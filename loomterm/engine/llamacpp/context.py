@@ -7,7 +7,8 @@ token ids, sequence ids and positions; which sequence holds which path is the ru
 business (``slots``).
 
 ``decode`` evaluates tokens of one or more sequences in chunks of ``n_batch``; when the
-cache has no room it asks ``make_room`` to free a sequence and tries again. Logits come
+cache has no room it asks ``make_room`` to grow the context (``grow``: a new, larger
+context with every sequence moved over) or free a sequence, and tries again. Logits come
 back as float32 torch tensors, copied out of llama.cpp's buffer (it is reused by the
 next call).
 """
@@ -45,6 +46,14 @@ def default_threads() -> int:
     return shared("llama.cpp")
 
 
+def _int(text: str | None) -> int:
+    """A GGUF number written as text, or 0."""
+    try:
+        return int(text or 0)
+    except ValueError:
+        return 0
+
+
 def _backend(lib) -> None:
     with _init_lock:
         if _initialized:
@@ -68,7 +77,10 @@ class LlamaContext:
         path: The GGUF file.
         vocab_size: Tokens of the vocabulary.
         n_ctx_train: The context length the model was trained with.
-        cells: KV cells of the context, shared by all sequences.
+        cells: KV cells of the context now, shared by all sequences (allocated whole).
+        max_cells: The most cells it may grow to (``grow``). ``cells`` given as a
+            callable ``cells(n_ctx_train, kv_bytes_per_cell)`` returns the first size and
+            this; given as a number, the context starts and stays at that size.
         n_seq: Sequences the context holds (``n_seq_max``).
         n_batch: Most tokens one ``llama_decode`` takes.
         threads: CPU threads for decoding and prompt evaluation.
@@ -83,7 +95,7 @@ class LlamaContext:
     def __init__(
         self,
         path: Path,
-        cells: int | Callable[[int, int], int] | None,
+        cells: int | Callable[[int, int], tuple[int, int]] | None,
         n_seq: int,
         threads: int | None = None,
     ) -> None:
@@ -105,31 +117,25 @@ class LlamaContext:
         self.vocab_size = int(lib.llama_vocab_n_tokens(self.vocab))
         self.n_ctx_train = int(lib.llama_model_n_ctx_train(self.model))
         self.threads = threads or default_threads()
-        context = lib.llama_context_default_params()
+        self._n_seq = n_seq
+        first: int | None
         if callable(cells):  # sized from what the model was trained with, and its KV size
             try:
-                cells = cells(self.n_ctx_train, self.kv_bytes_per_cell())
+                first, most = cells(self.n_ctx_train, self.kv_bytes_per_cell())
             except BaseException:
                 lib.llama_model_free(self.model)
                 raise
-        context.n_ctx = cells or self.n_ctx_train
-        context.n_seq_max = n_seq
-        context.kv_unified = True  # siblings share their prefix's cells (seq_cp)
-        # llama.cpp's defaults, as llama-server runs them (flash attention on where the
-        # device has it: the CPU does; n_batch 2048, n_ubatch 512), so the same tokens give
-        # the server's logits and its greedy tokens. Flash attention also skips the cells of
-        # other sequences (masked) instead of multiplying them in.
-        context.flash_attn_type = FLASH_ATTN_AUTO
-        context.n_threads = context.n_threads_batch = self.threads
-        context.no_perf = True
-        self.ctx = lib.llama_init_from_model(self.model, context)
+        else:
+            first, most = cells, cells or self.n_ctx_train
+        self.ctx = self._open(first or self.n_ctx_train)
         if not self.ctx:
             lib.llama_model_free(self.model)
             raise ModelLoadError(
-                f"llama.cpp cannot make a context of {context.n_ctx} cells for {path.name}"
+                f"llama.cpp cannot make a context of {first} cells for {path.name}"
             )
         self.memory = lib.llama_get_memory(self.ctx)
         self.cells = int(lib.llama_n_ctx(self.ctx))
+        self.max_cells = max(self.cells, -(-most // CELL_BLOCK) * CELL_BLOCK)
         self.n_seq = int(lib.llama_n_seq_max(self.ctx))
         self.n_batch = int(lib.llama_n_batch(self.ctx))
         self.can_shift = bool(lib.llama_memory_can_shift(self.memory))
@@ -140,6 +146,53 @@ class LlamaContext:
         self._piece = ctypes.create_string_buffer(PIECE_BYTES)
         self.evaluated = 0  # tokens evaluated so far (the tests and the bench read it)
 
+    def _open(self, cells: int):
+        """A new ``llama_context`` of ``cells`` cells on the model (NULL when llama.cpp
+        cannot make it)."""
+        lib = self.lib
+        context = lib.llama_context_default_params()
+        context.n_ctx = cells
+        context.n_seq_max = self._n_seq
+        context.kv_unified = True  # siblings share their prefix's cells (seq_cp)
+        # llama.cpp's defaults, as llama-server runs them (flash attention on where the
+        # device has it: the CPU does; n_batch 2048, n_ubatch 512), so the same tokens give
+        # the server's logits and its greedy tokens. Flash attention also skips the cells of
+        # other sequences (masked) instead of multiplying them in.
+        context.flash_attn_type = FLASH_ATTN_AUTO
+        context.n_threads = context.n_threads_batch = self.threads
+        context.no_perf = True
+        return lib.llama_init_from_model(self.model, context)
+
+    def grow(self, cells: int) -> bool:
+        """Move every sequence into a new, larger context of ``cells`` cells and free the
+        old one; False (the old context kept, nothing moved) when llama.cpp cannot make it.
+
+        The whole cache moves as one state (``llama_state_get_data`` /
+        ``llama_state_set_data``): the same cells with their positions and sequences, so
+        prefixes shared by ``seq_cp`` stay shared and every sequence gives the logits it
+        gave before. Called after a failed ``llama_decode`` or before an evaluation,
+        never between ``seq_add`` and the next decode: a pending key shift is applied by
+        ``llama_decode`` and would not move with the state."""
+        lib = self.lib
+        size = int(lib.llama_state_get_size(self.ctx))
+        buf = (ctypes.c_uint8 * size)()
+        written = int(lib.llama_state_get_data(self.ctx, buf, size))
+        _muted.set()  # a context llama.cpp cannot allocate is an answer here
+        try:
+            new = self._open(cells)
+        finally:
+            _muted.clear()
+        if not new:
+            return False
+        if int(lib.llama_state_set_data(new, buf, written)) != written:
+            lib.llama_free(new)
+            return False
+        lib.llama_free(self.ctx)
+        self.ctx = new
+        self.memory = lib.llama_get_memory(new)
+        self.cells = int(lib.llama_n_ctx(new))
+        return True
+
     # -- facts -------------------------------------------------------------------------
     def meta(self, key: str) -> str | None:
         """A GGUF metadata value as text (``general.name``), or None."""
@@ -148,12 +201,18 @@ class LlamaContext:
         return buf.value.decode("utf-8", "replace") if n >= 0 else None
 
     def kv_bytes_per_cell(self) -> int:
-        """Bytes one cached token takes (keys and values of every layer, float16)."""
+        """Bytes one cached token takes: keys and values of every layer, float16 (what
+        llama.cpp allocates per cell, sliding-window layers included: their cache is full
+        size). A head's width is the GGUF's ``key_length``/``value_length`` where it gives
+        them (Gemma 3's heads are wider than ``n_embd / n_head``)."""
         lib, model = self.lib, self.model
         heads = max(1, int(lib.llama_model_n_head(model)))
-        head_dim = int(lib.llama_model_n_embd(model)) // heads
+        width = int(lib.llama_model_n_embd(model)) // heads
+        arch = self.meta("general.architecture") or ""
+        key = _int(self.meta(f"{arch}.attention.key_length")) or width
+        value = _int(self.meta(f"{arch}.attention.value_length")) or width
         layers = int(lib.llama_model_n_layer(model))
-        return layers * 2 * int(lib.llama_model_n_head_kv(model)) * head_dim * 2
+        return layers * int(lib.llama_model_n_head_kv(model)) * (key + value) * 2
 
     def is_eog(self, token: int) -> bool:
         return bool(self.lib.llama_vocab_is_eog(self.vocab, token))

@@ -20,14 +20,18 @@ data). The operations map onto llama.cpp's sequence API:
   anything computed after it, until ``refresh`` recomputes it exactly. Exact operations
   give what a fresh evaluation of the same tokens gives.
 
-When the cache is full, or every sequence is taken, the least recently used sequence
-leaves it: its cells are copied off the context (``llama_state_seq_get_data``) and
-parked (``parked``), and coming back to that branch puts them back
-(``llama_state_seq_set_data``) instead of evaluating it again. ``kv_budget`` caps both
-together, as the torch runner's ``--kv-budget`` caps its node KV and working buffer:
-the context's cells are allocated whole (sized down to fit the budget, never below the
-context window) and count as ``KVBytes.working``; the parked copies are node KV
-(``KVBytes.nodes``), the least recently used dropped first when they would not fit.
+The context starts small (``FIRST_CELLS``) and grows with what its sequences hold:
+when the cache is full it is made again at least twice as large, every sequence moved
+over as it was (``grow``), up to its largest size (twice ``n_ctx``, sized down to fit
+the budget, never below the context window). Past that, or when every sequence is
+taken, the least recently used sequence leaves it: its cells are copied off the context
+(``llama_state_seq_get_data``) and parked (``parked``), and coming back to that branch
+puts them back (``llama_state_seq_set_data``) instead of evaluating it again.
+``kv_budget`` caps both together, as the torch runner's ``--kv-budget`` caps its node
+KV and working buffer: the context's cells are allocated whole and count, at their
+size now, as ``KVBytes.working``; the parked copies are node KV (``KVBytes.nodes``)
+within what the context leaves at its largest, the least recently used dropped first
+when they would not fit.
 They are not tensors on the nodes (``node_kv`` stays off: no KV snapshots). Threads:
 ``threads`` (default: physical cores less one, ``engine.threads``).
 """
@@ -59,6 +63,7 @@ from loomterm.errors import ContextError, EmptyEditError, InputError, PrefillCan
 from loomterm.tree import Node
 
 SEQUENCES = 8  # llama.cpp sequences: cached branches, and siblings per batch
+FIRST_CELLS = 4096  # a new context's cells: it grows when the paths need more (``grow``)
 PARK_MIN = 32  # shorter sequences are evaluated again rather than parked
 RESTORE_GAIN = 16  # a parked copy comes back when it serves this many more tokens
 WHY_NOT = (
@@ -91,6 +96,7 @@ class LlamaCppRunner(Runner):
         cells: int | None = None,
         sequences: int = SEQUENCES,
         kv_budget: int | str | None = None,
+        first_cells: int = FIRST_CELLS,
     ) -> None:
         path = Path(path).expanduser()
         if not path.is_file():
@@ -100,14 +106,16 @@ class LlamaCppRunner(Runner):
 
         budget = parse_size(kv_budget) or default_budget(torch.device("cpu"))
 
-        def size(trained: int, per_cell: int) -> int:
-            return _cells_for(cells or 2 * (n_ctx or trained), n_ctx or trained, per_cell, budget)
+        def size(trained: int, per_cell: int) -> tuple[int, int]:
+            most = _cells_for(cells or 2 * (n_ctx or trained), n_ctx or trained, per_cell, budget)
+            return min(first_cells, most), most
 
         self.llama = LlamaContext(path, size, n_seq=sequences, threads=threads)
         n_ctx = n_ctx or self.llama.n_ctx_train
         self.kv_budget = budget
-        self.context_bytes = self.llama.cells * self.llama.kv_bytes_per_cell()
-        self.parked = ParkedStore(budget - self.context_bytes)
+        self.bytes_per_cell = self.llama.kv_bytes_per_cell()
+        # The copies get what the context leaves at its largest: growing never drops one.
+        self.parked = ParkedStore(budget - self.llama.max_cells * self.bytes_per_cell)
         self.llama.make_room = self._make_room
         self.path = path.resolve()
         self.n_ctx = n_ctx
@@ -126,6 +134,8 @@ class LlamaCppRunner(Runner):
         self.evictions = 0
         self.kept_copies = 0  # old paths kept whole across a fast splice (state_seq)
         self.restores = 0  # parked branches put back into the cache
+        self.growths = 0  # times the context grew (``grow``)
+        self.grow_seconds = 0.0  # what those took, together
         self.moves: list[tuple[Node, int, int, int]] = []  # a fast splice's suffix pieces
         self._breakers: dict[tuple[str, ...], DryBreakers] = {}
         self._pieces: list[str] | None = None
@@ -327,8 +337,9 @@ class LlamaCppRunner(Runner):
         record = copy.record
         target = self._free_slot(busy)
         busy = busy | {target.seq}
-        while self.cells_in_use() + copy.cells > self.llama.cells and self._make_room(busy):
-            pass  # room first: a failed restore is logged by llama.cpp
+        need = self.cells_in_use() + copy.cells
+        while need > self.llama.cells and not self.grow(need) and self._make_room(busy):
+            need = self.cells_in_use() + copy.cells  # room first: a failed restore is logged
         while not self.llama.seq_restore(copy.data, target.seq):
             if not self._make_room(busy):
                 self.llama.seq_rm(target.seq, -1, -1)
@@ -340,7 +351,10 @@ class LlamaCppRunner(Runner):
         return target
 
     def _make_room(self, busy: set[int]) -> bool:
-        """The cache is full: drop the least recently used sequence outside ``busy``."""
+        """The cache is full: grow the context (``grow``) while it is below its largest
+        size, else drop the least recently used sequence outside ``busy``."""
+        if self.grow(self.llama.cells + 1):
+            return True
         victims = [s for s in self.slots if s.tokens and s.seq not in busy]
         if not victims:
             return False
@@ -425,7 +439,7 @@ class LlamaCppRunner(Runner):
         free = next((s for s in self.slots if not s.tokens and s is not slot), None)
         if free is None or len(slot) <= old_end:
             return
-        if self.cells_in_use() + len(slot) > self.llama.cells:
+        if not self.grow(self.cells_in_use() + len(slot)):
             return  # no room for the copy (a failed restore is logged by llama.cpp)
         if self.llama.seq_restore(self.llama.seq_save(slot.seq), free.seq):
             slot.copy_to(free, len(slot))
@@ -515,8 +529,35 @@ class LlamaCppRunner(Runner):
         return rows
 
     # -- memory and the rest -----------------------------------------------------------
+    @property
+    def context_bytes(self) -> int:
+        """Bytes the context's cells take now (llama.cpp allocates them whole)."""
+        return self.llama.cells * self.bytes_per_cell
+
+    def grow(self, need: int) -> bool:
+        """Make the context hold ``need`` cells: True when it does (already, or after
+        growing), False when that is past its largest size (``n_ctx`` twice within the
+        budget) or llama.cpp cannot allocate it (then it stays this size from now on).
+
+        It grows to at least twice its cells, so a long document grows it a few times,
+        not once per chunk; every sequence moves over (``LlamaContext.grow``): no branch
+        is lost and the logits do not change."""
+        llama = self.llama
+        if need <= llama.cells:
+            return True
+        if need > llama.max_cells:
+            return False
+        target = min(llama.max_cells, max(2 * llama.cells, -(-need // CELL_BLOCK) * CELL_BLOCK))
+        clock = time.perf_counter()
+        if not llama.grow(target):
+            llama.max_cells = llama.cells  # llama.cpp cannot allocate more: evict instead
+            return False
+        self.grow_seconds += time.perf_counter() - clock
+        self.growths += 1
+        return True
+
     def kv_bytes(self) -> KVBytes:
-        """The context's cells, allocated whole, as ``working``; parked copies as
+        """The context's cells now, allocated whole, as ``working``; parked copies as
         ``nodes`` (see the module docstring). Their total stays within ``kv_budget``."""
         return KVBytes(nodes=self.parked.nbytes, working=self.context_bytes)
 
