@@ -186,42 +186,13 @@ def drafted(
     log("drafted decoding: first generation with lookahead decoding")
     look = _regeneration(loaded, prompt, new_tokens, 0, "lookahead")
     off, auto = runs["off"], runs["auto"]
-    for key, name, target in (
-        ("regen", f"upper bound (replay): greedy regenerate from the same point x{regens}", ""),
-        ("pick", "regenerate after an alternative pick", ""),
-        ("first", "first generation (no siblings yet)", ""),
+    for key, name in (
+        ("regen", f"upper bound (replay): greedy regenerate from the same point x{regens}"),
+        ("pick", "regenerate after an alternative pick"),
+        ("first", "first generation (no siblings yet)"),
     ):
-        same = off[key]["tokens"] == auto[key]["tokens"]
-        stats = auto[key]["stats"]
-        rows.append(
-            Row(
-                DRAFTED,
-                name,
-                off[key]["rate"],
-                auto[key]["rate"],
-                "tok/s",
-                ratio(auto[key]["rate"], off[key]["rate"]),
-                target,
-                note=("identical" if same else "OUTPUT DIFFERS")
-                + f", {stats['accepted_per_step']:.2f} accepted/step",
-                extra={"identical": same, **stats},
-            )
-        )
-    same = look["first"]["tokens"] == off["first"]["tokens"]
-    stats = look["first"]["stats"]
-    rows.append(
-        Row(
-            DRAFTED,
-            "first generation, lookahead on",
-            off["first"]["rate"],
-            look["first"]["rate"],
-            "tok/s",
-            ratio(look["first"]["rate"], off["first"]["rate"]),
-            note=("identical" if same else "OUTPUT DIFFERS")
-            + f", {stats['accepted_per_step']:.2f} accepted/step",
-            extra={"identical": same, **stats},
-        )
-    )
+        rows.append(_drafted_row(name, off[key], auto[key]))
+    rows.append(_drafted_row("first generation, lookahead on", off["first"], look["first"]))
     replay = auto["regen"]["stats"]
     rows.append(
         Row(
@@ -235,6 +206,24 @@ def drafted(
         )
     )
     return rows
+
+
+def _drafted_row(name: str, off: dict, drafted: dict) -> Row:
+    """A drafted run's rate against the same run with drafting off, and whether it
+    wrote the same tokens (``_regeneration``'s entries)."""
+    same = off["tokens"] == drafted["tokens"]
+    stats = drafted["stats"]
+    return Row(
+        DRAFTED,
+        name,
+        off["rate"],
+        drafted["rate"],
+        "tok/s",
+        ratio(drafted["rate"], off["rate"]),
+        note=("identical" if same else "OUTPUT DIFFERS")
+        + f", {stats['accepted_per_step']:.2f} accepted/step",
+        extra={"identical": same, **stats},
+    )
 
 
 def _regeneration(loaded, prompt, new_tokens, regens, mode) -> dict:

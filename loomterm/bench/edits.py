@@ -81,17 +81,11 @@ def _flatness(rows: list[Row], short: int, long: int) -> list[Row]:
 
 def _latency_at(loaded, corpus: list[int], length: int, reps: int, base_reps: int) -> list[Row]:
     loom = make_loom(loaded)
-    device = loom.runner.device
     prefix = loom.append_tokens(loom.root, corpus[: length - TAIL])
     main = loom.append_tokens(prefix, corpus[length - TAIL : length])  # the document
     other = loom.append_tokens(prefix, _far(corpus, length, TAIL))  # a cached sibling
     main_tokens = loom.tokens(main)
-    # Real alternatives for the picks: the runner-up token at each picked position.
-    picks = []
-    for r in range(reps):
-        position = length - 4 - r
-        top = loom.next_logits(loom.truncate(main, position)).topk(2).indices.tolist()
-        picks.append((position, top[1] if top[0] == main_tokens[position] else top[0]))
+    picks = _runner_up_picks(loom, main, main_tokens, length, reps)
     middle = length // 2
 
     def replacement(position: int) -> list[int]:
@@ -126,31 +120,44 @@ def _latency_at(loaded, corpus: list[int], length: int, reps: int, base_reps: in
             lambda r: loom.append_tokens(main, _far(corpus, length + 97 * (r + 1), 10)),
         ),
     ]
-    rows = []
-    for op in ops:
-        times, result = [], None
-        for r in range(reps):
-            loom.next_logits(main)  # the working cache holds the document, as after typing
-            seconds, result = timed(device, lambda op=op, r=r: _logits_of(loom, op.run(r)))
-            times.append(seconds)
-        path = loom.tokens(result)
-        base = [
-            timed(device, lambda path=path: full_recompute(loaded, path))[0]
-            for _ in range(base_reps)
-        ]
-        rows.append(
-            Row(
-                LATENCY,
-                f"{op.name} @{length}",
-                median(base) * 1e3,
-                median(times) * 1e3,
-                "ms",
-                speedup(median(base), median(times)),
-                op.target if length >= TARGET_LENGTH else "",
-                extra={"length": length, "result_length": len(path), "loom_s": times},
-            )
-        )
-    return rows
+    return [_op_row(loaded, loom, main, op, length, reps, base_reps) for op in ops]
+
+
+def _runner_up_picks(
+    loom: Loom, main: Node, main_tokens: list[int], length: int, reps: int
+) -> list[tuple[int, int]]:
+    """Real alternatives for the picks: the runner-up token at each picked position."""
+    picks = []
+    for r in range(reps):
+        position = length - 4 - r
+        top = loom.next_logits(loom.truncate(main, position)).topk(2).indices.tolist()
+        picks.append((position, top[1] if top[0] == main_tokens[position] else top[0]))
+    return picks
+
+
+def _op_row(
+    loaded, loom: Loom, main: Node, op: EditOp, length: int, reps: int, base_reps: int
+) -> Row:
+    """``op`` timed ``reps`` times on the document ``main``, against recomputing the
+    path it leaves from scratch."""
+    device = loom.runner.device
+    times, result = [], None
+    for r in range(reps):
+        loom.next_logits(main)  # the working cache holds the document, as after typing
+        seconds, result = timed(device, lambda r=r: _logits_of(loom, op.run(r)))
+        times.append(seconds)
+    path = loom.tokens(result)
+    base = [timed(device, lambda: full_recompute(loaded, path))[0] for _ in range(base_reps)]
+    return Row(
+        LATENCY,
+        f"{op.name} @{length}",
+        median(base) * 1e3,
+        median(times) * 1e3,
+        "ms",
+        speedup(median(base), median(times)),
+        op.target if length >= TARGET_LENGTH else "",
+        extra={"length": length, "result_length": len(path), "loom_s": times},
+    )
 
 
 def _logits_of(loom: Loom, node: Node) -> Node:

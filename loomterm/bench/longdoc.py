@@ -105,14 +105,9 @@ def _open_first_token(loaded, plain, corpus: list[int], length: int, reps: int) 
             cpu["base"].append(used)
             first = int(logits[-1].argmax())
             if rep == 0:  # the sessions, the saved one with the baseline's own records
-                logprobs, top = _records(logits, window) if window == tokens else (None, None)
-                for kind, path in paths.items():
-                    loom = make_loom(loaded)
-                    records = {"logprobs": logprobs, "top": top} if kind == "saved" else {}
-                    origin = Origin.USER if kind == "saved" else Origin.IMPORT
-                    loom.cursor = loom.tree.add(loom.root, tokens, origin, **records)
-                    Session.create(loom, path).close()
                 del loom
+                records = _records(logits, window) if window == tokens else (None, None)
+                _write_sessions(loaded, paths, tokens, *records)
             del logits
             for kind, path in paths.items():
 
@@ -127,6 +122,25 @@ def _open_first_token(loaded, plain, corpus: list[int], length: int, reps: int) 
                 cpu[kind].append(used)
                 same[kind] = kid.tokens[0] == first
                 session.close()
+    return _open_rows(seconds, cpu, same, length, len(window))
+
+
+def _write_sessions(loaded, paths: dict[str, Path], tokens: list[int], logprobs, top) -> None:
+    """The two sessions of ``tokens``: ``saved`` with the given records, as loomterm
+    writes them, and ``imported`` without (records computed while reading)."""
+    from loomterm.sessions.session import Session
+
+    for kind, path in paths.items():
+        loom = make_loom(loaded)
+        records = {"logprobs": logprobs, "top": top} if kind == "saved" else {}
+        origin = Origin.USER if kind == "saved" else Origin.IMPORT
+        loom.cursor = loom.tree.add(loom.root, tokens, origin, **records)
+        Session.create(loom, path).close()
+
+
+def _open_rows(seconds: dict, cpu: dict, same: dict, length: int, read: int) -> list[Row]:
+    """A row per session kind: opening it and its first token, against the plain
+    forward over the ``read`` tokens of its window."""
     base = median(seconds["base"])
     rows = []
     for kind, what in (
@@ -144,8 +158,7 @@ def _open_first_token(loaded, plain, corpus: list[int], length: int, reps: int) 
                 "s",
                 speedup(base, mine),
                 ">=1.0",
-                note=f"{len(window):,} tokens read; by CPU time {by_cpu:.2f}x; "
-                f"same token: {same[kind]}",
+                note=f"{read:,} tokens read; by CPU time {by_cpu:.2f}x; same token: {same[kind]}",
                 extra={
                     "loom_s": seconds[kind],
                     "baseline_s": seconds["base"],

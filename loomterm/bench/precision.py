@@ -57,11 +57,36 @@ MODES = (
 def precision_table(
     loaded, prompt: list[int], doc: list[int], new_tokens: int, reps: int, log
 ) -> list[Row]:
-    from loomterm.engine.models.load import load_model
-
     log(
         f"precision: {', '.join(m.label for m in MODES)}; {new_tokens} tokens, {len(doc)}-token doc"
     )
+    models = _mode_models(loaded)
+    looms = {label: make_loom(m, drafting="off") for label, m in models.items()}
+    for loom in looms.values():  # warm-up
+        loom.generate(loom.append_tokens(loom.root, prompt), 2, temperature=0)
+    rates = _mode_rates(looms, models["float32"], prompt, doc, new_tokens, reps)
+    want = _logprobs(models["float32"], doc)
+    rows: list[Row] = []
+    for mode in MODES[1:]:
+        rows += _mode_rows(mode, models[mode.label], want, doc, rates)
+    hf_rate = best(rates.hf)
+    for label, target in (("f16", ""), ("int8", ">=2.0")):
+        rate = best(rates.decode[label])
+        rows.append(
+            Row(PRECISION, f"{label} decode vs transformers generate (float32)", hf_rate, rate,
+                "tok/s", ratio(rate, hf_rate), target,
+                note="prompt prefill included on both sides",
+                extra={"hf_tok_s": rates.hf, f"{label}_tok_s": rates.decode[label]})
+        )  # fmt: skip
+    log("peer: llama.cpp on the same GGUF file")
+    rows += _peer_rows(loaded, prompt, new_tokens, reps, rates.decode, rates.only)
+    return rows
+
+
+def _mode_models(loaded) -> dict:
+    """A model per precision mode, by label: ``loaded`` itself for its own mode."""
+    from loomterm.engine.models.load import load_model
+
     models = {}
     for mode in MODES:
         if _is(loaded, mode):
@@ -70,19 +95,31 @@ def precision_table(
             models[mode.label] = load_model(
                 loaded.source, device=loaded.device, dtype=mode.dtype, quant=mode.quant
             )
-    looms = {label: make_loom(m, drafting="off") for label, m in models.items()}
-    for loom in looms.values():  # warm-up
-        loom.generate(loom.append_tokens(loom.root, prompt), 2, temperature=0)
-    reference = models["float32"]
+    return models
+
+
+@dataclass
+class _Rates:
+    """Tokens a second per mode label, one value per repetition: decoding with its
+    prompt's prefill (``decode``), without it (``only``), and the document's prefill;
+    ``hf``: transformers' own generate on the float32 model."""
+
+    decode: dict[str, list[float]]
+    prefill: dict[str, list[float]]
+    only: dict[str, list[float]]
+    hf: list[float]
+
+
+def _mode_rates(looms, reference, prompt, doc, new_tokens: int, reps: int) -> _Rates:
+    """Time every mode's decoding and prefill, and transformers' generate, ``reps``
+    times, the modes interleaved so that a busy moment hits them alike."""
     ids = torch.tensor([prompt], device=reference.device)
     transformers_side = contextlib.ExitStack()  # the fresh model, freed after the loop
     hf_model = transformers_side.enter_context(fresh_transformers(reference, torch.float32))
     hf_generate(hf_model, ids, 2)
-    decode: dict[str, list[float]] = {label: [] for label in looms}
-    prefill: dict[str, list[float]] = {label: [] for label in looms}
-    only: dict[str, list[float]] = {label: [] for label in looms}  # decode without prefill
-    hf: list[float] = []
-    for _ in range(reps):  # modes interleaved, so a busy moment hits them alike
+    rates = _Rates({label: [] for label in looms}, {label: [] for label in looms},
+                   {label: [] for label in looms}, [])  # fmt: skip
+    for _ in range(reps):
         for label, loom in looms.items():
 
             def ours(loom=loom):
@@ -90,60 +127,51 @@ def precision_table(
                 return loom.generate(node, new_tokens, temperature=0)[0]
 
             seconds, kid = timed(loom.runner.device, ours)
-            decode[label].append(len(kid.tokens) / seconds)
-            only[label].append(len(kid.tokens) / max(loom.last_result.decode_seconds, 1e-9))
+            rates.decode[label].append(len(kid.tokens) / seconds)
+            rates.only[label].append(len(kid.tokens) / max(loom.last_result.decode_seconds, 1e-9))
             seconds, _ = timed(
                 loom.runner.device,
                 lambda loom=loom: loom.next_logits(loom.append_tokens(loom.root, doc)),
             )
-            prefill[label].append(len(doc) / seconds)
+            rates.prefill[label].append(len(doc) / seconds)
         seconds, out = timed(reference.device, lambda: hf_generate(hf_model, ids, new_tokens))
-        hf.append((out.shape[1] - len(prompt)) / seconds)
+        rates.hf.append((out.shape[1] - len(prompt)) / seconds)
     transformers_side.close()
-    want = _logprobs(reference, doc)
-    rows: list[Row] = []
+    return rates
+
+
+def _mode_rows(mode, model, want: torch.Tensor, doc: list[int], rates: _Rates) -> list[Row]:
+    """One mode's rows: its speed against float32's, and its fidelity (KL to the
+    float32 log-probabilities ``want`` over ``doc``, top-1 agreement)."""
+    label, name = mode.label, model.precision
+    decode, prefill = rates.decode, rates.prefill
     base_decode, base_prefill = best(decode["float32"]), best(prefill["float32"])
-    for mode in MODES[1:]:
-        label = mode.label
-        name = models[label].precision
-        got = _logprobs(models[label], doc)
-        kl = (want.exp() * (want - got)).sum(-1).tolist()  # (T,)
-        agree = 100 * float((got.argmax(-1) == want.argmax(-1)).float().mean())
-        rate, fill = best(decode[label]), best(prefill[label])
-        mean_kl = sum(kl) / len(kl)
-        target = "<=0.005" if mode.quant == "int8" else ""
-        mode_rows = [
-            Row(PRECISION, f"{name}: decode", base_decode, rate, "tok/s", ratio(rate, base_decode),
-                extra={"tok_s": decode[label], "float32_tok_s": decode["float32"]}),
-            Row(PRECISION, f"{name}: prefill @{len(doc)}", base_prefill, fill, "tok/s",
-                ratio(fill, base_prefill)),
-            Row(PRECISION, f"{name}: KL to float32, mean", 0.0, mean_kl, "nats", float("nan"),
-                target, absolute=True, extra={"kl": kl}),
-            Row(PRECISION, f"{name}: KL to float32, p90", 0.0, percentile(kl, 0.9), "nats",
-                float("nan"), absolute=True),
-            Row(PRECISION, f"{name}: top-1 agreement with float32", 100.0, agree, "%",
-                agree / 100),
-        ]  # fmt: skip
-        if mode.quant != "none":  # what decoding sees: the int8 kernel, few rows a pass
-            short = _logprobs(models[label], doc, chunk=DECODE_CHUNK)
-            kl_short = (want.exp() * (want - short)).sum(-1).tolist()
-            passes = f"{name}: KL to float32, mean, {DECODE_CHUNK}-token passes"
-            mode_rows.insert(3, Row(PRECISION, passes, 0.0, sum(kl_short) / len(kl_short),
-                                    "nats", float("nan"), target, absolute=True,
-                                    note="the decode kernel"))  # fmt: skip
-        rows += mode_rows
-    hf_rate = best(hf)
-    for label, target in (("f16", ""), ("int8", ">=2.0")):
-        rate = best(decode[label])
-        rows.append(
-            Row(PRECISION, f"{label} decode vs transformers generate (float32)", hf_rate, rate,
-                "tok/s", ratio(rate, hf_rate), target,
-                note="prompt prefill included on both sides",
-                extra={"hf_tok_s": hf, f"{label}_tok_s": decode[label]})
-        )  # fmt: skip
-    log("peer: llama.cpp on the same GGUF file")
-    rows += _peer_rows(loaded, prompt, new_tokens, reps, decode, only)
-    return rows
+    got = _logprobs(model, doc)
+    kl = (want.exp() * (want - got)).sum(-1).tolist()  # (T,)
+    agree = 100 * float((got.argmax(-1) == want.argmax(-1)).float().mean())
+    rate, fill = best(decode[label]), best(prefill[label])
+    mean_kl = sum(kl) / len(kl)
+    target = "<=0.005" if mode.quant == "int8" else ""
+    mode_rows = [
+        Row(PRECISION, f"{name}: decode", base_decode, rate, "tok/s", ratio(rate, base_decode),
+            extra={"tok_s": decode[label], "float32_tok_s": decode["float32"]}),
+        Row(PRECISION, f"{name}: prefill @{len(doc)}", base_prefill, fill, "tok/s",
+            ratio(fill, base_prefill)),
+        Row(PRECISION, f"{name}: KL to float32, mean", 0.0, mean_kl, "nats", float("nan"),
+            target, absolute=True, extra={"kl": kl}),
+        Row(PRECISION, f"{name}: KL to float32, p90", 0.0, percentile(kl, 0.9), "nats",
+            float("nan"), absolute=True),
+        Row(PRECISION, f"{name}: top-1 agreement with float32", 100.0, agree, "%",
+            agree / 100),
+    ]  # fmt: skip
+    if mode.quant != "none":  # what decoding sees: the int8 kernel, few rows a pass
+        short = _logprobs(model, doc, chunk=DECODE_CHUNK)
+        kl_short = (want.exp() * (want - short)).sum(-1).tolist()
+        passes = f"{name}: KL to float32, mean, {DECODE_CHUNK}-token passes"
+        mode_rows.insert(3, Row(PRECISION, passes, 0.0, sum(kl_short) / len(kl_short),
+                                "nats", float("nan"), target, absolute=True,
+                                note="the decode kernel"))  # fmt: skip
+    return mode_rows
 
 
 def _peer_rows(loaded, prompt, new_tokens, reps, decode, only) -> list[Row]:

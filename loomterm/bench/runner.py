@@ -187,75 +187,12 @@ def run_bench(
 
 def _run(loaded, plan: BenchPlan, quick: bool, log: Callable[[str], None]) -> BenchResult:
     started = time.perf_counter()
-    corpus = list(loaded.tokenizer(corpus_text(), add_special_tokens=False)["input_ids"])
-    prompt = corpus[: plan.prompt_tokens]
-    start = corpus_text().index("III. A Morning")
-    draft_prompt = list(
-        loaded.tokenizer(corpus_text()[start:], add_special_tokens=False)["input_ids"]
-    )[: plan.draft_prompt]
+    inputs = _inputs(loaded, plan)
     rows: list[Row] = []
     want = set(plan.sections)
-    if "latency" in want:
-        rows += edits.edit_latency(
-            loaded, corpus, list(plan.lengths), plan.edit_reps, plan.base_reps, log
-        )
-    if "decode" in want:
-        rows += decoding.plain_decode(loaded, prompt, plan.decode_tokens, plan.decode_reps, log)
-    if "precision" in want:
-        rows += precision.precision_table(
-            loaded,
-            prompt,
-            corpus[: plan.precision_doc],
-            plan.precision_tokens,
-            plan.precision_reps,
-            log,
-        )
-    if "siblings" in want:
-        rows += decoding.siblings(
-            loaded, prompt, plan.sibling_tokens, list(plan.sibling_counts), log
-        )
-    if "memory" in want:
-        rows += decoding.kv_memory(
-            loaded, prompt, plan.sibling_tokens, list(plan.memory_counts), log
-        )
-    if "prefill" in want:
-        rows += prefill.record_cost(loaded, corpus, plan.prefill_tokens, plan.prefill_reps, log)
-    if "long" in want:
-        rows += longdoc.open_first_token(loaded, corpus, plan.open_tokens, plan.long_reps, log)
-        why = " (lowered from the model's to keep --quick short)" if plan.switch_ctx else ""
-        rows += longdoc.window_switch(
-            loaded, corpus, plan.switch_tokens, plan.switch_ctx, plan.long_reps, log, why
-        )
-    if "rerope" in want:
-        rows += edits.rerope_quality(loaded, corpus, plan.rerope_doc, plan.rerope_edits, log)
-    if "drafted" in want:
-        rows += decoding.drafted(
-            loaded,
-            draft_prompt,
-            plan.draft_tokens,
-            plan.draft_regens,
-            plan.sampled_seeds,
-            log,
-            sampled_tokens=plan.sampled_tokens,
-        )
-    if "weave" in want:
-        rows += weave.weave_rows(
-            loaded, prompt, *plan.weave_shape, plan.weave_tokens, plan.weave_reps, log
-        )
-    if "search" in want:
-        rows += search.search_rows(loaded, corpus, 3, log)
-    if "context" in want:
-        rows += context.context_rows(
-            loaded, corpus, plan.context_rounds, plan.context_new, plan.context_branches, log
-        )
-    if "llamacpp" in want:
-        rows += llamacpp.llamacpp_rows(loaded, corpus, plan, log)
-    if "busy" in want:
-        rows += contended.contended_rows(loaded, prompt, plan.decode_tokens, plan.decode_reps, log)
-    if "startup" in want:
-        rows += startup.startup_rows(loaded, corpus, plan.startup_reps, log)
-    if "files" in want:
-        rows += files.files_rows(plan.files_nodes, plan.files_depth, log)
+    for name, section in _SECTIONS:
+        if name in want:
+            rows += section(loaded, plan, inputs, log)
     meta = {
         "model": loaded.name,
         "attention": attention.describe(loaded.model),
@@ -270,6 +207,73 @@ def _run(loaded, plan: BenchPlan, quick: bool, log: Callable[[str], None]) -> Be
         "seconds": time.perf_counter() - started,
     }
     return BenchResult(rows, meta)
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    """The token runs the sections read: the corpus, the prompt (its start), and the
+    drafted section's prompt (a later chapter, whose text repeats)."""
+
+    corpus: list[int]
+    prompt: list[int]
+    draft_prompt: list[int]
+
+
+def _inputs(loaded, plan: BenchPlan) -> _Inputs:
+    corpus = list(loaded.tokenizer(corpus_text(), add_special_tokens=False)["input_ids"])
+    start = corpus_text().index("III. A Morning")
+    draft_prompt = list(
+        loaded.tokenizer(corpus_text()[start:], add_special_tokens=False)["input_ids"]
+    )[: plan.draft_prompt]
+    return _Inputs(corpus, corpus[: plan.prompt_tokens], draft_prompt)
+
+
+def _long_rows(loaded, plan: BenchPlan, inputs: _Inputs, log) -> list[Row]:
+    corpus = inputs.corpus
+    rows = longdoc.open_first_token(loaded, corpus, plan.open_tokens, plan.long_reps, log)
+    why = " (lowered from the model's to keep --quick short)" if plan.switch_ctx else ""
+    return rows + longdoc.window_switch(
+        loaded, corpus, plan.switch_tokens, plan.switch_ctx, plan.long_reps, log, why
+    )
+
+
+# Every section, in the order the table lists them: (name, rows of the section).
+_SECTIONS: tuple[tuple[str, Callable[..., list[Row]]], ...] = (
+    ("latency", lambda loaded, plan, inputs, log: edits.edit_latency(
+        loaded, inputs.corpus, list(plan.lengths), plan.edit_reps, plan.base_reps, log)),
+    ("decode", lambda loaded, plan, inputs, log: decoding.plain_decode(
+        loaded, inputs.prompt, plan.decode_tokens, plan.decode_reps, log)),
+    ("precision", lambda loaded, plan, inputs, log: precision.precision_table(
+        loaded, inputs.prompt, inputs.corpus[: plan.precision_doc], plan.precision_tokens,
+        plan.precision_reps, log)),
+    ("siblings", lambda loaded, plan, inputs, log: decoding.siblings(
+        loaded, inputs.prompt, plan.sibling_tokens, list(plan.sibling_counts), log)),
+    ("memory", lambda loaded, plan, inputs, log: decoding.kv_memory(
+        loaded, inputs.prompt, plan.sibling_tokens, list(plan.memory_counts), log)),
+    ("prefill", lambda loaded, plan, inputs, log: prefill.record_cost(
+        loaded, inputs.corpus, plan.prefill_tokens, plan.prefill_reps, log)),
+    ("long", _long_rows),
+    ("rerope", lambda loaded, plan, inputs, log: edits.rerope_quality(
+        loaded, inputs.corpus, plan.rerope_doc, plan.rerope_edits, log)),
+    ("drafted", lambda loaded, plan, inputs, log: decoding.drafted(
+        loaded, inputs.draft_prompt, plan.draft_tokens, plan.draft_regens, plan.sampled_seeds,
+        log, sampled_tokens=plan.sampled_tokens)),
+    ("weave", lambda loaded, plan, inputs, log: weave.weave_rows(
+        loaded, inputs.prompt, *plan.weave_shape, plan.weave_tokens, plan.weave_reps, log)),
+    ("search", lambda loaded, plan, inputs, log: search.search_rows(
+        loaded, inputs.corpus, 3, log)),
+    ("context", lambda loaded, plan, inputs, log: context.context_rows(
+        loaded, inputs.corpus, plan.context_rounds, plan.context_new, plan.context_branches,
+        log)),
+    ("llamacpp", lambda loaded, plan, inputs, log: llamacpp.llamacpp_rows(
+        loaded, inputs.corpus, plan, log)),
+    ("busy", lambda loaded, plan, inputs, log: contended.contended_rows(
+        loaded, inputs.prompt, plan.decode_tokens, plan.decode_reps, log)),
+    ("startup", lambda loaded, plan, inputs, log: startup.startup_rows(
+        loaded, inputs.corpus, plan.startup_reps, log)),
+    ("files", lambda loaded, plan, inputs, log: files.files_rows(
+        plan.files_nodes, plan.files_depth, log)),
+)  # fmt: skip
 
 
 def run_server_bench(

@@ -183,33 +183,8 @@ def startup_rows(
     if shutil.which("tmux") is None:
         log("start-up: tmux is not installed; the section is left out")
         return []
-    with tempfile.TemporaryDirectory(prefix="loomterm-bench-start-") as temp:
-        folder = Path(temp)
-        path = make_session(loaded, corpus, folder)
-        extra = {"LOOMTERM_DATA_DIR": str(folder / "data"), **(env or {})}
-        extra["LOOMTERM_CONFIG_DIR"] = str(folder / "config")
-        base = command or [sys.executable, "-m", "loomterm"]
-
-        def arguments(session: Path) -> list[str]:
-            args = [*base, "--model", str(loaded.source), "-s", str(session)]
-            if loaded.device.type != "cpu":
-                args += ["--device", str(loaded.device)]
-            return args
-
-        launches, baselines = [], []
-        launch(arguments(path), child_env(extra), loaded.name, folder, type_marker=False)  # warm-up
-        for rep in range(reps):
-            # Each timed launch opens its own copy of the session: in one the last
-            # launch saved, its marker word would already be in the document.
-            session = folder / f"startup-{rep + 1}.loom"
-            shutil.copyfile(path, session)
-            baselines.append(import_baseline())
-            launches.append(launch(arguments(session), child_env(extra), loaded.name, folder))
-            last = launches[-1]
-            log(
-                f"start-up {rep + 1}/{reps}: import {baselines[-1]:.2f} s, paint {last.paint}, "
-                f"typing {last.typing} ({last.lost} lost), ready {last.ready}"
-            )
+    base = command or [sys.executable, "-m", "loomterm"]
+    launches, baselines = _launches(loaded, corpus, reps, log, base, env)
     base = median(baselines)
     rows = []
     for name, attribute, target in (
@@ -232,3 +207,36 @@ def startup_rows(
             )
         )
     return rows
+
+
+def _launches(loaded, corpus: list[int], reps: int, log, base: list[str], env) -> tuple:
+    """``reps`` timed launches of the editor (the command line ``base``) on copies of
+    one session, after one warm-up, and as many timed imports of torch and
+    transformers (the baseline): (launches, baselines)."""
+    with tempfile.TemporaryDirectory(prefix="loomterm-bench-start-") as temp:
+        folder = Path(temp)
+        path = make_session(loaded, corpus, folder)
+        extra = {"LOOMTERM_DATA_DIR": str(folder / "data"), **(env or {})}
+        extra["LOOMTERM_CONFIG_DIR"] = str(folder / "config")
+
+        def arguments(session: Path) -> list[str]:
+            args = [*base, "--model", str(loaded.source), "-s", str(session)]
+            if loaded.device.type != "cpu":
+                args += ["--device", str(loaded.device)]
+            return args
+
+        launches, baselines = [], []
+        launch(arguments(path), child_env(extra), loaded.name, folder, type_marker=False)  # warm-up
+        for rep in range(reps):
+            # Each timed launch opens its own copy of the session: in one the last
+            # launch saved, its marker word would already be in the document.
+            session = folder / f"startup-{rep + 1}.loom"
+            shutil.copyfile(path, session)
+            baselines.append(import_baseline())
+            launches.append(launch(arguments(session), child_env(extra), loaded.name, folder))
+            last = launches[-1]
+            log(
+                f"start-up {rep + 1}/{reps}: import {baselines[-1]:.2f} s, paint {last.paint}, "
+                f"typing {last.typing} ({last.lost} lost), ready {last.ready}"
+            )
+    return launches, baselines

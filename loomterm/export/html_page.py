@@ -162,36 +162,39 @@ def render_html(data: SessionData, branch: str = "all") -> str:
         "</section>",
     ]
     if branch == "all":
-        parts.append('<section id="tree">')
-        parts.append("<h2>Every branch</h2>")
-        stack: list[tuple[str, Node | None, str]] = [("open", data.tree.root, "")]
-        while stack:
-            action, start, label = stack.pop()
-            if action == "close":
-                parts.append("</details>")
-                continue
-            assert start is not None
-            nodes = chain(start)
-            text = "".join(data.text(n) for n in nodes)
-            is_root = start is data.tree.root
-            if not is_root:
-                current = (
-                    ' <span class="cur">\u25c0 current path</span>' if start.id in on_path else ""
-                )
-                bookmark = "".join(
-                    f" \u00b7 {esc(b)}" for b in (bookmark_note(n) for n in nodes) if b
-                )
-                opened = " open" if start.id in on_path else ""
-                parts.append(
-                    f'<details{opened} data-node="{start.id}"><summary>{esc(label)} \u00b7 '
-                    f"{esc(_first_author(data, start, chat))}{bookmark}{current} \u2014 "
-                    f"{esc(_summary_text(text))}</summary>"
-                )
-                stack.append(("close", None, ""))
-            parts.append(f'<div class="doc">{_html_tokens(data, nodes)}</div>' if text else "")
-            kids = nodes[-1].children
-            for i in reversed(range(len(kids))):
-                stack.append(("open", kids[i], f"alternative {i + 1} of {len(kids)}"))
-        parts.append("</section>")
+        parts += _tree_html(data, on_path, chat)
     parts.extend(["</body>", "</html>"])
     return "\n".join(part for part in parts if part) + "\n"
+
+
+def _tree_html(data: SessionData, on_path: set[int], chat: bool) -> list[str]:
+    """Every branch as nested ``<details>`` (the ones on the path ``on_path`` open),
+    each chain of nodes with its text."""
+    esc = html.escape
+    parts = ['<section id="tree">', "<h2>Every branch</h2>"]
+    stack: list[tuple[str, Node | None, str]] = [("open", data.tree.root, "")]
+    while stack:
+        action, start, label = stack.pop()
+        if action == "close":
+            parts.append("</details>")
+            continue
+        assert start is not None
+        nodes = chain(start)
+        text = "".join(data.text(n) for n in nodes)
+        is_root = start is data.tree.root
+        if not is_root:
+            current = ' <span class="cur">\u25c0 current path</span>' if start.id in on_path else ""
+            bookmark = "".join(f" \u00b7 {esc(b)}" for b in (bookmark_note(n) for n in nodes) if b)
+            opened = " open" if start.id in on_path else ""
+            parts.append(
+                f'<details{opened} data-node="{start.id}"><summary>{esc(label)} \u00b7 '
+                f"{esc(_first_author(data, start, chat))}{bookmark}{current} \u2014 "
+                f"{esc(_summary_text(text))}</summary>"
+            )
+            stack.append(("close", None, ""))
+        parts.append(f'<div class="doc">{_html_tokens(data, nodes)}</div>' if text else "")
+        kids = nodes[-1].children
+        for i in reversed(range(len(kids))):
+            stack.append(("open", kids[i], f"alternative {i + 1} of {len(kids)}"))
+    parts.append("</section>")
+    return parts

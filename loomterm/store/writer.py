@@ -25,10 +25,30 @@ from loomterm.store import journal, schema
 from loomterm.store.data import Caret, SessionData, Typed
 from loomterm.store.encoding import pack_top, to_json
 from loomterm.store.errors import damaged
-from loomterm.store.guard import check_schema, harden
+from loomterm.store.files import build, connect, identity, remove_leftovers, remove_stale_log
 from loomterm.store.lock import SessionLock
 from loomterm.store.reader import check_file, read_rows
-from loomterm.tree import Node, Origin, Tree
+from loomterm.store.rows import (
+    INSERT_NODE,
+    INSERT_TOKENS,
+    delete_tokens,
+    insert_node,
+    insert_tokens,
+    logprob_value,
+    node_row,
+    renumber_children,
+    set_key,
+    token_rows,
+    update_node,
+    walk_with_positions,
+)
+from loomterm.tree import Node, Tree
+
+# The ``session`` keys that hold the session itself: never a view.
+_CONTENT_KEYS = frozenset(
+    {"format", "created", "modified", "cursor", "settings", "model", "models", "model_state",
+     "contexts", "caret"}
+)  # fmt: skip
 
 
 class SessionStore:
@@ -44,12 +64,12 @@ class SessionStore:
         self._lock = lock
         self._mutex = threading.RLock()
         self._known_vocab: set[int] | None = None
-        self._inode = _inode(path)
+        self._inode = identity(path)
 
     def missing(self) -> bool:
         """The file this store writes is no longer at its path (removed, or its folder
         was): SQLite would go on writing into the unlinked file, and lose it all."""
-        return self._inode is None or _inode(self.path) != self._inode
+        return self._inode is None or identity(self.path) != self._inode
 
     # -- opening ----------------------------------------------------------------------
     @classmethod
@@ -65,7 +85,7 @@ class SessionStore:
                 shutil.copy2(path, backup)
             # Checked again through the writing connection before its first write: the
             # file may have been replaced since check_file read it.
-            conn = cls._connect(path, version)
+            conn = connect(path, version)
             if version < schema.SCHEMA_VERSION:
                 schema.migrate(conn, version)
         except sqlite3.DatabaseError as exc:
@@ -115,14 +135,11 @@ class SessionStore:
                 # Made by another process between the check above and the lock: never
                 # renamed over (every writer of a session holds its lock).
                 raise SessionError(f"a session already exists at {path}")
-            _remove_leftovers(path)
+            remove_leftovers(path)
             with atomic_path(path) as tmp:
-                _build(tmp, model, settings or {}, fill, cls)
-                # A stale write-ahead log beside the old file would be replayed into the
-                # new one: remove it while we hold the lock.
-                for suffix in ("-wal", "-shm"):
-                    path.with_name(path.name + suffix).unlink(missing_ok=True)
-            conn = cls._connect(path)
+                build(tmp, model, settings or {}, fill, cls)
+                remove_stale_log(path)  # while we hold the lock
+            conn = connect(path)
         except sqlite3.DatabaseError as exc:
             lock.release()
             raise SessionError(f"cannot write session {path}: {exc}") from None
@@ -133,27 +150,6 @@ class SessionStore:
             lock.release()
             raise
         return cls(path, conn, lock)
-
-    @staticmethod
-    def _connect(path: Path, version: int | None = None) -> sqlite3.Connection:
-        """The writing connection, hardened (``store.guard``); with ``version``, the
-        file's schema is checked against it before anything is written."""
-        conn = harden(sqlite3.connect(path, isolation_level=None, check_same_thread=False))
-        try:
-            if version is not None:
-                found = conn.execute("PRAGMA user_version").fetchone()[0]
-                if found != version:
-                    raise damaged(path, "it changed while being opened")
-                check_schema(conn, path, version)
-            conn.execute("PRAGMA journal_mode = WAL")
-            # NORMAL in WAL mode: every commit survives an application crash; only a
-            # power cut may drop the last few, and the file stays consistent either way.
-            conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute("PRAGMA foreign_keys = ON")
-        except BaseException:
-            conn.close()
-            raise
-        return conn
 
     def close(self) -> None:
         """Fold the write-ahead log into the file and release the lock."""
@@ -223,20 +219,20 @@ class SessionStore:
         """
         with self.transaction() as conn:
             if model is not None:
-                self._set(conn, "model", model)
+                set_key(conn, "model", model)
                 conn.execute("DELETE FROM vocab")
                 self._known_vocab = None
             conn.execute("DELETE FROM tokens")
             conn.execute("DELETE FROM nodes")
             # Two statements for the whole tree, each fed by a generator: one pass,
             # linear in nodes and tokens whatever the tree's shape.
-            walked = list(_walk_with_positions(tree.root))  # parents before children
-            conn.executemany(_INSERT_NODE, (self._node_row(n, i) for n, i in walked))
+            walked = list(walk_with_positions(tree.root))  # parents before children
+            conn.executemany(INSERT_NODE, (node_row(n, i) for n, i in walked))
             conn.executemany(
-                _INSERT_TOKENS,
-                (row for node, _ in walked for row in _token_rows(node, 0, pieces(node))),
+                INSERT_TOKENS,
+                (row for node, _ in walked for row in token_rows(node, 0, pieces(node))),
             )
-            self._set(conn, "cursor", cursor.id)
+            set_key(conn, "cursor", cursor.id)
 
     def write_data(self, data: SessionData, model: dict[str, Any] | None = None) -> None:
         """Write everything ``data`` holds (its tree, pieces, keys and vocab) over what
@@ -245,22 +241,22 @@ class SessionStore:
         model record."""
         with self.transaction() as conn:
             if model is not None:
-                self._set(conn, "model", model)
+                set_key(conn, "model", model)
             conn.execute("DELETE FROM tokens")
             conn.execute("DELETE FROM nodes")
             for node in data.tree.root.walk():
-                self._insert_node(conn, node)
-                self._insert_tokens(conn, node, 0, data.pieces.get(node.id, []))
-            self._set(conn, "cursor", data.cursor)
-            self._set(conn, "settings", data.settings)
-            self._set(conn, "contexts", data.contexts)
-            self._set(conn, "models", data.models)
-            self._set(conn, "model_state", data.model_state)
+                insert_node(conn, node)
+                insert_tokens(conn, node, 0, data.pieces.get(node.id, []))
+            set_key(conn, "cursor", data.cursor)
+            set_key(conn, "settings", data.settings)
+            set_key(conn, "contexts", data.contexts)
+            set_key(conn, "models", data.models)
+            set_key(conn, "model_state", data.model_state)
             conn.execute("DELETE FROM session WHERE key IN ('caret', 'typed')")
             if data.caret is not None:
-                self._set(conn, "caret", data.caret.as_json())
+                set_key(conn, "caret", data.caret.as_json())
             if data.typed is not None:
-                self._set(conn, "typed", data.typed.as_json())
+                set_key(conn, "typed", data.typed.as_json())
             conn.executemany(
                 "INSERT OR REPLACE INTO vocab(token, piece) VALUES (?, ?)", data.vocab.items()
             )
@@ -269,14 +265,14 @@ class SessionStore:
     def add_node(self, node: Node, pieces: list[str]) -> None:
         """A new node (with whatever tokens it already has)."""
         with self.transaction() as conn:
-            self._insert_node(conn, node)
-            self._insert_tokens(conn, node, 0, pieces)
-            self._renumber_children(conn, node.parent)
+            insert_node(conn, node)
+            insert_tokens(conn, node, 0, pieces)
+            renumber_children(conn, node.parent)
 
     def append_tokens(self, node: Node, start: int, end: int, pieces: list[str]) -> None:
         """Tokens ``start:end`` of ``node`` were added since the last write."""
         with self.transaction() as conn:
-            self._insert_tokens(conn, node, start, pieces, end)
+            insert_tokens(conn, node, start, pieces, end)
 
     def update_records(self, node: Node, start: int, end: int) -> None:
         """Tokens ``start:end`` of ``node``, already stored, got their log-probabilities
@@ -285,12 +281,7 @@ class SessionStore:
             conn.executemany(
                 "UPDATE tokens SET logprob = ?, top = ? WHERE node = ? AND idx = ?",
                 [
-                    (
-                        None if node.logprobs[i] is None else float(node.logprobs[i]),
-                        pack_top(node.top[i]),
-                        node.id,
-                        i,
-                    )
+                    (logprob_value(node, i), pack_top(node.top[i]), node.id, i)
                     for i in range(start, end)
                 ],
             )
@@ -298,50 +289,50 @@ class SessionStore:
     def rewrite_node(self, node: Node, pieces: list[str]) -> None:
         """Replace a node's row and all its tokens (after an edit that was not an append)."""
         with self.transaction() as conn:
-            conn.execute("DELETE FROM tokens WHERE node = ?", (node.id,))
-            self._update_node(conn, node)
-            self._insert_tokens(conn, node, 0, pieces)
+            delete_tokens(conn, node.id)
+            update_node(conn, node)
+            insert_tokens(conn, node, 0, pieces)
 
     def split(self, head: Node, head_pieces: list[str], tail_pieces: list[str]) -> None:
         """``head`` was cut from the front of its only child (the tail keeps its id)."""
         tail = head.children[0]
         with self.transaction() as conn:
-            self._insert_node(conn, head)
-            conn.execute("DELETE FROM tokens WHERE node = ?", (tail.id,))
-            self._insert_tokens(conn, head, 0, head_pieces)
-            self._update_node(conn, tail)
-            self._insert_tokens(conn, tail, 0, tail_pieces)
-            self._renumber_children(conn, head.parent)
+            insert_node(conn, head)
+            delete_tokens(conn, tail.id)
+            insert_tokens(conn, head, 0, head_pieces)
+            update_node(conn, tail)
+            insert_tokens(conn, tail, 0, tail_pieces)
+            renumber_children(conn, head.parent)
 
     def merge(self, node: Node, removed: list[int], pieces: list[str]) -> None:
         """``node`` took in its parent's tokens and place (``Tree.merge``): rewrite it
         and remove the rows of ``removed`` (the parents that left the tree)."""
         with self.transaction() as conn:
-            conn.execute("DELETE FROM tokens WHERE node = ?", (node.id,))
-            self._update_node(conn, node)  # parent: the old grandparent, before the delete
-            self._insert_tokens(conn, node, 0, pieces)
+            delete_tokens(conn, node.id)
+            update_node(conn, node)  # parent: the old grandparent, before the delete
+            insert_tokens(conn, node, 0, pieces)
             for gone in removed:
-                conn.execute("DELETE FROM tokens WHERE node = ?", (gone,))
+                delete_tokens(conn, gone)
                 conn.execute("DELETE FROM nodes WHERE id = ?", (gone,))
-            self._renumber_children(conn, node.parent)
+            renumber_children(conn, node.parent)
 
     def update_node(self, node: Node) -> None:
         """A node's flags, meta, sampling or place among its siblings changed."""
         with self.transaction() as conn:
-            self._update_node(conn, node)
-            self._renumber_children(conn, node.parent)
+            update_node(conn, node)
+            renumber_children(conn, node.parent)
 
     def set_cursor(self, node: Node) -> None:
         """The user moved to ``node``."""
         with self.transaction() as conn:
-            self._set(conn, "cursor", node.id)
+            set_key(conn, "cursor", node.id)
 
     def set_caret(self, caret: Caret) -> None:
         """The editor's caret settled at ``caret`` (``loomterm.store.data.Caret``): a key
         added without a new schema version (an older reader ignores it). Not a change of
         content: the session's last-change time stays."""
         with self.transaction(stamp=False) as conn:
-            self._set(conn, "caret", caret.as_json())
+            set_key(conn, "caret", caret.as_json())
 
     def set_view(self, key: str, value: Any) -> None:
         """Keep ``value`` under ``key`` in the ``session`` table: something about how
@@ -351,7 +342,7 @@ class SessionStore:
         if key in _CONTENT_KEYS:
             raise ValueError(f"{key!r} is the session's content, not a view")
         with self.transaction(stamp=False) as conn:
-            self._set(conn, key, value)
+            set_key(conn, key, value)
 
     def view(self, key: str) -> Any:
         """The value :meth:`set_view` kept under ``key`` (None if none, or unreadable)."""
@@ -371,25 +362,25 @@ class SessionStore:
             if typed is None:
                 conn.execute("DELETE FROM session WHERE key = 'typed'")
             else:
-                self._set(conn, "typed", typed.as_json())
+                set_key(conn, "typed", typed.as_json())
 
     def set_settings(self, settings: dict[str, Any]) -> None:
         """Replace the per-session settings."""
         with self.transaction() as conn:
-            self._set(conn, "settings", settings)
+            set_key(conn, "settings", settings)
 
     def set_models(self, table: dict[str, Any], state: dict[str, Any] | None = None) -> None:
         """Replace the table of models that write into the tree (key to record) and,
         when given, ``state`` (which were attached, which was active), together."""
         with self.transaction() as conn:
-            self._set(conn, "models", table)
+            set_key(conn, "models", table)
             if state is not None:
-                self._set(conn, "model_state", state)
+                set_key(conn, "model_state", state)
 
     def set_contexts(self, contexts: dict[str, Any]) -> None:
         """Replace the context versions (id to memory, author's note, world info)."""
         with self.transaction() as conn:
-            self._set(conn, "contexts", contexts)
+            set_key(conn, "contexts", contexts)
 
     def add_vocab(self, pieces: dict[int, str]) -> None:
         """Remember display text for token ids seen among alternatives."""
@@ -413,162 +404,6 @@ class SessionStore:
         """Everything in the file, read through the writer's own connection."""
         with self._mutex:
             return read_rows(self._conn, self.path)
-
-    # -- row helpers ------------------------------------------------------------------
-    @staticmethod
-    def _set(conn: sqlite3.Connection, key: str, value: Any) -> None:
-        conn.execute(
-            "INSERT OR REPLACE INTO session(key, value) VALUES (?, ?)", (key, to_json(value))
-        )
-
-    @staticmethod
-    def _node_row(node: Node, position: int | None = None) -> tuple:
-        """A node's column values; ``position`` among its siblings when the caller
-        knows it (looking it up costs a scan of the siblings)."""
-        parent = node.parent
-        if position is None:
-            position = parent.children.index(node) if parent is not None else 0
-        return (
-            parent.id if parent is not None else None,
-            position,
-            Origin(node.origin).value,
-            int(bool(node.approx)),
-            to_json(node.sampling) if node.sampling is not None else None,
-            node.seed,
-            float(node.created),
-            to_json(node.meta or {}),
-            node.id,
-        )
-
-    def _insert_node(self, conn: sqlite3.Connection, node: Node) -> None:
-        conn.execute(_INSERT_NODE, self._node_row(node))
-
-    def _update_node(self, conn: sqlite3.Connection, node: Node) -> None:
-        conn.execute(
-            "UPDATE nodes SET parent = ?, position = ?, origin = ?, approx = ?, sampling = ?,"
-            " seed = ?, created = ?, meta = ? WHERE id = ?",
-            self._node_row(node),
-        )
-
-    @staticmethod
-    def _renumber_children(conn: sqlite3.Connection, parent: Node | None) -> None:
-        if parent is None:
-            return
-        conn.executemany(
-            "UPDATE nodes SET parent = ?, position = ? WHERE id = ?",
-            [(parent.id, i, child.id) for i, child in enumerate(parent.children)],
-        )
-
-    @staticmethod
-    def _insert_tokens(
-        conn: sqlite3.Connection,
-        node: Node,
-        start: int,
-        pieces: list[str],
-        end: int | None = None,
-    ) -> None:
-        conn.executemany(_INSERT_TOKENS, _token_rows(node, start, pieces, end))
-
-
-# The ``session`` keys that hold the session itself: never a view.
-_CONTENT_KEYS = frozenset(
-    {"format", "created", "modified", "cursor", "settings", "model", "models", "model_state",
-     "contexts", "caret"}
-)  # fmt: skip
-
-_INSERT_NODE = (
-    "INSERT INTO nodes(parent, position, origin, approx, sampling, seed, created, meta, id)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
-_INSERT_TOKENS = (
-    "INSERT INTO tokens(node, idx, token, piece, logprob, top) VALUES (?, ?, ?, ?, ?, ?)"
-)
-
-
-def _walk_with_positions(root: Node) -> Iterator[tuple[Node, int]]:
-    """Every node under ``root`` (parents first) with its place among its siblings."""
-    stack = [(root, 0)]
-    while stack:
-        node, position = stack.pop()
-        yield node, position
-        children = node.children
-        stack.extend((children[i], i) for i in range(len(children) - 1, -1, -1))
-
-
-def _token_rows(node: Node, start: int, pieces: list[str], end: int | None = None) -> list[tuple]:
-    """The ``tokens`` rows of tokens ``start:end`` of ``node``."""
-    end = len(node.tokens) if end is None else end
-    if len(pieces) != end - start:
-        raise ValueError(f"{len(pieces)} pieces for {end - start} tokens")
-    return [
-        (
-            node.id,
-            i,
-            int(node.tokens[i]),
-            pieces[i - start],
-            None if node.logprobs[i] is None else float(node.logprobs[i]),
-            pack_top(node.top[i]),
-        )
-        for i in range(start, end)
-    ]
-
-
-def _build(
-    tmp: Path,
-    model: dict[str, Any],
-    settings: dict[str, Any],
-    fill: Callable[[SessionStore], None] | None,
-    store_class: type[SessionStore],
-) -> None:
-    """Make a complete session file at ``tmp`` (a new file nobody else opens)."""
-    conn = harden(sqlite3.connect(tmp, isolation_level=None, check_same_thread=False))
-    # No rollback journal: a failed build is thrown away whole (atomic_path), and the
-    # file is synced once before it is renamed into place.
-    conn.execute("PRAGMA journal_mode = OFF")
-    conn.execute("PRAGMA synchronous = OFF")
-    building = store_class(tmp, conn, None)
-    try:
-        schema.migrate(conn, 0)
-        now = time.time()
-        conn.executemany(
-            "INSERT INTO session(key, value) VALUES (?, ?)",
-            [
-                ("format", to_json("loomterm-session")),
-                ("created", to_json(now)),
-                ("modified", to_json(now)),
-                ("cursor", to_json(0)),
-                ("settings", to_json(settings)),
-                ("model", to_json(model)),
-            ],
-        )
-        if fill is not None:
-            fill(building)
-    finally:
-        building.close()
-
-
-def _remove_leftovers(path: Path) -> None:
-    """Delete the temporary files of earlier creates of ``path`` that never finished
-    (a process killed midway): while this process holds the lock, nobody else is
-    building one."""
-    for leftover in path.parent.glob(f".{glob_escape(path.name)}.????????.tmp"):
-        try:
-            leftover.unlink()
-        except OSError:
-            pass  # someone else's file we may not remove: harmless, it is hidden
-
-
-def glob_escape(name: str) -> str:
-    """``name`` with glob's special characters taken literally."""
-    return "".join(f"[{c}]" if c in "*?[" else c for c in name)
-
-
-def _inode(path: Path) -> tuple[int, int] | None:
-    try:
-        stat = os.stat(path)
-    except OSError:
-        return None
-    return stat.st_dev, stat.st_ino
 
 
 def replay_journal(store: SessionStore) -> int:

@@ -16,22 +16,18 @@ token index on the path (``Node.start + offset``).
 
 from __future__ import annotations
 
-import codecs
 import os
 import re
 from bisect import bisect_right
-from collections.abc import Callable
 from itertools import accumulate
 
 from loomterm.tree import Node
 from loomterm.tui.blocks import PENDING, Block, kind_of
-from loomterm.tui.sanitize import cells, char_cells
+from loomterm.tui.piece_cache import PIECE_CONTEXT, PieceCache, TokenBytes, tokens_before
+from loomterm.tui.sanitize import cells
+from loomterm.tui.wrap import char_at_cell, rewrap
 
-# Tokens of left context that settle a token's text (a UTF-8 character is <= 4 bytes).
-PIECE_CONTEXT = 4
 _WORD = re.compile(r"\w+|[^\w\s]+", re.UNICODE)
-
-TokenBytes = Callable[[int], bytes]
 
 
 class DocumentModel:
@@ -70,11 +66,8 @@ class DocumentModel:
         self.ends: list[int] = [0]
         self.has_roles = False
         self.role_marks: list[tuple[int, str]] = []  # (char, role) where a turn begins
-        # Decoded nodes, so going back to a branch costs nothing per token:
-        # node id -> (its tokens, left context, pieces, ends, text, flushed tail).
-        self._decoded: dict[
-            int, tuple[tuple[int, ...], tuple[int, ...], list[str], list[int], str, str]
-        ] = {}
+        # Decoded nodes, so going back to a branch costs nothing per token.
+        self._decoded = PieceCache()
 
     # -- state ---------------------------------------------------------------------
     @property
@@ -93,16 +86,6 @@ class DocumentModel:
         return sum(self._built)
 
     # -- building from the tree -----------------------------------------------------
-    def _pieces(self, tokens: list[int], context: list[int]) -> tuple[list[str], str]:
-        """Pieces of ``tokens`` after ``context``, and the flush of a trailing partial
-        character (what ``TokenText.pieces`` adds at the very end)."""
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        token_bytes = self.token_bytes
-        for token in context:
-            decoder.decode(token_bytes(token))
-        pieces = [decoder.decode(token_bytes(token)) for token in tokens]
-        return pieces, decoder.decode(b"", final=True)
-
     def show(self, node: Node) -> None:
         """Show ``node``'s path, dropping any local edits. Blocks of nodes shared with
         what is shown are kept, so only the changed suffix is decoded."""
@@ -130,7 +113,7 @@ class DocumentModel:
         kept_text = self.text[:char]
         pos = blocks[-1].pos0 + len(blocks[-1].pieces) if keep else 0
         role = blocks[-1].role if keep else None
-        context = _tokens_before(path, keep)
+        context = tokens_before(path, keep)
         new_texts: list[str] = []
         tail = ""
         for item in path[keep:]:
@@ -162,27 +145,13 @@ class DocumentModel:
     def _decode(
         self, node: Node, tokens: list[int], context: list[int]
     ) -> tuple[list[str], list[int], str, str]:
-        """``node``'s pieces (fresh lists, the caller may change them), their ends, its
-        text and the flushed tail, from the cache when the node's tokens and context
-        match (the tokens themselves, not their count: a node retyped in place, "a"
-        become a line break, keeps its id and its length)."""
-        key = (tuple(tokens), tuple(context))
-        hit = self._decoded.get(node.id)
-        if hit is not None and hit[:2] == key:
-            _, _, pieces, ends, text, tail = hit
-            return list(pieces), list(ends), text, tail
-        pieces, tail = self._pieces(tokens, context)
-        ends = list(accumulate(map(len, pieces)))
-        text = "".join(pieces)
-        if len(self._decoded) > 20_000:
-            self._decoded.clear()
-        self._decoded[node.id] = (*key, pieces, ends, text, tail)
-        return list(pieces), list(ends), text, tail
+        """``node``'s pieces, their ends, its text and the flushed tail (cached)."""
+        return self._decoded.decode(self.token_bytes, node, tokens, context)
 
     def forget(self, node: Node) -> None:
         """``node``'s tokens were replaced in place: its decoded text, and the blocks
         built from it, are stale (the next :meth:`show` decodes it again)."""
-        self._decoded.pop(node.id, None)
+        self._decoded.forget(node)
         for index, item in enumerate(self.path[: self._pristine]):
             if item is node:
                 self._pristine = index
@@ -371,68 +340,7 @@ class DocumentModel:
 
     def reflow(self, at: int = 0) -> None:
         """Re-wrap from the logical line holding char ``at`` to the end."""
-        text = self.text
-        at = min(at, len(text))
-        line_start = text.rfind("\n", 0, at) + 1
-        keep = bisect_right(self.starts, line_start - 1) if line_start else 0
-        # Lines wholly before the changed logical line are unchanged.
-        while keep and self.ends[keep - 1] >= line_start:
-            keep -= 1
-        starts, ends = self.starts[:keep], self.ends[:keep]
-        limit = self.width - 1
-        pos = line_start
-        while True:
-            newline = text.find("\n", pos)
-            end = newline if newline >= 0 else len(text)
-            self._wrap(pos, end, limit, starts, ends)
-            if newline < 0:
-                break
-            pos = newline + 1
-        self.starts, self.ends = starts, ends
-
-    def _wrap(self, start: int, end: int, limit: int, starts: list[int], ends: list[int]) -> None:
-        """Visual lines of the logical line ``text[start:end]``: break after the last
-        space that fits, else mid-word. Stretches of plain ASCII (one cell a char) are
-        measured by length; only stretches with other characters go char by char."""
-        text = self.text
-        pos = start
-        while True:
-            if end - pos <= limit:
-                candidate = text[pos:end]
-                if candidate.isascii() and candidate.isprintable():
-                    break  # the rest fits
-            else:
-                candidate = text[pos : pos + limit + 1]
-            if candidate.isascii() and candidate.isprintable():
-                space = text.rfind(" ", pos, pos + limit)
-                cut = space + 1 if space > pos else pos + limit
-            else:
-                cut = self._cut_cells(pos, end, limit)
-                if cut >= end:
-                    break
-            starts.append(pos)
-            ends.append(cut)
-            pos = cut
-        starts.append(pos)
-        ends.append(end)
-
-    def _cut_cells(self, pos: int, end: int, limit: int) -> int:
-        """Where the visual line starting at ``pos`` ends, measuring each character's
-        cells (wide, zero-width and escaped characters); ``end`` if the rest fits."""
-        text = self.text
-        width = 0
-        last_space = -1
-        i = pos
-        while i < end:
-            char = text[i]
-            w = char_cells(char)
-            if width + w > limit and i > pos:
-                return last_space + 1 if last_space >= pos else i
-            if char == " ":
-                last_space = i
-            width += w
-            i += 1
-        return end
+        self.starts, self.ends = rewrap(self.text, at, self.width, self.starts, self.ends)
 
     @property
     def line_count(self) -> int:
@@ -449,18 +357,7 @@ class DocumentModel:
 
     def char_at(self, line: int, column: int) -> int:
         """The char nearest cell ``column`` of visual ``line``."""
-        line = max(0, min(line, len(self.starts) - 1))
-        start, end = self.starts[line], self.ends[line]
-        width = 0
-        for i in range(start, end):
-            w = char_cells(self.text[i])
-            if width + w > column:
-                return i if column - width < (w + 1) // 2 or w == 0 else i + 1
-            width += w
-        # Past the end. On a wrapped line the end char starts the next line: stop before.
-        if line + 1 < len(self.starts) and self.starts[line + 1] == end and end > start:
-            return end - 1
-        return end
+        return char_at_cell(self.text, self.starts, self.ends, line, column)
 
     # -- caret moves ---------------------------------------------------------------
     def move_to(self, char: int) -> None:
@@ -586,14 +483,3 @@ class DocumentModel:
         begin = block.ends[j - 1] if j else 0
         partial = block.pieces[j][: offset - begin] if block.pieces else ""
         return block.pos0 + j, partial
-
-
-def _tokens_before(path: list[Node], index: int) -> list[int]:
-    """Up to PIECE_CONTEXT tokens just before ``path[index]``."""
-    context: list[int] = []
-    i = index - 1
-    while i >= 0 and len(context) < PIECE_CONTEXT:
-        need = PIECE_CONTEXT - len(context)
-        context = path[i].tokens[-need:] + context
-        i -= 1
-    return context

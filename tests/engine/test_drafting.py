@@ -9,16 +9,15 @@ from collections import Counter
 import pytest
 import torch
 
+from loomterm.engine.decode.draft_block import Lookahead, build_block
 from loomterm.engine.decode.draft_tree import (
     POOL,
     Acceptance,
     Cost,
     DraftTree,
-    Lookahead,
     TreeIndex,
     accept_walk,
     best_depth,
-    build_block,
     nearby_nodes,
     walk_trials,
 )

@@ -9,9 +9,8 @@ import torch
 from transformers.models.llama.modeling_llama import LlamaRMSNorm, apply_rotary_pos_emb
 
 from loomterm.engine import Loom
-from loomterm.engine.kernels import cpu_linear
+from loomterm.engine.kernels import cpu_linear, layer_calls
 from loomterm.engine.kernels import fused as fused_module
-from loomterm.engine.kernels import step as step_module
 from loomterm.engine.kernels.step import GRAPH_BATCHES, DecodeStep, unsupported
 from loomterm.engine.models.load import load_model
 from tests.helpers import assert_matches_recompute, relative_error
@@ -127,7 +126,7 @@ def test_a_step_over_unfused_layers_and_foreign_norms(quant, tiny_llama_dir, mon
     """Layers that do not fuse (each product on its own, q and k joined for the
     rotation), and norms called as the model's own modules."""
     monkeypatch.setattr(fused_module, "_kind", lambda module: None)
-    monkeypatch.setattr(step_module, "_rms_norm", lambda module, dtype: module)
+    monkeypatch.setattr(layer_calls, "rms_norm", lambda module, dtype: module)
     loom = _loom(tiny_llama_dir, dtype="float32", quant=quant)
     groups = fused_module.fuse_layer(loom.runner.model.model.layers[0])
     assert [g.names for g in groups.attention] == [("q_proj",), ("k_proj",), ("v_proj",)]
@@ -146,10 +145,10 @@ def test_norms_and_rotations_of_another_form_keep_their_own_code():
             return normed * (1 + self.weight)
 
     norm = OnePlus()
-    assert step_module._rms_norm(norm, torch.float32) is norm
+    assert layer_calls.rms_norm(norm, torch.float32) is norm
     llama_norm = LlamaRMSNorm(32, eps=1e-6)
     llama_norm.weight.data = torch.randn(32)
-    assert step_module._rms_norm(llama_norm, torch.float32) is not llama_norm
+    assert layer_calls.rms_norm(llama_norm, torch.float32) is not llama_norm
 
     def interleaved(q, k, cos, sin):  # GPT-J's pairs (x0, x1), (x2, x3)...
         def turn(x):
@@ -158,8 +157,8 @@ def test_norms_and_rotations_of_another_form_keep_their_own_code():
 
         return turn(q), turn(k)
 
-    assert not step_module._rotation_matches(interleaved, 16, torch.device("cpu"), torch.float32)
-    assert step_module._rotation_matches(
+    assert not layer_calls.rotation_matches(interleaved, 16, torch.device("cpu"), torch.float32)
+    assert layer_calls.rotation_matches(
         apply_rotary_pos_emb, 16, torch.device("cpu"), torch.float32
     )
 

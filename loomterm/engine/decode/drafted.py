@@ -40,19 +40,17 @@ from dataclasses import dataclass, field
 
 import torch
 
+from loomterm.engine.decode.draft_block import Block, Lookahead, build_block
 from loomterm.engine.decode.draft_ledger import Ledger
 from loomterm.engine.decode.draft_sources import DraftSources, draft_sources
 from loomterm.engine.decode.draft_table import TABLE, propose_raced, table_sampler
 from loomterm.engine.decode.draft_tree import (
     POOL,
     Acceptance,
-    Block,
     Cost,
     DraftConfig,
     DraftTree,
-    Lookahead,
     accept_walk,
-    build_block,
     walk_trials,
 )
 from loomterm.engine.decode.job import DecodeJob, DecodeModel

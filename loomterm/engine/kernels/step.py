@@ -55,19 +55,14 @@ from __future__ import annotations
 import math
 import os
 import sys
-import weakref
 from typing import TYPE_CHECKING
 
 import torch
-import torch.nn.functional as F
 
-from loomterm.engine.kernels.cpu_linear import OneDnnLinear, onednn_product
-from loomterm.engine.kernels.fused import fuse_layer
-from loomterm.engine.kernels.quant import F16Linear, Int4Linear, Int8Linear
+from loomterm.engine.kernels import layer_calls
+from loomterm.engine.kernels.step_graph import StepGraph
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from loomterm.engine.kv.cache import WorkingCache
 
 SUPPORTED = ("llama", "mistral", "qwen2")
@@ -128,13 +123,16 @@ class DecodeStep:
         self.graphs_on = self.device.type == "cuda" and os.environ.get(
             "LOOMTERM_CUDA_GRAPHS", "1"
         ) not in ("0", "off", "false")
-        self._graphs: dict[tuple, _Graph] = {}
+        self._graphs: dict[tuple, StepGraph] = {}
         self._pool = None
         dtype = base.embed_tokens.weight.dtype
-        self.final_norm = _rms_norm(base.norm, dtype)
-        self.head = _product(model.lm_head)
-        self.plan = tuple(_layer_plan(self, layer, dtype) for layer in base.layers)
-        self.rope_fast = _rotation_matches(self.rotate, self.head_dim, self.device, dtype)
+        self.final_norm = layer_calls.rms_norm(base.norm, dtype)
+        self.head = layer_calls.product(model.lm_head)
+        heads = (self.q_heads, self.kv_heads, self.head_dim)
+        self.plan = tuple(layer_calls.layer_plan(layer, dtype, *heads) for layer in base.layers)
+        self.rope_fast = layer_calls.rotation_matches(
+            self.rotate, self.head_dim, self.device, dtype
+        )
         # A power-of-two scale multiplies exactly wherever it is applied: then q's rows
         # of the rotation carry it (one product per step, not one per layer).
         self.head_scale = None
@@ -195,7 +193,7 @@ class DecodeStep:
         base = self.model.model
         q = ids.shape[1]
         hq, hk, d = self.q_heads, self.kv_heads, self.head_dim
-        groups, half = hq // hk, d // 2
+        groups = hq // hk
         limit = length + q
         buf = self.work.buf[:, :, :1, :, :limit]  # (L, 2, 1, Hk, T, D)
         kv = buf.view(buf.shape[0], 2, hk, limit, d)
@@ -203,24 +201,13 @@ class DecodeStep:
         columns = torch.arange(length, limit, device=self.device)
         h = base.embed_tokens(ids).view(q, -1)  # (q, E): the block's tokens as rows
         cos, sin = base.rotary_emb(h, positions)  # (1, q, D)
-        cos, sin = cos.view(q, 1, d), sin.view(q, 1, d)
-        signed = torch.cat((-sin[..., :half], sin[..., half:]), -1)
-        if self.head_scale is not None:
-            cos, signed = cos * self.head_scale, signed * self.head_scale  # (q, Hq + Hk, D)
+        cos, sin, signed = self._rotation(cos.view(q, 1, d), sin.view(q, 1, d))
         neg = neg.view(1, q, 1, limit)
         for (norm_in, qkv, o_proj, norm_post, mlp), keys, vals in zip(
             self.plan, keys_t, values, strict=True
         ):
-            x = norm_in(h)
-            qk, v = qkv(x)  # (q, Hq + Hk, D), (q, Hk, D)
-            if qk.dtype != cos.dtype:
-                qk = qk.to(cos.dtype)
-            if self.rope_fast:
-                qk = qk * cos + qk.roll(half, -1) * signed
-            else:
-                qr, kr = self.rotate(qk[:, :hq, None], qk[:, hq:, None], cos, sin)
-                qk = torch.cat((qr, kr), 1).view(q, hq + hk, d)
-            qh, k = qk.split((hq, hk), 1)
+            qk, v = qkv(norm_in(h))  # (q, Hq + Hk, D), (q, Hk, D)
+            qh, k = self._rotate(qk, cos, sin, signed).split((hq, hk), 1)
             # (Hk, q G, D): query head h reads kv head h // G
             qh = qh.reshape(q, hk, groups, d).transpose(0, 1).reshape(hk, q * groups, d)
             k = k.permute(1, 2, 0)  # (Hk, D, q)
@@ -240,10 +227,7 @@ class DecodeStep:
             out = out.reshape(q, hq * d)  # (q, Hq D)
             h = h + o_proj(out if out.dtype == h.dtype else out.to(h.dtype))
             h = h + mlp(norm_post(h))
-        logits = self.head(self.final_norm(h[q - keep :]))  # (keep, V)
-        if logits.dtype != h.dtype:
-            logits = logits.to(h.dtype)
-        return logits
+        return self._logits(h[q - keep :])  # (keep, V)
 
     def run(
         self,
@@ -259,7 +243,7 @@ class DecodeStep:
         base = self.model.model
         batch = ids.shape[0]
         hq, hk, d = self.q_heads, self.kv_heads, self.head_dim
-        groups, half = hq // hk, d // 2
+        groups = hq // hk
         # Every layer's keys (transposed) and values over [0, limit), as views of the
         # working buffer: (B * Hk, D, T) and (B * Hk, T, D); the new column is
         # written into them in place.
@@ -269,24 +253,13 @@ class DecodeStep:
         # The embedding module itself, on (B, 1) ids: its forward hooks see the step
         # as they see a forward (tests count the tokens the model processes so).
         h = base.embed_tokens(ids).view(batch, -1)  # (B, E)
-        cos, sin = base.rotary_emb(h, positions)  # (B, 1, D)
-        signed = torch.cat((-sin[..., :half], sin[..., half:]), -1)  # rotate_half's signs
-        if self.head_scale is not None:  # the scores' scale, folded into q's rotation
-            cos, signed = cos * self.head_scale, signed * self.head_scale  # (B, Hq + Hk, D)
+        cos, sin, signed = self._rotation(*base.rotary_emb(h, positions))  # (B, 1, D)
         column = column.view(1)
         for (norm_in, qkv, o_proj, norm_post, mlp), keys, vals in zip(
             self.plan, keys_t, values, strict=True
         ):
-            x = norm_in(h)  # (B, E)
-            qk, v = qkv(x)  # (B, Hq + Hk, D), (B, Hk, D); maybe in a quantized kernel's dtype
-            if qk.dtype != cos.dtype:
-                qk = qk.to(cos.dtype)
-            if self.rope_fast:  # == apply_rotary_pos_emb (checked at construction)
-                qk = qk * cos + qk.roll(half, -1) * signed
-            else:
-                q, k = self.rotate(qk[:, :hq, None], qk[:, hq:, None], cos, sin)
-                qk = torch.cat((q, k), 1).view(batch, hq + hk, d)
-            q, k = qk.split((hq, hk), 1)
+            qk, v = qkv(norm_in(h))  # (B, Hq + Hk, D), (B, Hk, D); maybe a kernel's dtype
+            q, k = self._rotate(qk, cos, sin, signed).split((hq, hk), 1)
             q = q.reshape(batch * hk, groups, d)  # query head h = kv head h // G
             k = k.reshape(batch * hk, d, 1)  # (the same memory order as (B Hk, 1, D))
             keys.index_copy_(2, column, k if k.dtype == keys.dtype else k.to(keys.dtype))
@@ -305,13 +278,39 @@ class DecodeStep:
             out = torch.bmm(probs, vals).view(batch, hq * d)  # (B, Hq D)
             h = h + o_proj(out if out.dtype == h.dtype else out.to(h.dtype))  # promotes
             h = h + mlp(norm_post(h))
-        logits = self.head(self.final_norm(h))  # (B, V)
-        if logits.dtype != h.dtype:
-            logits = logits.to(h.dtype)
+        logits = self._logits(h)  # (B, V)
         return logits.view(batch, 1, logits.shape[-1])
 
+    # -- what the block and the step share --------------------------------------------
+    def _rotation(self, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """(cos, sin, signed sin) for the rows' positions, (R, 1, D) each: the signs
+        are rotate_half's, and a power-of-two score scale is folded into q's rows of
+        cos and signed sin (then (R, Hq + Hk, D))."""
+        half = self.head_dim // 2
+        signed = torch.cat((-sin[..., :half], sin[..., half:]), -1)
+        if self.head_scale is not None:
+            cos, signed = cos * self.head_scale, signed * self.head_scale
+        return cos, sin, signed
+
+    def _rotate(
+        self, qk: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, signed: torch.Tensor
+    ) -> torch.Tensor:
+        """q and k (R, Hq + Hk, D) rotated to their positions, in ``cos``'s dtype."""
+        if qk.dtype != cos.dtype:
+            qk = qk.to(cos.dtype)
+        if self.rope_fast:  # == apply_rotary_pos_emb (checked at construction)
+            return qk * cos + qk.roll(self.head_dim // 2, -1) * signed
+        hq, hk, d = self.q_heads, self.kv_heads, self.head_dim
+        q, k = self.rotate(qk[:, :hq, None], qk[:, hq:, None], cos, sin)
+        return torch.cat((q, k), 1).view(qk.shape[0], hq + hk, d)
+
+    def _logits(self, h: torch.Tensor) -> torch.Tensor:
+        """The next-token logits of the rows ``h`` (R, E), in ``h``'s dtype: (R, V)."""
+        logits = self.head(self.final_norm(h))
+        return logits if logits.dtype == h.dtype else logits.to(h.dtype)
+
     # -- CUDA graphs ------------------------------------------------------------------
-    def _graph(self, batch: int) -> _Graph:
+    def _graph(self, batch: int) -> StepGraph:
         buf = self.work.buf
         key = (batch, buf.data_ptr(), tuple(buf.shape))
         graph = self._graphs.get(key)
@@ -320,223 +319,8 @@ class DecodeStep:
                 self._graphs.pop(next(iter(self._graphs)))
             if self._pool is None:
                 self._pool = torch.cuda.graph_pool_handle()
-            graph = self._graphs[key] = _Graph(self, batch, self._pool)
+            graph = self._graphs[key] = StepGraph(self, batch, self._pool)
         return graph
-
-
-class _Graph:
-    """One captured step for ``batch`` rows over the current buffer."""
-
-    def __init__(self, step: DecodeStep, batch: int, pool) -> None:
-        self.step = step
-        device = step.device
-        work = step.work
-        capacity = work.capacity
-        self.batch = batch
-        self.buffer: weakref.ref | None = None  # the buffer tensor whose tail was zeroed
-        self.ids = torch.zeros((batch, 1), dtype=torch.long, device=device)
-        self.positions = torch.full((batch, 1), work.length, dtype=torch.long, device=device)
-        self.column = torch.tensor([work.length], dtype=torch.long, device=device)
-        self.columns = torch.arange(capacity, device=device)
-        self.capacity = capacity
-        self.graph = torch.cuda.CUDAGraph()
-        self.pool = pool
-        self.logits: torch.Tensor | None = None
-        self.captured = False
-
-    def _body(self) -> torch.Tensor:
-        neg = torch.finfo(torch.float32).min
-        mask = torch.where(self.columns > self.column, neg, 0.0).float()  # (T,)
-        return self.step.run(self.ids, self.positions, self.column, self.capacity, mask)
-
-    def _load(self, fed: torch.Tensor, length: int) -> None:
-        self.ids.copy_(fed.view(-1, 1))
-        self.positions.fill_(length)
-        self.column.fill_(length)
-
-    def _clear_tail(self, length: int) -> None:
-        """Masked columns must hold numbers, not whatever memory a new buffer got: zero
-        them once per buffer tensor (a reallocated buffer can come back at the same
-        address and shape, and so to this graph)."""
-        buf = self.step.work.buf
-        if self.buffer is None or self.buffer() is not buf:
-            buf[:, :, : self.batch, :, length:].zero_()
-            self.buffer = weakref.ref(buf)
-
-    def replay(self, fed: torch.Tensor, length: int) -> torch.Tensor:
-        self._clear_tail(length)
-        self._load(fed, length)
-        if not self.captured:
-            # Warm up on a side stream (as torch.cuda.graphs requires), then capture;
-            # each run writes this step's KV at ``length``, the same values each time.
-            stream = torch.cuda.Stream()
-            stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(stream):
-                for _ in range(2):
-                    self._body()
-            torch.cuda.current_stream().wait_stream(stream)
-            with torch.cuda.graph(self.graph, pool=self.pool):
-                self.logits = self._body()
-            self.captured = True
-        self.graph.replay()
-        return self.logits.clone()  # the static output is overwritten by the next replay
-
-
-def _layer_plan(step: DecodeStep, layer, dtype: torch.dtype) -> tuple:
-    """(input norm, q/k/v, o_proj, post-attention norm, MLP) of one layer, as
-    callables over (B, E) rows; q/k/v and gate/up fused where they can be."""
-    fused = fuse_layer(layer)
-    return (
-        _rms_norm(layer.input_layernorm, dtype),
-        _qkv(fused.attention, step.q_heads, step.kv_heads, step.head_dim),
-        _product(layer.self_attn.o_proj),
-        _rms_norm(layer.post_attention_layernorm, dtype),
-        _mlp(layer.mlp, fused.mlp, dtype),
-    )
-
-
-def _product(module) -> Callable[[torch.Tensor], torch.Tensor]:
-    """(B, in) -> (B, out) by ``module``. A quantized layer's output is left in its
-    kernel's dtype (``Int8Linear.product``); a oneDNN float32 layer
-    (``cpu_linear.OneDnnLinear``) runs the op its forward would, called directly; any
-    other layer runs its own forward (a float layer's choice of kernel is its own, and
-    so are its numbers).
-
-    A oneDNN layer's weight is in oneDNN's own layout, where one or two rows are padded
-    to four (``cpu_linear.onednn_product``): a step costs what one row did on
-    ``F.linear``, and a drafted block of up to five tokens about the same (the table in
-    ``cpu_linear``'s docstring). The values are ``F.linear``'s summed in another order
-    (float32 noise, about 1e-6 relative); a row's product is the same alone or in a
-    block."""
-    if isinstance(module, (Int8Linear, Int4Linear, F16Linear)):
-        return module.product
-    if isinstance(module, OneDnnLinear):
-        # The product its forward runs (the step is under inference mode, float32 in),
-        # without a module call's frames (see the module docstring).
-        weight, bias = module.weight, module.bias
-
-        def onednn(x: torch.Tensor) -> torch.Tensor:
-            if x.dtype != torch.float32:
-                return module(x)
-            return onednn_product(x, weight, bias)
-
-        return onednn
-    return module
-
-
-def _qkv(groups, hq: int, hk: int, d: int) -> Callable:
-    """x (B, E) -> (q and k as (B, Hq + Hk, D), v as (B, Hk, D)): one product when q,
-    k and v fused, two when q and k did (the value projection kept float)."""
-    names = tuple(n for g in groups for n in g.names)
-    assert names == ("q_proj", "k_proj", "v_proj"), names
-    width = hq + hk
-    products = [_product(g.module) for g in groups]
-    if len(groups) == 1:
-        (both,) = products
-
-        def qkv(x: torch.Tensor):
-            heads = both(x).view(x.shape[0], width + hk, d)
-            return heads[:, :width], heads[:, width:]
-
-        return qkv
-    if groups[0].names == ("q_proj", "k_proj"):
-        qk_product, v_product = products
-
-        def qk_v(x: torch.Tensor):
-            rows = x.shape[0]
-            return qk_product(x).view(rows, width, d), v_product(x).view(rows, hk, d)
-
-        return qk_v
-
-    if all(len(g.names) == 1 for g in groups):
-        q_product, k_product, v_product = products
-
-        def q_k_v(x: torch.Tensor):
-            rows = x.shape[0]
-            qk = torch.cat((q_product(x), k_product(x)), -1).view(rows, width, d)
-            return qk, v_product(x).view(rows, hk, d)
-
-        return q_k_v
-
-    def parts_of(x: torch.Tensor):
-        outs = []
-        for group, product in zip(groups, products, strict=True):
-            outs.extend(product(x).split(list(group.widths), -1))
-        q, k, v = (t.reshape(x.shape[0], -1, d) for t in outs)
-        return torch.cat((q, k), 1), v
-
-    return parts_of
-
-
-def _mlp(mlp, groups, dtype: torch.dtype) -> Callable[[torch.Tensor], torch.Tensor]:
-    """``down(silu(gate(x)) * up(x))`` with gate and up as one product where fused.
-    silu runs in ``dtype`` (the quantized product is cast for it, as the layer's own
-    forward does); up's bfloat16 promotes in the product, exactly."""
-    if not groups or not hasattr(mlp, "down_proj"):
-        return mlp
-    down = _product(mlp.down_proj)
-    if len(groups) == 1:
-        both_product, width = _product(groups[0].module), groups[0].widths[0]
-
-        def fused(x: torch.Tensor) -> torch.Tensor:
-            both = both_product(x)  # (B, 2I)
-            gate, up = both.split(width, -1)
-            return down(F.silu(gate if gate.dtype == dtype else gate.to(dtype)) * up)
-
-        return fused
-    gate_product, up_product = _product(mlp.gate_proj), _product(mlp.up_proj)
-
-    def separate(x: torch.Tensor) -> torch.Tensor:
-        gate = gate_product(x)
-        return down(F.silu(gate if gate.dtype == dtype else gate.to(dtype)) * up_product(x))
-
-    return separate
-
-
-def _rms_norm(module, dtype: torch.dtype) -> Callable[[torch.Tensor], torch.Tensor]:
-    """``module`` (a Llama-style RMSNorm) as one ``F.rms_norm`` where that gives the
-    same numbers: in float32 the fused kernel rounds as transformers' norm does
-    (normalise in float32, then times the weight); in another dtype the normalised
-    rows are rounded to it before the weight multiplies, as transformers does. A norm
-    of another form (checked on random rows) keeps its own forward."""
-    weight = getattr(module, "weight", None)
-    eps = getattr(module, "variance_epsilon", None)
-    if weight is None or eps is None or weight.dim() != 1:
-        return module
-    shape = (weight.shape[0],)
-    if dtype == torch.float32 and weight.dtype == torch.float32:
-
-        def norm(x: torch.Tensor) -> torch.Tensor:
-            return torch.rms_norm(x, shape, weight, eps)
-    else:
-
-        def norm(x: torch.Tensor) -> torch.Tensor:
-            return weight * torch.rms_norm(x.float(), shape, None, eps).to(x.dtype)
-
-    probe = torch.randn(3, shape[0], generator=torch.Generator().manual_seed(0)) * 3
-    probe = probe.to(device=weight.device, dtype=dtype)
-    with torch.inference_mode():
-        want, got = module(probe).float(), norm(probe).float()
-    tol = 4 * torch.finfo(dtype).eps * float(want.abs().max())
-    return norm if bool((want - got).abs().max() <= tol) else module
-
-
-def _rotation_matches(rotate, head_dim: int, device, dtype: torch.dtype) -> bool:
-    """Whether ``x * cos + roll(x, D/2) * signed_sin`` (what ``run`` does, on q and k
-    at once) gives ``rotate``'s (the model's ``apply_rotary_pos_emb``) numbers."""
-    g = torch.Generator().manual_seed(1)
-    q, k = torch.randn(2, 3, 1, head_dim, generator=g), torch.randn(2, 1, 1, head_dim, generator=g)
-    angles = torch.rand(2, 1, head_dim // 2, generator=g) * 100
-    cos, sin = torch.cat((angles, angles), -1).cos(), torch.cat((angles, angles), -1).sin()
-    q, k, cos, sin = (t.to(device=device, dtype=dtype) for t in (q, k, cos, sin))
-    half = head_dim // 2
-    with torch.inference_mode():
-        want = torch.cat(rotate(q, k, cos, sin), 1)[:, :, 0]  # (2, 4, D)
-        both = torch.cat((q, k), 1)[:, :, 0]
-        signed = torch.cat((-sin[..., :half], sin[..., half:]), -1)
-        got = both * cos + both.roll(half, -1) * signed
-    tol = 4 * torch.finfo(dtype).eps * float(want.abs().max())
-    return bool((want.float() - got.float()).abs().max() <= tol)
 
 
 def make_decode_step(model, work: WorkingCache) -> DecodeStep | None:

@@ -29,124 +29,29 @@ References: gpt-fast ``model.py`` (KVCache), transformers ``cache_utils.py``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
 import torch
-from transformers.cache_utils import Cache, CacheLayerMixin
+from transformers.cache_utils import Cache
 
+from loomterm.engine.kv import layout
+from loomterm.engine.kv.layer import BufferLayer
+from loomterm.engine.kv.layout import Segment
+from loomterm.engine.kv.node_kv import kv_bytes, kv_len, resident_bytes, split_kv
 from loomterm.engine.kv.resident import KVBytes
 from loomterm.engine.kv.rope import RopeSpec, rerotate
 from loomterm.tree import Node
 
-
-# -- node segments ------------------------------------------------------------------
-def kv_len(kv: torch.Tensor | None) -> int:
-    """Tokens covered by a node's KV tensor (0 when absent)."""
-    return 0 if kv is None else kv.shape[3]
-
-
-def split_kv(
-    kv: torch.Tensor | None, offset: int
-) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-    """Divide a node's KV at ``offset`` into two views of the same storage."""
-    if kv is None:
-        return None, None
-    head = kv[:, :, :, :offset] if offset > 0 else None  # (L, 2, H, offset, D)
-    tail = kv[:, :, :, offset:] if kv.shape[3] > offset else None  # (L, 2, H, T-offset, D)
-    return head, tail
-
-
-def _storages(nodes) -> dict[int, int]:
-    """Storage pointer -> bytes, for every KV tensor on ``nodes``. Reads each ``kv``
-    once, so a node evicted meanwhile by another thread is merely skipped."""
-    seen: dict[int, int] = {}
-    for node in nodes:
-        kv = node.kv
-        if kv is not None:
-            storage = kv.untyped_storage()
-            seen[storage.data_ptr()] = storage.nbytes()
-    return seen
-
-
-def kv_bytes(nodes) -> int:
-    """Bytes of KV storage held by ``nodes``, each shared storage counted once (a node
-    aliasing the working buffer counts the whole buffer, once)."""
-    return sum(_storages(nodes).values())
-
-
-def resident_bytes(nodes, work: WorkingCache | None) -> KVBytes:
-    """What ``nodes`` and ``work`` hold, each storage counted once: node KV that
-    aliases the buffer is in ``working``, not in ``nodes``."""
-    seen = _storages(nodes)
-    working = 0
-    if work is not None:
-        buf = work.buf
-        if buf.numel():
-            seen.pop(buf.untyped_storage().data_ptr(), None)
-        working = buf.numel() * buf.element_size()
-    return KVBytes(sum(seen.values()), working)
-
-
-# -- the working cache -------------------------------------------------------------
-@dataclass
-class Segment:
-    """Tokens ``[lo, hi)`` of ``node`` occupy the next ``hi - lo`` buffer columns."""
-
-    node: Node
-    lo: int
-    hi: int
-
-    @property
-    def size(self) -> int:
-        return self.hi - self.lo
-
-
-class _BufferLayer(CacheLayerMixin):
-    """One model layer's view of the shared buffer; writes land at the cache's cursor."""
-
-    is_compileable = False
-    is_croppable = True
-    is_sliding = False
-
-    def __init__(self, owner: WorkingCache, index: int) -> None:
-        super().__init__()
-        self.owner = owner
-        self.index = index
-        self.is_initialized = True
-
-    @property
-    def keys(self) -> torch.Tensor:  # (B, H, T, D)
-        return self.owner.buf[self.index, 0, : self.owner.batch, :, : self.owner.length]
-
-    @keys.setter
-    def keys(self, value) -> None:  # the base class assigns None at construction
-        pass
-
-    @property
-    def values(self) -> torch.Tensor:  # (B, H, T, D)
-        return self.owner.buf[self.index, 1, : self.owner.batch, :, : self.owner.length]
-
-    @values.setter
-    def values(self, value) -> None:
-        pass
-
-    def lazy_initialization(self, key_states, value_states) -> None:  # buffer is preallocated
-        pass
-
-    def update(self, key_states, value_states, *args, **kwargs):
-        return self.owner.write(self.index, key_states, value_states)
-
-    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
-        return self.owner.length + query_length, 0
-
-    def get_seq_length(self) -> int:
-        return self.owner.length
-
-    def get_max_length(self) -> int:
-        return -1
-
-    def crop(self, tokens_to_remove: int) -> None:
-        raise NotImplementedError("the working cache is cropped through WorkingCache.truncate")
+# Names callers import from here: the segments and node KV helpers live beside the cache.
+__all__ = [
+    "KVBytes",
+    "Owners",
+    "Segment",
+    "WorkingCache",
+    "kv_bytes",
+    "kv_len",
+    "resident_bytes",
+    "split_kv",
+]
 
 
 Owners = Callable[[], Iterable[Node]]
@@ -196,7 +101,7 @@ class WorkingCache(Cache):
         # too (computed on top of it).
         self.approx_from: int | None = None
         self._reserve(1, 64)
-        super().__init__(layers=[_BufferLayer(self, i) for i in range(n_layers)])
+        super().__init__(layers=[BufferLayer(self, i) for i in range(n_layers)])
 
     # -- capacity -----------------------------------------------------------------
     @property
@@ -301,11 +206,7 @@ class WorkingCache(Cache):
         for node, (row, lo, hi) in self.aliases():
             if row >= 0 and safe is not None and safe(row, lo, hi):
                 continue
-            kv = node.kv
-            key = (kv.storage_offset(), tuple(kv.shape), kv.stride())
-            if key not in copies:
-                copies[key] = kv.clone(memory_format=torch.contiguous_format)
-            node.kv = copies[key]
+            node.kv = _shared_copy(copies, node.kv)
             count += 1
         return count
 
@@ -324,11 +225,7 @@ class WorkingCache(Cache):
             if new_row is not None:
                 node.kv = buf[:, :, new_row, :, lo:hi]  # (L, 2, H, T, D)
                 continue
-            kv = node.kv
-            key = (kv.storage_offset(), tuple(kv.shape), kv.stride())
-            if key not in copies:
-                copies[key] = kv.clone(memory_format=torch.contiguous_format)
-            node.kv = copies[key]
+            node.kv = _shared_copy(copies, node.kv)
 
     def _fit(self, length: int) -> int:
         """The capacity ``shrink`` keeps for ``length`` committed columns."""
@@ -397,11 +294,7 @@ class WorkingCache(Cache):
         self.length += count
         self.pending = 0
         if node is not None and count:
-            last = self.segments[-1] if self.segments else None
-            if last is not None and last.node is node and last.hi == lo:
-                last.hi += count
-            else:
-                self.segments.append(Segment(node, lo, lo + count))
+            layout.appended(self.segments, node, lo, count)
 
     def truncate(self, length: int) -> None:
         """Forget every column from ``length`` on. They will be written again, so nodes
@@ -413,15 +306,7 @@ class WorkingCache(Cache):
         self._shared = min(self._shared, length)
         if self.approx_from is not None and self.approx_from >= length:
             self.approx_from = None
-        kept: list[Segment] = []
-        total = 0
-        for seg in self.segments:
-            if total >= length:
-                break
-            take = min(seg.size, length - total)
-            kept.append(Segment(seg.node, seg.lo, seg.lo + take))
-            total += take
-        self.segments = kept
+        self.segments = layout.truncated(self.segments, length)
 
     def load(self, node: Node, lo: int, hi: int) -> None:
         """Append tokens ``[lo, hi)`` of ``node`` from its stored KV (row 0 and every
@@ -516,22 +401,7 @@ class WorkingCache(Cache):
     def common_prefix_segments(self, target: list[Segment]) -> int:
         """How many leading columns already hold ``target``'s pieces, computed the
         same way (same nodes, same offsets, same columns)."""
-        matched = 0
-        mine = iter(self.segments)
-        seg = next(mine, None)
-        seg_used = 0  # columns of ``seg`` already matched
-        for want in target:
-            lo = want.lo
-            while lo < want.hi:
-                if seg is None or seg.node is not want.node or seg.lo + seg_used != lo:
-                    return matched
-                take = min(seg.size - seg_used, want.hi - lo)
-                matched += take
-                lo += take
-                seg_used += take
-                if seg_used == seg.size:
-                    seg, seg_used = next(mine, None), 0
-        return matched
+        return layout.common_prefix(self.segments, target)
 
     def forget_columns(self, start: int, count: int) -> None:
         """Remove columns ``[start, start+count)`` from the layout and the length; the
@@ -539,53 +409,25 @@ class WorkingCache(Cache):
         get copies first."""
         self._detach_from(start)
         self._shared = min(self._shared, start)
-        out: list[Segment] = []
-        col = 0
-        for seg in self.segments:
-            lo_col, hi_col = col, col + seg.size
-            col = hi_col
-            if hi_col <= start or lo_col >= start + count:
-                out.append(seg)
-                continue
-            if lo_col < start:
-                out.append(Segment(seg.node, seg.lo, seg.lo + start - lo_col))
-            if hi_col > start + count:
-                cut = start + count - lo_col
-                out.append(Segment(seg.node, seg.lo + cut, seg.hi))
-        self.segments = out
+        self.segments = layout.without_columns(self.segments, start, count)
         self.length -= count
 
     def rename_split(self, head: Node, tail: Node, offset: int) -> None:
         """Rewrite the layout after ``tail``'s first ``offset`` tokens moved to ``head``."""
-        out: list[Segment] = []
-        for seg in self.segments:
-            if seg.node is not tail:
-                out.append(seg)
-                continue
-            if seg.lo < offset:
-                out.append(Segment(head, seg.lo, min(seg.hi, offset)))
-            if seg.hi > offset:
-                out.append(Segment(tail, max(seg.lo, offset) - offset, seg.hi - offset))
-        self.segments = out
+        self.segments = layout.split_renamed(self.segments, head, tail, offset)
 
     def forget_from(self, node: Node, offset: int) -> None:
         """Drop every column from ``node``'s token ``offset`` on (its tokens from there
         changed); the columns before it stay."""
-        total = 0
-        for seg in self.segments:
-            if seg.node is node:
-                self.truncate(total + max(0, min(offset, seg.hi) - seg.lo))
-                return
-            total += seg.size
+        column = layout.column_of(self.segments, node, offset)
+        if column is not None:
+            self.truncate(column)
 
     def forget(self, node: Node) -> None:
         """Drop every column from the first one that ``node`` fills (its KV changed)."""
-        total = 0
-        for seg in self.segments:
-            if seg.node is node:
-                self.truncate(total)
-                return
-            total += seg.size
+        column = layout.column_of(self.segments, node)
+        if column is not None:
+            self.truncate(column)
 
     # -- the window shift -------------------------------------------------------------
     def shift_columns(self, keep: int, drop: int, rope: RopeSpec) -> None:
@@ -600,3 +442,12 @@ class WorkingCache(Cache):
         end = keep + keys.shape[3]
         self.buf[:, 0, : self.batch, :, keep:end] = keys
         self.buf[:, 1, : self.batch, :, keep:end] = values
+
+
+def _shared_copy(copies: dict[tuple, torch.Tensor], kv: torch.Tensor) -> torch.Tensor:
+    """A compact copy of the view ``kv``: the one already in ``copies`` when another
+    node shares that view (same offset, shape and strides), so they keep sharing."""
+    key = (kv.storage_offset(), tuple(kv.shape), kv.stride())
+    if key not in copies:
+        copies[key] = kv.clone(memory_format=torch.contiguous_format)
+    return copies[key]

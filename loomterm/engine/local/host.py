@@ -15,6 +15,7 @@ import torch
 
 if TYPE_CHECKING:
     from loomterm.engine.context import Assembled
+    from loomterm.engine.decode.job import Forward
     from loomterm.engine.events import Event
     from loomterm.engine.kv.cache import WorkingCache
     from loomterm.engine.kv.rope import RopeSpec
@@ -38,13 +39,7 @@ class LocalHost(Protocol):
 
     def emit(self, event: Event, node: Node | None) -> None: ...
 
-    def forward(
-        self,
-        ids: torch.Tensor,
-        keep: int = 1,
-        positions: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-    ) -> torch.Tensor: ...
+    forward: Forward  # the model over the working cache (``LocalRunner.forward``)
 
     def touch(self, nodes: list[Node]) -> None: ...
 

@@ -10,7 +10,6 @@ working cache in step with the tree; ``decode.plain`` and ``decode.drafted`` are
 from __future__ import annotations
 
 import contextlib
-import inspect
 import logging
 import os
 import time
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from loomterm.engine.breakers import BreakerTable
 from loomterm.engine.decode.banned import banned_decode
 from loomterm.engine.decode.draft_sources import DraftSources
 from loomterm.engine.decode.draft_tree import DraftConfig
@@ -34,10 +34,10 @@ from loomterm.engine.kv.cache import WorkingCache, resident_bytes
 from loomterm.engine.kv.resident import KVBytes
 from loomterm.engine.kv.rope import RopeSpec, rerotate_kv
 from loomterm.engine.kv.window import MIN_CTX, Window
-from loomterm.engine.local import budget, probes
+from loomterm.engine.local import budget, model_facts, probes
 from loomterm.engine.local.path_cache import PathCache
-from loomterm.engine.runner import Capabilities, Runner
-from loomterm.engine.sample.chain import DryBreakers, SamplingParams, resolve_dry_breakers
+from loomterm.engine.runner import Runner
+from loomterm.engine.sample.chain import DryBreakers, SamplingParams
 from loomterm.engine.text import TokenText
 from loomterm.errors import ContextError, InputError, LoomError, ModelLoadError
 from loomterm.tree import Node
@@ -77,55 +77,25 @@ class LocalRunner(Runner):
         self.device = loaded.device
         self.dtype = loaded.dtype
         self.name = loaded.name
-        # The precision (``float32``, ``int8 (float32)``...) joins the device on the
-        # status bar whenever it is not the device's default.
-        self.precision = getattr(loaded, "precision", str(loaded.dtype).removeprefix("torch."))
-        usual = (
-            (torch.float32,) if loaded.device.type != "cuda" else (torch.bfloat16, torch.float16)
-        )
-        self.quantized = getattr(loaded, "quant", "none") != "none"
-        plain = not self.quantized and loaded.dtype in usual
-        self._precision_label = "" if plain else f" · {self.precision}"
+        # The precision joins the device on the status bar when not the device's usual.
+        self.precision, self.quantized, self._precision_label = model_facts.precision_note(loaded)
         # torch's CPU threads are the calling thread's (OpenMP keeps them per thread): the
         # runner keeps its own count and sets it in ``context``, on whichever thread runs.
         self.threads: int | None = torch.get_num_threads() if self.device.type == "cpu" else None
         self.codec = TokenText(self.tokenizer)
         config = self.model.config.get_text_config(decoder=True)
-        output = self.model.get_output_embeddings()
-        self.vocab_size = int(getattr(output, "out_features", 0) or output.weight.shape[0])
-        self.max_positions = int(
-            getattr(config, "max_position_embeddings", None)
-            or getattr(config, "n_positions", None)
-            or 4096
-        )
-        self.eos_ids = frozenset(self._eos_ids())
-        self._cache_kw = (
-            "cache"
-            if "cache" in inspect.signature(self.model.forward).parameters
-            else "past_key_values"
-        )
+        self.vocab_size = model_facts.vocab_size(self.model)
+        self.max_positions = model_facts.max_positions(config)
+        self.eos_ids = frozenset(model_facts.eos_ids(self.model, self.tokenizer))
+        self._cache_kw = model_facts.cache_keyword(self.model)
         self.attention_note = attention.install(self.model)
         if self.attention_note:
             log.warning(self.attention_note)
-        # Three forward passes read the KV geometry and the RoPE convention; their
-        # answers are kept per model and setting (``local.probes``).
-        try:
-            found = probes.probed(
-                loaded, self.model, self.fresh_kv, self.vocab_size, self.attention_note
-            )
-        except (RuntimeError, ValueError, TypeError, IndexError, AttributeError) as exc:
-            # A family ``models.support`` does not know whose cache is not one key and
-            # one value per token and layer: one line, not a traceback from transformers.
-            log.debug("probing %s failed", self.name, exc_info=True)
-            raise ModelLoadError(
-                f"cannot run {self.name}: its key/value cache is not one key and value per "
-                f"token and layer, which loomterm branches ({type(exc).__name__})"
-            ) from None
-        n_layers, n_heads, head_dim = found.geometry
+        found = self._probe()
         self.rope: RopeSpec | None = found.rope
         self.n_ctx = self._check_ctx(n_ctx)
         self.window = Window.for_context(self.n_ctx)
-        self.work = WorkingCache(n_layers, n_heads, head_dim, self.dtype, self.device, self.n_ctx)
+        self.work = WorkingCache(*found.geometry, self.dtype, self.device, self.n_ctx)
         self.cache = PathCache(self)
         # The single-token decode step without the generic model stack (``engine.kernels.step``;
         # a CUDA graph on GPUs), for the models it knows; None: ``forward`` does it.
@@ -137,25 +107,28 @@ class LocalRunner(Runner):
         # Past n_ctx, re-rotate a window the buffer holds at a smaller shift instead of
         # recomputing it (approximate, flagged; ``PathCache._slide``). False: recompute.
         self.rerotate_window = True
-        self._breakers: dict[tuple[str, ...], DryBreakers] = {}
+        self._breakers = BreakerTable(self.codec, self.vocab_size, self.encode)
         # What drafted decoding keeps across generations: the last parent's draft
         # sources and whether drafting pays, per regime (``decode.draft_ledger.Ledger``).
         self.drafting = KeptDrafting()
-        self._pieces: list[str] | None = None  # every token's text, for DRY's breakers
-        why_not = () if self.rope else (("rerope", _no_rope_reason(config)),)
-        no_drafts = _no_drafting_reason(config, self.attention_note)
-        self.draft_limit = _draft_limit(config)
-        if no_drafts:
-            why_not += (("drafting", no_drafts),)
-        self.capabilities = Capabilities(
-            rerope=self.rope is not None,
-            full_logits=True,
-            node_kv=True,
-            batched_siblings=True,
-            drafting=no_drafts is None,
-            prompt_logprobs=True,
-            why_not=why_not,
-        )
+        self.draft_limit = model_facts.draft_limit(config)
+        self.capabilities = model_facts.capabilities(config, self.rope, self.attention_note)
+
+    def _probe(self) -> probes.Probed:
+        """The KV geometry and RoPE convention, read off three forward passes (kept
+        per model and setting: ``local.probes``)."""
+        try:
+            return probes.probed(
+                self.loaded, self.model, self.fresh_kv, self.vocab_size, self.attention_note
+            )
+        except (RuntimeError, ValueError, TypeError, IndexError, AttributeError) as exc:
+            # A family ``models.support`` does not know whose cache is not one key and
+            # one value per token and layer: one line, not a traceback from transformers.
+            log.debug("probing %s failed", self.name, exc_info=True)
+            raise ModelLoadError(
+                f"cannot run {self.name}: its key/value cache is not one key and value per "
+                f"token and layer, which loomterm branches ({type(exc).__name__})"
+            ) from None
 
     def _check_ctx(self, n_ctx: int | None) -> int:
         if n_ctx is None:
@@ -167,20 +140,6 @@ class LocalRunner(Runner):
                 f"n_ctx {n_ctx} is larger than this model's {self.max_positions} positions"
             )
         return n_ctx
-
-    def _eos_ids(self) -> set[int]:
-        ids: set[int] = set()
-        for source in (
-            getattr(self.model, "generation_config", None),
-            self.model.config,
-            self.tokenizer,
-        ):
-            value = getattr(source, "eos_token_id", None) if source is not None else None
-            if isinstance(value, int):
-                ids.add(value)
-            elif isinstance(value, (list, tuple)):
-                ids.update(int(v) for v in value)
-        return ids
 
     def attach(self, tree, emit) -> None:
         super().attach(tree, emit)
@@ -341,16 +300,7 @@ class LocalRunner(Runner):
     def dry_breakers(self, params: SamplingParams) -> DryBreakers | None:
         """DRY's sequence breakers as this tokenizer's ids (None when DRY is off).
         Resolving scans the vocabulary once per breaker list; it is kept."""
-        if not params.dry_active:
-            return None
-        key = params.dry_sequence_breakers
-        if key not in self._breakers:
-            if self._pieces is None:
-                self._pieces = [self.codec.decode([i]) for i in range(self.vocab_size)]
-            self._breakers[key] = resolve_dry_breakers(
-                key, self._pieces, lambda text: self.encode(text)
-            )
-        return self._breakers[key]
+        return self._breakers.for_params(params)
 
     # -- what the Loom asks --------------------------------------------------------------
     def prepare(self, node: Node) -> torch.Tensor:
@@ -502,35 +452,3 @@ class LocalRunner(Runner):
             self.evict,
             pinned=pinned,
         )
-
-
-def _no_drafting_reason(config, attention_note: str | None) -> str | None:
-    """Why drafted decoding is off for this model (None: it is on). Its tree of guesses
-    is verified under a custom (B, 1, q, T) mask, which only loomterm's attention reads
-    as meant (a model's own eager attention adds it as a bias, Bloom builds ALiBi from a
-    2D mask). Past a sliding window it is off per generation (``_draft_limit``)."""
-    if attention_note is not None:
-        return "drafted decoding's tree masks need loomterm's attention"
-    if getattr(config, "alibi", False):  # Falcon builds its ALiBi bias from a 2D mask
-        return "drafted decoding's tree masks do not carry ALiBi position biases"
-    return None
-
-
-def _draft_limit(config) -> int | None:
-    """The columns drafted decoding may reach on this model: its smallest sliding
-    window or attention chunk (None: no limit). A tree mask replaces the window's mask,
-    which changes nothing only while every column lies inside one window."""
-    windows = [getattr(config, "attention_chunk_size", None)]
-    if getattr(config, "use_sliding_window", True):
-        windows.append(getattr(config, "sliding_window", None))
-    windows = [int(w) for w in windows if isinstance(w, int) and w > 0]
-    return min(windows) if windows else None
-
-
-def _no_rope_reason(config: Any) -> str:
-    scaling = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None)
-    scaling = scaling or {}
-    kind = scaling.get("rope_type") or scaling.get("type") if isinstance(scaling, dict) else None
-    if kind and kind != "default":
-        return f"{kind} RoPE scaling is not shift-invariant: splices recompute exactly"
-    return "this model has no rotary positions (or failed the shift check): splices are exact"

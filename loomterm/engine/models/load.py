@@ -208,27 +208,7 @@ def load_model(
     _quiet_libraries()
     # Unquantized on a CPU, the weights take the decode layout while the tokenizer loads.
     layout = torch_device.type == "cpu" and quant == "none"
-    if kind == "default":
-        folder = default_model_dir(report)
-        loaded = _load_folder(
-            folder, DEFAULT_MODEL_NAME, DEFAULT_MODEL_NAME, torch_device, load_dtype, report, layout
-        )
-    elif kind == "shipped":
-        from loomterm.engine.models.shipped import CATALOGUE
-
-        folder = CATALOGUE[value].model_dir(report)
-        loaded = _load_folder(folder, value, value, torch_device, load_dtype, report, layout)
-    elif kind == "folder":
-        loaded = _load_folder(
-            value, value.name, str(value), torch_device, load_dtype, report, layout
-        )
-    elif kind == "gguf":
-        folder = _gguf_folder(value, report)
-        loaded = _load_folder(
-            folder, value.stem, str(value), torch_device, load_dtype, report, layout
-        )
-    else:
-        loaded = _load_hub(value, torch_device, load_dtype, report, layout)
+    loaded = _load_kind(kind, value, torch_device, load_dtype, report, layout)
     if quant != "none":
         _quantize(loaded, quant, torch_dtype, report)
     if torch_device.type == "cpu":
@@ -236,6 +216,28 @@ def load_model(
 
         prepare_linears(loaded.model)  # a quantized model's float layers (done already else)
     return loaded
+
+
+def _load_kind(
+    kind: str, value, device: torch.device, dtype: torch.dtype, report: Progress, layout: bool
+) -> LoadedModel:
+    """Load the model ``_classify`` found (``kind``, ``value``) in ``dtype`` on ``device``."""
+    if kind == "default":
+        folder = default_model_dir(report)
+        return _load_folder(
+            folder, DEFAULT_MODEL_NAME, DEFAULT_MODEL_NAME, device, dtype, report, layout
+        )
+    if kind == "shipped":
+        from loomterm.engine.models.shipped import CATALOGUE
+
+        folder = CATALOGUE[value].model_dir(report)
+        return _load_folder(folder, value, value, device, dtype, report, layout)
+    if kind == "folder":
+        return _load_folder(value, value.name, str(value), device, dtype, report, layout)
+    if kind == "gguf":
+        folder = _gguf_folder(value, report)
+        return _load_folder(folder, value.stem, str(value), device, dtype, report, layout)
+    return _load_hub(value, device, dtype, report, layout)
 
 
 def _quantize(loaded: LoadedModel, quant: str, dtype: torch.dtype, report: Progress) -> None:
