@@ -182,6 +182,9 @@ def _leave_abandoned_load(opening: SessionOpening, code: int) -> None:
     if opening.still_loading:
         import os
 
+        gguf = sys.modules.get("loomterm.engine.models.gguf")  # loaded if converting
+        if gguf is not None:
+            gguf.remove_partials()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)

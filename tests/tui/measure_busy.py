@@ -308,19 +308,21 @@ def phase_conversion(samples: Samples, run: int, notes: list[str]) -> None:
             typed = "Once upon a time"
             term.keys(typed, literal=True)
             term.wait(lambda s: typed in s, 30)
-            # Keys through the load; quit at a later point each run.
-            quit_after = 8 + 12 * run
+            # Keys through the load; quit in a later stage each run.
+            target = ("dequantize", "save")[run % 2]
             started = time.perf_counter()
             stages: list[str] = []
             letters = "ZQXJ"
             i = 0
-            while time.perf_counter() - started < quit_after:
+            while time.perf_counter() - started < 600:
                 screen = term.screen()
                 if not loading(screen):
                     notes.append(f"conversion run {run}: the load ended before the quit")
                     break
-                stage = bars(screen).split("model loading", 1)[1].split("\u00b7")[0].strip()
-                stages.append(stage[:40])
+                stage = bars(screen).split("model loading", 1)[1].split("\u2502")[0]
+                stages.append(stage.strip("\u2026 ").split(" ")[0])
+                if target in stage:
+                    break
                 arrow_keys(term, samples, "conversion", 4, loading)
                 ms = type_key(term, letters[i % 4])
                 samples[("conversion", "type")].append(ms if ms is not None else float("inf"))
@@ -343,6 +345,7 @@ def phase_conversion(samples: Samples, run: int, notes: list[str]) -> None:
             kept = session_text(folder, "conv")
             notes.append(
                 f"conversion run {run}: quit at {stage!r}; stages seen {sorted(set(stages))}; "
+                f"{len(stages)} rounds; "
                 f"session keeps the typing: {kept.endswith(typed[-8:])}; "
                 f"left in the cache: {partial or 'nothing partial'}"
             )
