@@ -12,7 +12,7 @@ import pytest
 
 from loomterm.session import load_session, session_path
 from tests.tui.test_tmux import bars, idle
-from tests.tui.test_tmux_quit_busy import QUIT_LIMIT, quit_seconds
+from tests.tui.test_tmux_quit_busy import QUIT_LIMIT, quit_seconds, seen
 
 pytestmark = pytest.mark.default_model
 
@@ -40,9 +40,9 @@ def test_quit_during_a_slow_llama_cpp_generation(term, binding, default_gguf, wh
     term.wait_for(lambda s: "lighthouse" in s, timeout=60, what="the paste")
     term.keys("C-g")
     if when == "reading":
-        term.wait_for(lambda s: "reading" in bars(s), timeout=120, what="the read")
+        seen(term, lambda s: "reading" in bars(s), timeout=120, what="the read")
     else:
-        term.wait_for(lambda s: "generating" in bars(s), timeout=300, what="the generation")
+        seen(term, lambda s: "generating" in bars(s), timeout=600, what="the generation")
         time.sleep(1.0)  # tokens streaming
         term.keys(" and more", literal=True)  # typed over it: it stops, the typing kept
     seconds = quit_seconds(term)

@@ -25,6 +25,18 @@ from tests.tui.test_tmux import bars
 QUIT_LIMIT = 2.0  # seconds from the key to the process gone (the promise: 1 s)
 
 
+def seen(term, predicate, timeout: float, what: str) -> str:
+    """The first screen where ``predicate`` holds (not waiting for it to settle: the
+    status bar of a read or a generation changes all the time)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        screen = term.screen()
+        if predicate(screen):
+            return screen
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}; the screen was:\n{term.screen()}")
+
+
 def quit_seconds(term) -> float:
     """Seconds from ctrl+q to the command's exit (its status written)."""
     sent = time.monotonic()
