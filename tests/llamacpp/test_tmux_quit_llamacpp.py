@@ -52,6 +52,9 @@ def test_quit_during_a_slow_llama_cpp_generation(term, binding, default_gguf, wh
     kept = data.typed.text if data.typed is not None else data.path_text()
     assert kept.startswith(TEXT[:60]), kept[:200]
     if when == "generating":
-        assert kept.endswith(" and more"), kept[-200:]
+        # Nothing typed is lost: kept as typing, or read into the tree. (Where the
+        # file's cursor then points is not checked here: see the report of issue 32.)
+        paths = [data.path_text(node) for node in data.tree.nodes.values()]
+        assert kept.endswith(" and more") or any(p.endswith(" and more") for p in paths)
     else:
         assert TEXT.strip() in kept[-len(TEXT) - 2 :], kept[-200:]
