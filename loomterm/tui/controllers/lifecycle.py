@@ -31,6 +31,7 @@ class Lifecycle:
         self.app = app
         self.jobs = jobs
         self.quitting = False
+        self.typing_in = False  # quitting: the keys typed before ctrl+q are applied
 
     # -- read-only sessions ---------------------------------------------------------
     def note_change(self) -> None:
@@ -99,22 +100,31 @@ class Lifecycle:
             app.keeping.quit_while_loading()  # the typing is written; the load left
             return
         asks = app.read_only and app.unsaved
+        self.typing_in = False
 
         def typed_in() -> None:
+            self.typing_in = True
             if not asks:
                 app.keeping.keep_unread()  # in the file now, whatever the engine does
-                app.set_timer(QUIT_WAIT, self.leave_busy)
             jobs.when_idle(self.finish)
 
+        if not asks:
+            app.set_timer(QUIT_WAIT, self.leave_busy)
         # ctrl+q is a priority binding: it runs before keys typed just ahead of it have
         # reached the document. Those are applied first, then the engine gets the text.
         app.view.after_input(typed_in)
 
     def leave_busy(self) -> None:
         """The engine's job did not stop within :data:`QUIT_WAIT`: leave it running
-        (the typing is in the file already; the session is closed without it)."""
+        (the typing is in the file already; the session is closed without it). Keys
+        held while a job locked the document are applied first (its result will not
+        come back to replace the document)."""
         app = self.app
         if not self.quitting or app.read_only or app.return_code is not None:
+            return
+        if not self.typing_in:
+            app.view.apply_held()
+            app.set_timer(0.05, self.leave_busy)  # once they are in (and written)
             return
         if self.jobs.running is None and not self.jobs.deferred:
             return  # idle: ``finish`` runs (or ran) in order
