@@ -60,6 +60,20 @@ def run_editor(args: argparse.Namespace) -> int:
         code = run_opening(*opening) if opening is not None else run_loaded(args)
     if opening is not None:
         _leave_abandoned_load(opening[0], code)
+    return _leave_now(code)
+
+
+def _leave_now(code: int) -> int:
+    """The editor has ended: its session is saved and closed and what became of it is
+    said. On a terminal, leave without the interpreter's teardown (seconds on a busy
+    machine with torch or llama.cpp loaded, past the 1 s that quitting promises); a
+    caller in this process without a terminal (a test) gets ``code`` back."""
+    if sys.stdin.isatty() and sys.stdout.isatty():
+        import os
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     return code
 
 
@@ -83,10 +97,10 @@ def run_loaded(args: argparse.Namespace) -> int:
             _give_up_loading(app)
             _close_last(app.loom)
     if app is not None and app.return_code:  # the editor stopped on an error it reported
-        return app.return_code
+        return _past_busy_engine(app, app.return_code)
     if app is not None and start is not None:
         say_how_it_ended(start, before, session_file(app.loom), is_read_only(app.loom))
-    return 0
+    return _past_busy_engine(app, 0)
 
 
 def plan_opening(args: argparse.Namespace) -> tuple[SessionOpening, str] | None:
@@ -162,7 +176,7 @@ def run_opening(opening: SessionOpening, name: str) -> int:
             print(f"loomterm: what you typed is kept in session {opening.path}", file=sys.stderr)
         raise app.load_error
     if app.return_code:  # the editor stopped on an error it reported: no "session" line
-        return app.return_code
+        return _past_busy_engine(app, app.return_code)
     if opening.loom is not None:
         from loomterm.tui.sessions import is_read_only, session_file
 
@@ -171,7 +185,7 @@ def run_opening(opening: SessionOpening, name: str) -> int:
         say_how_it_ended(opening.path, before, end, is_read_only(last))  # type: ignore[arg-type]
     elif opening.path.exists():  # quit during the load: what was typed is in the file
         say_how_it_ended(opening.path, before, opening.path)
-    return 0
+    return _past_busy_engine(app, 0)
 
 
 def _leave_abandoned_load(opening: SessionOpening, code: int) -> None:
@@ -182,9 +196,27 @@ def _leave_abandoned_load(opening: SessionOpening, code: int) -> None:
     if opening.still_loading:
         import os
 
+        gguf = sys.modules.get("loomterm.engine.models.gguf")  # loaded if converting
+        if gguf is not None:
+            gguf.remove_partials()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+
+
+def _past_busy_engine(app, code: int) -> int:
+    """``code``; but where the editor quit while the engine's job still ran (it did not
+    stop within the editor's grace: ``tui.controllers.lifecycle``), leave the process
+    now with it: the session is closed already, and the job's thread would hold the
+    interpreter's exit (its caches are written atomically, so nothing is left
+    half-written)."""
+    if app is not None and app.jobs.running is not None:
+        import os
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 def _give_up_loading(app) -> None:

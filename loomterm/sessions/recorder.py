@@ -553,8 +553,9 @@ class SessionRecorder:
                     self._keep_pending()
                     raise
 
-    def close(self, quiet: bool = False) -> None:
-        """Flush, write the KV snapshot if asked for, and release the file. A file that
+    def close(self, quiet: bool = False, snapshot: bool = True) -> None:
+        """Flush, write the KV snapshot if asked for (and ``snapshot``: not while the
+        engine still works, which it would wait for), and release the file. A file that
         still cannot be written is tried once more; then the error is raised (unless
         ``quiet``) and the journal stays, to be replayed when it is next opened."""
         with self._lock:
@@ -579,7 +580,7 @@ class SessionRecorder:
                 self._retry = None
             try:
                 if not self.read_only and self.error is None:
-                    wanted = self.kv_snapshot or self.loom.settings.kv_snapshot
+                    wanted = snapshot and (self.kv_snapshot or self.loom.settings.kv_snapshot)
                     if wanted and self.loom.capabilities.node_kv:  # a server keeps its own
                         try:
                             save_kv_snapshot(self.loom, self.path)

@@ -35,7 +35,6 @@ from textual.containers import Horizontal
 from textual.reactive import var
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.worker import Worker, WorkerState
 
 from loomterm.errors import LoomError, PrefillCancelled
 from loomterm.sessions.opening import LoadAbandoned
@@ -49,7 +48,7 @@ from loomterm.tui.controllers.chat import Chat
 from loomterm.tui.controllers.context import Context, ContextAssembled
 from loomterm.tui.controllers.dialogs import Dialogs
 from loomterm.tui.controllers.generation import Generation
-from loomterm.tui.controllers.jobs import ENGINE, Jobs
+from loomterm.tui.controllers.jobs import Jobs
 from loomterm.tui.controllers.keeping import Keeping, SavedElsewhere, SaveStateChanged
 from loomterm.tui.controllers.lifecycle import Lifecycle
 from loomterm.tui.controllers.looks import Looks
@@ -190,7 +189,7 @@ class LoomApp(App[None]):
     def _make_controllers(self) -> None:
         """One controller per area; each is handed the ones it uses."""
         self.jobs = jobs = Jobs(self)
-        self.progress = progress = Progress(self)
+        self.progress = progress = Progress(self, jobs)
         self.lifecycle = lifecycle = Lifecycle(self, jobs)
         self.keeping = Keeping(self, jobs, lifecycle)
         self.looks = looks = Looks(self)
@@ -494,6 +493,7 @@ class LoomApp(App[None]):
             self.jobs.cancel.set()
         elif self.progress.prefill is None and self.focused is self.branches:
             self.view.focus()
+        self.refresh_status()  # "stopping…" at once; the engine ends its step first
 
     def action_alternatives(self) -> None:
         self.jobs.when_idle(lambda: self.alternatives.show(None))
@@ -647,13 +647,6 @@ class LoomApp(App[None]):
         self.theme = name
 
     # -- the engine worker -----------------------------------------------------------
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        """The one place worker failures surface (harlequin-style)."""
-        if event.worker.name == ENGINE and event.state == WorkerState.ERROR:
-            self.notify(f"engine worker stopped: {event.worker.error}", severity="error")
-            if not self.lifecycle.quitting:
-                self.jobs.start()
-
     def on_job_finished(self, message: JobFinished) -> None:
         self.progress.job_finished()
         self.jobs.finished(message.label)

@@ -36,6 +36,7 @@ VIEW_ONLY = frozenset(
     {
         "help",
         "quit",
+        "stop",  # nothing to stop yet: never held for later
         "toggle_tree",
         "tree_width",
         "focus_tree",

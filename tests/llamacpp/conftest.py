@@ -9,6 +9,8 @@ failure instead.
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ import torch
 
 from loomterm.errors import LoomError
 from tests.helpers import build_log, require_or_skip
+from tests.tui.test_tmux import Tmux, loomterm_command
 
 THREADS = 1  # steady on a busy machine; the results do not depend on it
 
@@ -94,3 +97,23 @@ def kl(want: torch.Tensor, got: torch.Tensor) -> float:
 # 2e-3 nats, at most 1.0e-2 (a refreshed path whose cells are out of position order).
 # A stale or misplaced cell costs far more (tenths of a nat and up).
 EXACT_KL = 0.02
+
+
+@pytest.fixture
+def term(tmp_path, isolated_dirs, monkeypatch):
+    """One tmux pane with the test's folders and ``PYTHONPATH`` passed on."""
+    from tests.tui import test_tmux
+
+    monkeypatch.setattr(test_tmux, "WIDTH", 150)  # room for the status bar's state
+    require_or_skip(shutil.which("tmux"), "tmux is not installed")
+    command = loomterm_command()
+    require_or_skip(command, "the loomterm command is not installed (pip install -e .)")
+    names = ("LOOMTERM_DATA_DIR", "LOOMTERM_CONFIG_DIR", "LOOMTERM_CACHE_DIR", "PYTHONPATH")
+    env = {name: os.environ[name] for name in names if os.environ.get(name)}
+    if "PYTHONPATH" in env:  # the pane runs in another folder: absolute entries
+        parts = env["PYTHONPATH"].split(os.pathsep)
+        env["PYTHONPATH"] = os.pathsep.join(str(Path(p).resolve()) for p in parts if p)
+    tmux = Tmux(f"loomterm-llamacpp-{os.getpid()}", tmp_path, env)
+    tmux.command = command  # type: ignore[attr-defined]
+    yield tmux
+    tmux.kill()

@@ -5,40 +5,16 @@ Read back with ``capture-pane`` and ``loomterm export``."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from loomterm.sessions.session import load_session, session_path
-from tests.helpers import require_or_skip
 from tests.llamacpp.conftest import THREADS
 from tests.remote.test_tmux_server import quiet, settled
-from tests.tui.test_tmux import Tmux, document_lines, loomterm_command
+from tests.tui.test_tmux import document_lines
 
 pytestmark = pytest.mark.default_model
-
-
-@pytest.fixture
-def term(tmp_path, isolated_dirs, monkeypatch):
-    """One tmux pane with the test's folders and ``PYTHONPATH`` passed on."""
-    from tests.tui import test_tmux
-
-    monkeypatch.setattr(test_tmux, "WIDTH", 150)  # room for the status bar's state
-    require_or_skip(shutil.which("tmux"), "tmux is not installed")
-    command = loomterm_command()
-    require_or_skip(command, "the loomterm command is not installed (pip install -e .)")
-    names = ("LOOMTERM_DATA_DIR", "LOOMTERM_CONFIG_DIR", "LOOMTERM_CACHE_DIR", "PYTHONPATH")
-    env = {name: os.environ[name] for name in names if os.environ.get(name)}
-    if "PYTHONPATH" in env:  # the pane runs in another folder: absolute entries
-        parts = env["PYTHONPATH"].split(os.pathsep)
-        env["PYTHONPATH"] = os.pathsep.join(str(Path(p).resolve()) for p in parts if p)
-    tmux = Tmux(f"loomterm-llamacpp-{os.getpid()}", tmp_path, env)
-    tmux.command = command  # type: ignore[attr-defined]
-    yield tmux
-    tmux.kill()
 
 
 def test_the_editor_on_llama_cpp_in_tmux(term, binding, default_gguf):

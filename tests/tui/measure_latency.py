@@ -17,6 +17,10 @@ at 120x40 with the branch pane shown. For each key it reports two figures:
   busy machine cannot inflate.
 
 Median and 95th percentile over many presses, in milliseconds.
+
+``python -m tests.tui.measure_latency --busy [PHASE ...]`` measures instead in a real
+terminal while the model is busy: a first-load conversion, a long prefill, a slow
+generation on each runner (``tests/tui/measure_busy.py`` says how).
 """
 
 from __future__ import annotations
@@ -165,6 +169,10 @@ async def measure(loom, main) -> dict[str, tuple[float, ...]]:
 
 
 def main() -> int:
+    if "--busy" in sys.argv[1:]:
+        from tests.tui import measure_busy
+
+        return measure_busy.main([a for a in sys.argv[1:] if a != "--busy"])
     with tempfile.TemporaryDirectory() as folder:
         loom, nodes = build(Path(folder))
         print(

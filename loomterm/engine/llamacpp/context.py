@@ -6,7 +6,9 @@ cells with the original instead of copying them) and one ``llama_batch``. It spe
 token ids, sequence ids and positions; which sequence holds which path is the runner's
 business (``slots``).
 
-``decode`` evaluates tokens of one or more sequences in chunks of ``n_batch``; when the
+``decode`` evaluates tokens of one or more sequences in chunks of :data:`READ_CHUNK`
+(llama.cpp's ``n_ubatch``, which it splits a bigger batch into anyway, so the logits
+are the same: between two chunks an interrupt is heard and progress said); when the
 cache has no room it asks ``make_room`` to grow the context (``grow``: a new, larger
 context with every sequence moved over) or free a sequence, and tries again. Logits come
 back as float32 torch tensors, copied out of llama.cpp's buffer (it is reused by the
@@ -32,6 +34,9 @@ NO_ROOM = 1
 FLASH_ATTN_AUTO = -1  # LLAMA_FLASH_ATTN_TYPE_AUTO: llama.cpp's and llama-server's default
 CELL_BLOCK = 256  # llama.cpp rounds a context's cells up to a multiple of this
 PIECE_BYTES = 256
+# Tokens per llama_decode in a long read: one call cannot be stopped, and 2,048 tokens
+# (n_batch) take a minute on one busy core; llama.cpp splits them by this anyway.
+READ_CHUNK = 512
 _LOG_KEEP = 4  # GGML_LOG_LEVEL_ERROR: llama.cpp's chatter (model loading) is dropped
 _init_lock = threading.Lock()
 _initialized: list[object] = []  # the log callback, kept alive for llama.cpp
@@ -293,14 +298,14 @@ class LlamaContext:
                 stopped = PrefillCancelled()
                 stopped.evaluated = done  # type: ignore[attr-defined] - cells now held
                 raise stopped
-            count = min(self.n_batch, total - done)
+            count = min(self.n_batch, READ_CHUNK, total - done)
             rows = [(tokens[done + i], start + done + i, seq) for i in range(count)]
             last = done + count == total
             self._run(rows, [count - 1] if last else [], busy or {seq})
             if last:
                 logits = self._logits(1)[0]
             done += count
-            if self.progress is not None and total > self.n_batch:
+            if self.progress is not None and total > count:
                 self.progress("prefill", done, total)
         assert logits is not None, "decode needs at least one token"
         return logits

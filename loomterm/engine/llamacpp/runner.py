@@ -39,6 +39,7 @@ They are not tensors on the nodes (``node_kv`` stays off: no KV snapshots). Thre
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,7 @@ from loomterm.engine.runner import Capabilities, Runner
 from loomterm.engine.sample.chain import SamplingParams
 from loomterm.engine.sample.penalties import DryBreakers, resolve_dry_breakers
 from loomterm.errors import ContextError, EmptyEditError, InputError, PrefillCancelled
+from loomterm.progress import Progress
 from loomterm.tree import Node
 
 SEQUENCES = 8  # llama.cpp sequences: cached branches, and siblings per batch
@@ -496,6 +498,25 @@ class LlamaCppRunner(Runner):
             if item.approx:
                 self.forget(item)
         self.prepare(node)
+
+    # -- long reads: progress and escape -------------------------------------------------
+    # The context evaluates; the Loom sets these on the runner (``Loom.progress``,
+    # ``Loom.interrupt``): without them a long read said nothing and could not be stopped.
+    @property  # type: ignore[override]
+    def progress(self) -> Progress | None:
+        return self.llama.progress  # type: ignore[return-value]
+
+    @progress.setter
+    def progress(self, value: Progress | None) -> None:
+        self.llama.progress = value
+
+    @property  # type: ignore[override]
+    def interrupt(self) -> threading.Event | None:
+        return self.llama.interrupt
+
+    @interrupt.setter
+    def interrupt(self, value: threading.Event | None) -> None:
+        self.llama.interrupt = value
 
     # -- generation --------------------------------------------------------------------
     def decode(self, request: GenerateRequest, writer: NodeWriter) -> GenerateResult:

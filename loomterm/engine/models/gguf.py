@@ -41,6 +41,7 @@ STALE_PARTIAL_S = 3600
 # Conversions patch a module global of transformers for progress (see _count_tensors):
 # one at a time per process.
 _convert_lock = threading.Lock()
+_partials: set[Path] = set()  # temporary folders of the conversions under way
 
 
 def ensure_converted(
@@ -95,6 +96,7 @@ def _convert(
     # Not tempfile.mkdtemp: its private 0700 mode would stick to the finished folder.
     temp = target.parent / f".{target.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.partial"
     temp.mkdir()
+    _partials.add(temp)
     try:
         model = _dequantize(gguf_path, config, progress)
         tokenizer = _gguf_tokenizer(gguf_path, progress)
@@ -114,6 +116,17 @@ def _convert(
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)
         raise
+    finally:
+        _partials.discard(temp)
+
+
+def remove_partials() -> None:
+    """Remove the temporary folders of the conversions under way: the process is
+    leaving without waiting for them (the editor quit during a first load). A folder
+    counts as a conversion only once renamed into place, so none is ever half-used;
+    this leaves no leftover either (else removed an hour later by the next one)."""
+    for temp in list(_partials):
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def _dequantize(gguf_path: Path, config, progress: Progress):

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from loomterm.tui.controllers.navigation import Navigation
 
 STREAM_INTERVAL = 0.03  # streamed tokens are posted at most this often
+STOPPING = "stopping\u2026"  # the status bar from escape until the engine has stopped
 
 
 class Streamer:
@@ -286,7 +287,10 @@ class Generation:
     def state(self) -> str:
         """``generating · 14.2 tok/s · esc stops`` while tokens come (the rate once
         known, and only where speeds are shown); while decoding has collapsed, how far
-        and what helps (``slowdown``)."""
+        and what helps (``slowdown``); ``stopping…`` from the escape that stops it to
+        the end of the token under way."""
+        if self.jobs.cancel.is_set():  # escape (or typing over it) was heard
+            return STOPPING
         if self.slowdown.slow:  # shown whatever show_speed says: it explains the wait
             threads = getattr(self.app.loom.runner, "threads", None)
             return f"generating \u00b7 {self.slowdown.advice(threads)} \u00b7 esc stops"

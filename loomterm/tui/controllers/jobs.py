@@ -1,11 +1,17 @@
-"""The engine's jobs: one thread worker that runs model work one job at a time, for the
-life of the app.
+"""The engine's jobs: one thread that runs model work one job at a time, for the life of
+the app.
 
 :class:`Jobs` owns the queue, the cancel and interrupt events, the edit locks, the count
 of jobs in flight and the actions waiting for the engine to be idle
 (:meth:`Jobs.when_idle`). A job reports back only by posting messages
 (``loomterm.tui.messages``); the worker never touches a widget. The app hears
 :class:`~loomterm.tui.messages.JobFinished` and hands it to :meth:`Jobs.finished`.
+
+The worker is a daemon thread of its own, not a Textual thread worker: those run on
+asyncio's default executor, which the app's end joins, so quitting would wait for a
+long job (a prefill, a generation in llama.cpp) to end. Quitting asks the job to stop
+and leaves when it has, or after a short grace without it (``Lifecycle``):
+:attr:`Jobs.running` then tells the command to leave the process at once.
 """
 
 from __future__ import annotations
@@ -15,8 +21,6 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from textual.worker import get_current_worker
-
 from loomterm.tree import Node
 from loomterm.tui import ops
 from loomterm.tui.messages import JobFailed, JobFinished, JobStarted
@@ -25,7 +29,7 @@ if TYPE_CHECKING:
     from loomterm.tui.controllers.editor import Editor
 
 Job = Callable[[], None]
-ENGINE = "engine"  # the worker's name and group
+ENGINE = "loomterm-engine"  # the worker thread's name
 
 
 class Jobs:
@@ -43,37 +47,40 @@ class Jobs:
         self.deferred: list[tuple[Callable[[], None], bool]] = []
         self.locks = 0  # reasons the document refuses edits just now
         self.locked: set[str] = set()  # labels of queued jobs holding a lock
+        self.running: str | None = None
+        """The label of the job the worker runs now (None between jobs); read from the
+        UI thread and, after the app has ended, by the command."""
+        self.thread: threading.Thread | None = None
 
     # -- the worker ----------------------------------------------------------------------
     def start(self) -> None:
-        """Start the worker (again, after it stopped on an error)."""
-        self.app.run_worker(
-            self.loop, name=ENGINE, group=ENGINE, exclusive=True, thread=True, exit_on_error=False
-        )
+        """Start the worker (once, when the app mounts)."""
+        self.thread = threading.Thread(target=self.loop, name=ENGINE, daemon=True)
+        self.thread.start()
 
     def stop(self) -> None:
-        """Stop generating and let the worker end once its job is done."""
+        """Stop generating and let the worker end once its job is done (not waited
+        for: see the module's docstring)."""
         self.cancel.set()
+        self.interrupt.set()
         self.queue.put(None)
 
     def loop(self) -> None:
         """In the worker: run submitted jobs one at a time until told to stop."""
-        worker = get_current_worker()
-        while not worker.is_cancelled:
-            try:
-                item = self.queue.get(timeout=0.1)
-            except queue.Empty:
-                continue
+        while True:
+            item = self.queue.get()
             if item is None:
                 return
             label, job = item
             self.interrupt.clear()  # an escape meant for an earlier job stops nothing
+            self.running = label
             self.app.post_message(JobStarted(label))
             try:
                 job()
             except Exception as exc:  # noqa: BLE001 - reported to the user, app goes on
                 self.app.post_message(JobFailed(label, exc))
             finally:
+                self.running = None
                 self.app.post_message(JobFinished(label))
 
     # -- submitting --------------------------------------------------------------------

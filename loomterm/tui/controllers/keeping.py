@@ -8,6 +8,9 @@
   model as any other typing (the file drops it once the tree holds it).
 - Quitting while the model loads leaves at once: the typing is written, the load is
   abandoned (``SessionOpening.abandon``), the editor does not wait for it.
+- Quitting while the model works (generating, reading) writes the text it has not
+  read yet the same way (:meth:`Keeping.keep_unread`); if its job does not stop in
+  time the session is closed beside it (:meth:`Keeping.close_for_exit`).
 - A session file that cannot be written (a full disk, a folder made read-only or
   removed) is said in the status bar for as long as it lasts (:meth:`Keeping.saving`),
   not in a toast: the recorder keeps every change in a journal and tries again
@@ -150,6 +153,38 @@ class Keeping:
         doc.move_to(len(doc.text))
         app.note_change()
         app.sync_now()
+
+    def keep_unread(self) -> None:
+        """Quitting: the document's text that the model has not read yet goes into the
+        session file now, as text typed before the model read it (a reopened session
+        shows it again, to be read); dropped again once the model has read it."""
+        from loomterm.sessions.session import session_of
+        from loomterm.store import Typed
+
+        app = self.app
+        session = session_of(app.loom)  # type: ignore[arg-type]
+        if session is None or session.read_only or not app.text_waiting():
+            return
+        base = app.doc.node or app.loom.root
+        session.recorder.keep_typed(Typed(base.id, app.doc.text))
+
+    def all_read(self) -> None:
+        """Quitting with the engine idle and the document read: the file keeps no
+        typing (the tree holds it all)."""
+        from loomterm.sessions.session import typed_read
+
+        if not self.app.read_only:
+            typed_read(self.app.loom)  # type: ignore[arg-type]
+
+    def close_for_exit(self) -> None:
+        """Leaving while the engine's job still runs: close the session now (buffered
+        tokens written; no KV snapshot, which would wait for the engine), so that the
+        command can leave the process without it."""
+        from loomterm.sessions.session import session_of
+
+        session = session_of(self.app.loom)  # type: ignore[arg-type]
+        if session is not None and not session.closed:
+            session.recorder.close(quiet=True, snapshot=False)
 
     def quit_while_loading(self) -> None:
         """ctrl+q before the model is there: write the typing (keys typed just ahead

@@ -1,5 +1,14 @@
 """The editor's life around the work: read-only sessions (a change is kept in memory
-and offered as a new session on quit), and quitting."""
+and offered as a new session on quit), and quitting.
+
+Quitting answers at once, whatever the model is doing: it stops the engine's job
+(generating, reading a long text), writes the text the model has not read yet into
+the session file (``Keeping.keep_unread``), then leaves as soon as the engine is idle
+and has the text, or after :data:`QUIT_WAIT` without that (a llama.cpp step or a
+prefill chunk that takes long on a busy CPU, a sync of a long edit): the session is
+closed then, and the command leaves the process without waiting for the job
+(``Jobs.running``). A reopened session shows the kept text as typing to read.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +21,8 @@ if TYPE_CHECKING:
     from loomterm.tui.controllers.editor import Editor
     from loomterm.tui.controllers.jobs import Jobs
 
+QUIT_WAIT = 0.4  # seconds quitting waits for the engine's job to stop before leaving it
+
 
 class Lifecycle:
     """Read-only sessions and quitting; ``quitting`` is True once quit was asked for."""
@@ -20,6 +31,7 @@ class Lifecycle:
         self.app = app
         self.jobs = jobs
         self.quitting = False
+        self.typing_in = False  # quitting: the keys typed before ctrl+q are applied
 
     # -- read-only sessions ---------------------------------------------------------
     def note_change(self) -> None:
@@ -80,14 +92,44 @@ class Lifecycle:
         if self.quitting:
             return
         self.quitting = True
-        self.jobs.cancel.set()
+        jobs = self.jobs
+        jobs.cancel.set()
+        jobs.interrupt.set()  # a long read stops at its next chunk
         app = self.app
         if app.loader is not None and not (app.read_only and app.unsaved):
             app.keeping.quit_while_loading()  # the typing is written; the load left
             return
+        asks = app.read_only and app.unsaved
+        self.typing_in = False
+
+        def typed_in() -> None:
+            self.typing_in = True
+            if not asks:
+                app.keeping.keep_unread()  # in the file now, whatever the engine does
+            jobs.when_idle(self.finish)
+
+        if not asks:
+            app.set_timer(QUIT_WAIT, self.leave_busy)
         # ctrl+q is a priority binding: it runs before keys typed just ahead of it have
         # reached the document. Those are applied first, then the engine gets the text.
-        self.app.view.after_input(lambda: self.jobs.when_idle(self.finish))
+        app.view.after_input(typed_in)
+
+    def leave_busy(self) -> None:
+        """The engine's job did not stop within :data:`QUIT_WAIT`: leave it running
+        (the typing is in the file already; the session is closed without it). Keys
+        held while a job locked the document are applied first (its result will not
+        come back to replace the document)."""
+        app = self.app
+        if not self.quitting or app.read_only or app.return_code is not None:
+            return
+        if not self.typing_in:
+            app.view.apply_held()
+            app.set_timer(0.05, self.leave_busy)  # once they are in (and written)
+            return
+        if self.jobs.running is None and not self.jobs.deferred:
+            return  # idle: ``finish`` runs (or ran) in order
+        app.keeping.close_for_exit()
+        self.finish(ask=False)
 
     def finish(self, ask: bool = True) -> None:
         """Leave now (a changed read-only session first offers to save as a new one)."""
@@ -95,5 +137,7 @@ class Lifecycle:
         if ask and app.read_only and app.unsaved:
             self.offer_save_as()
             return
+        if self.jobs.idle and not app.doc.dirty:
+            app.keeping.all_read()
         self.jobs.queue.put(None)
         app.exit()

@@ -6,17 +6,20 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from loomterm.tui.controllers.generation import STOPPING
 from loomterm.tui.messages import Loading, Prefill
 
 if TYPE_CHECKING:
     from loomterm.tui.controllers.editor import Editor
+    from loomterm.tui.controllers.jobs import Jobs
 
 
 class Progress:
     """What the engine reports it is reading or loading, for the status bar."""
 
-    def __init__(self, app: Editor) -> None:
+    def __init__(self, app: Editor, jobs: Jobs) -> None:
         self.app = app
+        self.jobs = jobs
         # Reading in progress: (done, total, done at the first report, its time).
         self.prefill: tuple[int, int, int, float] | None = None
         self.loading: tuple[str, int, int | None] | None = None  # stage, done, total
@@ -66,6 +69,8 @@ class Progress:
         """``reading 4,096/16,000 tokens · 812 tok/s · esc stops`` while reading."""
         if self.prefill is None:
             return ""
+        if self.jobs.interrupt.is_set():  # escape was heard: the chunk under way ends
+            return STOPPING
         done, total, first, since = self.prefill
         text = f"reading {done:,}/{total:,} tokens"
         seconds = time.monotonic() - since

@@ -119,6 +119,12 @@ class DocumentKeys:
         else:
             self.call_later(callback)
 
+    def apply_held(self) -> None:
+        """Apply the held input now, locked or not: the editor is leaving, and the job
+        whose result would replace the document will not come back to it."""
+        if self._held:
+            self.locked = False  # replayed by ``watch_locked``
+
     def watch_locked(self, locked: bool) -> None:
         if not locked and self._held:
             self.call_later(self._replay)
