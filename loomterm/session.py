@@ -40,6 +40,7 @@ from loomterm.store import (
     SessionStore,
     SessionSummary,
     Typed,
+    hoisted,
 )
 
 if TYPE_CHECKING:
@@ -137,6 +138,31 @@ def record_export_folder(loom: Loom, folder: str) -> None:
     try:
         store.set_view("export_folder", folder)
     except SessionError:  # a convenience: the export itself is written
+        pass
+
+
+def saved_hoist(loom: Loom) -> int | None:
+    """The id of the node the editor was hoisted at in ``loom``'s session (the
+    ``hoist`` key, ``loomterm.store.hoisted``), or None: not hoisted, no session, or a
+    value that names no node of the tree."""
+    session = session_of(loom)
+    store = session.recorder.store if session is not None and not session.closed else None
+    if store is None or store.closed:
+        return None
+    node = hoisted(store.view("hoist"))
+    return node if node is not None and node in loom.tree.nodes else None
+
+
+def record_hoist(loom: Loom, node: int | None) -> None:
+    """Keep the hoist (a node id, None for the whole tree) in ``loom``'s session: a
+    view, not a change of content (a read-only session, or a failed write, keeps none)."""
+    session = session_of(loom)
+    store = session.recorder.store if session is not None and not session.closed else None
+    if store is None or store.closed:
+        return
+    try:
+        store.set_view("hoist", None if node is None else {"node": node})
+    except SessionError:  # a convenience: the hoist still holds in this run
         pass
 
 
@@ -763,12 +789,14 @@ __all__ = [
     "open_loom",
     "record_caret",
     "record_export_folder",
+    "record_hoist",
     "resolve_session",
     "retokenized",
     "same_model",
     "save_elsewhere",
     "saved_caret",
     "saved_export_folder",
+    "saved_hoist",
     "save_kv_snapshot",
     "save_loom",
     "session_path",
