@@ -281,3 +281,19 @@ def test_a_stored_hoist_is_read_only_when_it_names_a_node():
     assert hoisted({"node": 3}) == 3
     for bad in (None, 3, "3", {"node": "3"}, {"node": True}, {"node": -1}, {}, [3]):
         assert hoisted(bad) is None
+
+
+def test_tree_map_snapshot(snap_compare, make_app, forest):
+    """The map of a small tree: the path lit, the bookmark, the new branch, the cursor."""
+    from pathlib import Path
+
+    app = make_app(export_dir=Path("exports"))
+
+    async def run_before(pilot):
+        await settle(pilot)
+        await pilot.press("alt+o")
+        await settle(pilot)
+        await pilot.press("up")  # the cursor off the document's branch
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=TERMINAL, run_before=run_before)
