@@ -290,6 +290,25 @@ class MapLayout:
             row = found
         return row
 
+    def screen(
+        self, cursor: Node, shown: list[Node], height: int, centre: bool = False
+    ) -> list[Node]:
+        """The rows to show ``height`` high so that ``cursor``'s row is among them:
+        ``shown`` (the rows on screen now) kept if it is there, scrolled by one row if
+        it is just past either end, else with it in the middle (``centre``: always)."""
+        row = self.row_of(cursor)
+        if not shown or centre:
+            first = self.step_rows(row, -(height // 2))
+        elif row in shown:
+            first = shown[0]
+        elif self.next_row(shown[-1]) is row:
+            first = self.step_rows(row, -(height - 1))
+        elif self.previous_row(shown[0]) is row:
+            first = row
+        else:
+            first = self.step_rows(row, -(height // 2))
+        return self.rows_from(first, height)
+
     # -- moves ---------------------------------------------------------------------
     def up(self, unit: Node) -> Node:
         """The parent unit (the top stays)."""

@@ -25,6 +25,7 @@ from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
+from textual.geometry import Region
 from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
@@ -126,7 +127,6 @@ class TreeMap(Widget, can_focus=True):
         self.current = current
         self.path = layout.path_units(current)
         self.cursor = layout.unit_at(current) if current is not None else layout.top
-        self.first_row: Node | None = None  # the row at the top of the screen
         self.rows: list[Node] = []  # the rows on screen, top down
         self.left = 0  # the first column on screen
         self.drawn = 0  # rows drawn (render_line calls), for the tests
@@ -140,8 +140,8 @@ class TreeMap(Widget, can_focus=True):
         self.current = current
         self.path = layout.path_units(current)
         self.cursor = layout.unit_at(cursor)
-        self.first_row = None
-        self._place()
+        self.rows = []
+        self._place(centre=True)
         self.refresh()
 
     @property
@@ -153,22 +153,10 @@ class TreeMap(Widget, can_focus=True):
         return max(1, (self.content_region.width or self.size.width) // CELLS)
 
     def _place(self, centre: bool = False) -> None:
-        """Rows on screen such that the cursor's row is among them: kept if it is,
-        scrolled by one if it is just past either end, else centred."""
+        """Rows on screen such that the cursor's row is among them (``MapLayout.screen``),
+        and columns such that its column is."""
         layout = self.map_layout
-        height = self._height
-        row = layout.row_of(self.cursor)
-        rows = self.rows
-        if self.first_row is None or centre:
-            self.first_row = layout.step_rows(row, -(height // 2))
-        elif row not in rows:
-            if rows and layout.next_row(rows[-1]) is row:
-                self.first_row = layout.step_rows(row, -(height - 1))
-            elif rows and layout.previous_row(rows[0]) is row:
-                self.first_row = row
-            else:
-                self.first_row = layout.step_rows(row, -(height // 2))
-        self.rows = layout.rows_from(self.first_row, height)
+        self.rows = layout.screen(self.cursor, self.rows, self._height, centre)
         column = layout.column(self.cursor)
         columns = self._columns
         if column < self.left:
@@ -186,9 +174,18 @@ class TreeMap(Widget, can_focus=True):
 
     def move_to(self, unit: Node, centre: bool = False) -> None:
         """Put the cursor on ``unit`` and bring it into view."""
+        layout = self.map_layout
+        before, rows, left = self.cursor, self.rows, self.left
         self.cursor = unit
         self._place(centre)
-        self.refresh()
+        if self.rows == rows and self.left == left:  # no scroll: two rows change at most
+            width = self.size.width
+            for moved in (before, unit):
+                row = layout.row_of(moved)
+                if row in rows:
+                    self.refresh(Region(0, rows.index(row), width, 1))
+        else:
+            self.refresh()
         self.post_message(self.Moved(self, unit))
 
     # -- keys and mouse --------------------------------------------------------------
@@ -352,7 +349,8 @@ class TreeMapScreen(DialogScreen[Node | None]):
 
     def _say(self, unit: Node) -> None:
         label = unit_label(self.tree_map.map_layout, unit, self.text_of)
-        self.query_one("#map-unit", Label).update(label)
+        # A line of fixed size: no layout of the screen for it (a key stays cheap).
+        self.query_one("#map-unit", Label).update(label, layout=False)
 
     def on_tree_map_moved(self, event: TreeMap.Moved) -> None:
         self._say(event.unit)
