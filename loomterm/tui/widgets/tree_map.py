@@ -131,6 +131,7 @@ class TreeMap(Widget, can_focus=True):
         self.left = 0  # the first column on screen
         self.drawn = 0  # rows drawn (render_line calls), for the tests
         self._base: Style | None = None
+        self._styles: dict[str, Style] = {}
 
     # -- layout ----------------------------------------------------------------------
     def use(self, layout: MapLayout, current: Node | None) -> None:
@@ -235,9 +236,14 @@ class TreeMap(Widget, can_focus=True):
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._base = None
+        self._styles.clear()
 
     def _component(self, name: str) -> Style:
-        return self.get_component_rich_style(f"tree-map--{name}", partial=True)
+        style = self._styles.get(name)
+        if style is None:  # asked for per cell: Textual's lookup walks the styles
+            style = self.get_component_rich_style(f"tree-map--{name}", partial=True)
+            self._styles[name] = style
+        return style
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
