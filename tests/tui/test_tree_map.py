@@ -143,21 +143,38 @@ async def test_enter_goes_there_and_escape_closes(make_app, forest):
 async def test_a_key_costs_the_screen_not_the_tree(make_app, loom):
     """On the 21,845-node complete tree (4 children, 7 levels): the map draws only the
     rows on screen, and a key walks a few hundred units at most, not the tree."""
-    tree, leaves = complete(4, 7)
-    assert len(tree.nodes) == 21_845
-    layout = MapLayout(tree.root)
-    start = leaves[9000]
-    tree_map_rows = 28
-    walked = []
-    row = layout.row_of(layout.start(start))
-    layout.touched = 0
-    for step in (-1, 1, 40, -40):
-        first = layout.step_rows(row, step)
-        for r in layout.rows_from(first, tree_map_rows):
-            layout.row(r)
-        walked.append(layout.touched)
-        layout.touched = 0
-    assert max(walked) < 1_000  # the tree has 21,845 nodes
+
+    def walked(depth: int) -> list[int]:
+        """Units walked by an open and by each key on the complete tree ``depth`` deep,
+        a 28-row screen drawn each time."""
+        tree, leaves = complete(4, depth)
+        layout = MapLayout(tree.root)
+        start = leaves[len(leaves) // 3]
+        path = layout.path_units(start)
+        rows = layout.screen(layout.start(start), [], 28, centre=True)
+        out = [layout.touched]
+        for key in ("up", "down", "sibling", "page", "end"):
+            layout.touched = 0
+            cursor = layout.start(start)
+            if key == "up":
+                cursor = layout.up(cursor)
+            elif key == "down":
+                cursor = layout.down(layout.up(cursor), path)
+            elif key == "sibling":
+                cursor = layout.sibling(cursor, 1)
+            elif key == "page":
+                cursor = layout.step_rows(layout.row_of(cursor), 27)
+            else:
+                cursor = layout.last_row(layout.top)
+            rows = layout.screen(cursor, rows, 28)
+            for row in rows:
+                layout.row(row, path)
+            out.append(layout.touched)
+        return out
+
+    big, small = walked(7), walked(5)  # 21,845 nodes and 1,365
+    assert max(big) < 1_000
+    assert all(b <= 2 * s for b, s in zip(big, small, strict=True)), (big, small)
 
     # And in the editor: the real widget on a tree of 5,462 nodes.
     big = loom.append(loom.root, "Once")
@@ -297,3 +314,17 @@ def test_tree_map_snapshot(snap_compare, make_app, forest):
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=TERMINAL, run_before=run_before)
+
+
+async def test_a_click_moves_the_cursor_and_a_double_click_goes_there(make_app, forest):
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        tree_map = await open_map(pilot)
+        await pilot.click(tree_map, offset=(4, 0))  # the bookmarked fox's glyph
+        await pilot.pause()
+        assert tree_map.cursor is forest["first"]
+        await pilot.double_click(tree_map, offset=(4, 3))  # the crow
+        await settle(pilot)
+        assert not isinstance(app.screen, TreeMapScreen)
+        assert app.doc.node is forest["third"]

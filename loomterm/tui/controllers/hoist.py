@@ -61,9 +61,9 @@ class Hoist:
         from loomterm.session import saved_hoist
 
         self._loom = loom
-        saved = saved_hoist(loom)
-        if saved is not None or self.node_id not in loom.tree.nodes:
-            self.node_id = saved
+        # Another session's hoist never carries over (its ids name other nodes); a
+        # preview has no session yet: the file's hoist comes with the real Loom.
+        self.node_id = saved_hoist(loom)
 
     def _record(self) -> None:
         from loomterm.session import record_hoist

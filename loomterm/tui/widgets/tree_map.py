@@ -217,6 +217,22 @@ class TreeMap(Widget, can_focus=True):
     def action_select(self) -> None:
         self.post_message(self.Selected(self, self.map_layout.end(self.cursor)))
 
+    def _scroll(self, step: int) -> None:
+        """The wheel: the rows move, the cursor stays (the next key brings it back)."""
+        layout = self.map_layout
+        if self.rows and (step < 0 or layout.next_row(self.rows[-1]) is not None):
+            first = layout.step_rows(self.rows[0], step)
+            self.rows = layout.rows_from(first, self._height)
+            self.refresh()
+
+    def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
+        event.stop()
+        self._scroll(3)
+
+    def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+        event.stop()
+        self._scroll(-3)
+
     def on_click(self, event: events.Click) -> None:
         offset = event.get_content_offset(self)
         if offset is None or not 0 <= offset.y < len(self.rows):
