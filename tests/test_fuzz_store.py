@@ -144,12 +144,17 @@ COLUMNS = {
 }
 
 
+HOISTS = ['{"node": 1}', '{"node": 99}', '{"node": -1}', '{"node": "1"}', '{"node": true}', "[]"]
+
+
 @st.composite
 def row_edits(draw) -> list[tuple[str, tuple]]:
     """SQL statements that change a few values, drop rows or make cycles."""
     statements = []
     for _ in range(draw(st.integers(1, 3))):
-        kind = draw(st.sampled_from(["value", "value", "value", "delete", "cycle", "orphan"]))
+        kind = draw(
+            st.sampled_from(["value", "value", "value", "delete", "cycle", "orphan", "view"])
+        )
         if kind == "value":
             table = draw(st.sampled_from(sorted(COLUMNS)))
             column = draw(st.sampled_from(COLUMNS[table]))
@@ -171,6 +176,13 @@ def row_edits(draw) -> list[tuple[str, tuple]]:
             a, b = draw(st.integers(0, 3)), draw(st.integers(0, 3))
             statements.append(("UPDATE nodes SET parent = ? WHERE id = ?", (a, b)))
             statements.append(("UPDATE nodes SET parent = ? WHERE id = ?", (b, a)))
+        elif kind == "view":  # a view key the editor keeps (the hoist), any value
+            statements.append(
+                (
+                    "INSERT OR REPLACE INTO session(key, value) VALUES ('hoist', ?)",
+                    (draw(st.one_of(SQL_VALUES, st.sampled_from(HOISTS))),),
+                )
+            )
         else:
             statements.append(
                 (

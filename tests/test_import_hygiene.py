@@ -14,6 +14,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 HEADLESS = [
     "loomterm.tree",
+    "loomterm.tree_map",
     "loomterm.search",
     "loomterm.search.reach",
     "loomterm.errors",

@@ -24,6 +24,7 @@ from loomterm.bench import (
     remote,
     search,
     startup,
+    tree_map,
     weave,
 )
 from loomterm.bench.common import loom_options
@@ -71,6 +72,8 @@ class BenchPlan:
     startup_reps: int = 3  # launches of the editor timed (after one to warm up)
     files_nodes: int = 100_000  # the wide tree imported and exported (and a tenth of it)
     files_depth: int = 10_000  # the deep path imported and exported (and a tenth of it)
+    map_depth: int = 7  # the tree map's complete tree: 4 children a node, 21,845 nodes
+    map_reps: int = 20
     sections: tuple[str, ...] = (
         "latency", "decode", "precision", "siblings", "memory", "prefill", "long", "rerope",
         "drafted",
@@ -81,6 +84,7 @@ class BenchPlan:
         "busy",
         "startup",
         "files",
+        "map",
     )  # fmt: skip
 
     @classmethod
@@ -144,6 +148,7 @@ NOTES = {
     contended.CONTENDED: contended.CONTENDED_NOTE,
     startup.STARTUP: startup.STARTUP_NOTE,
     files.FILES: files.FILES_NOTE,
+    tree_map.TREE_MAP: tree_map.TREE_MAP_NOTE,
 }
 SERVER_NOTES = remote.NOTES  # the sections of a bench against a server
 
@@ -273,6 +278,8 @@ _SECTIONS: tuple[tuple[str, Callable[..., list[Row]]], ...] = (
         loaded, inputs.corpus, plan.startup_reps, log)),
     ("files", lambda loaded, plan, inputs, log: files.files_rows(
         plan.files_nodes, plan.files_depth, log)),
+    ("map", lambda loaded, plan, inputs, log: tree_map.tree_map_rows(
+        plan.map_depth, plan.map_reps, log)),
 )  # fmt: skip
 
 

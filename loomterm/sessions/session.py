@@ -47,6 +47,7 @@ from loomterm.store import (
     SessionData,
     SessionStore,
     Typed,
+    hoisted,
 )
 
 if TYPE_CHECKING:
@@ -77,26 +78,50 @@ def record_caret(loom: Loom, node: Node, char: int | None) -> None:
         session.record_caret(node, char)
 
 
+def _view_store(loom: Loom) -> SessionStore | None:
+    """The open store of ``loom``'s session, where the editor keeps its views (the
+    export folder, the hoist), or None."""
+    session = session_of(loom)
+    store = session.recorder.store if session is not None and not session.closed else None
+    return None if store is None or store.closed else store
+
+
+def _set_view(loom: Loom, key: str, value: object) -> None:
+    """Keep a view in ``loom``'s session: not a change of content (a read-only session,
+    or a failed write, keeps none: a view is a convenience)."""
+    store = _view_store(loom)
+    if store is not None:
+        try:
+            store.set_view(key, value)
+        except SessionError:
+            pass
+
+
 def saved_export_folder(loom: Loom) -> str | None:
     """The folder the export dialog last wrote to for ``loom``'s session (kept in the
     session file), or None without a session or an export yet."""
-    session = session_of(loom)
-    store = session.recorder.store if session is not None and not session.closed else None
+    store = _view_store(loom)
     folder = store.view("export_folder") if store is not None else None
     return folder if isinstance(folder, str) and folder else None
 
 
 def record_export_folder(loom: Loom, folder: str) -> None:
-    """Keep ``folder`` as the export dialog's folder for ``loom``'s session (not a
-    change of content; a session opened read-only, or a failed write, keeps none)."""
-    session = session_of(loom)
-    store = session.recorder.store if session is not None and not session.closed else None
-    if store is None or store.closed:
-        return
-    try:
-        store.set_view("export_folder", folder)
-    except SessionError:  # a convenience: the export itself is written
-        pass
+    """Keep ``folder`` as the export dialog's folder for ``loom``'s session."""
+    _set_view(loom, "export_folder", folder)
+
+
+def saved_hoist(loom: Loom) -> int | None:
+    """The id of the node the editor was hoisted at in ``loom``'s session (the
+    ``hoist`` key, ``loomterm.store.hoisted``), or None: not hoisted, no session, or a
+    value that names no node of the tree."""
+    store = _view_store(loom)
+    node = hoisted(store.view("hoist")) if store is not None else None
+    return node if node is not None and node in loom.tree.nodes else None
+
+
+def record_hoist(loom: Loom, node: int | None) -> None:
+    """Keep the hoist (a node id, None for the whole tree) in ``loom``'s session."""
+    _set_view(loom, "hoist", None if node is None else {"node": node})
 
 
 def typed_before_load(loom: Loom) -> Typed | None:
@@ -373,12 +398,14 @@ __all__ = [
     "read_file",
     "record_caret",
     "record_export_folder",
+    "record_hoist",
     "resolve_session",
     "retokenized",
     "same_model",
     "save_elsewhere",
     "saved_caret",
     "saved_export_folder",
+    "saved_hoist",
     "save_kv_snapshot",
     "save_loom",
     "session_path",

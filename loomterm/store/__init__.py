@@ -35,7 +35,7 @@ patch :mod:`loomterm.store.schema`, which every module reads them from.
 
 from __future__ import annotations
 
-from loomterm.store.data import Caret, SessionData, Typed
+from loomterm.store.data import Caret, SessionData, Typed, hoisted
 from loomterm.store.encoding import pack_tokens, pack_top, to_json, unpack_top
 from loomterm.store.errors import ModelMismatchError, SessionLockedError
 from loomterm.store.lock import SessionLock
@@ -65,6 +65,7 @@ __all__ = [
     "SessionStore",
     "SessionSummary",
     "check_file",
+    "hoisted",
     "load",
     "pack_tokens",
     "pack_top",

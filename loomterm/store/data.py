@@ -67,6 +67,16 @@ class Typed:
         return cls(node, text)
 
 
+def hoisted(value: Any) -> int | None:
+    """The node id a stored ``hoist`` value names (``{"node": id}``: the editor works
+    inside that node's branch), or None: not hoisted, or anything malformed (a hoist is
+    a view of the session, like the caret: a bad one is dropped, never an error)."""
+    if not isinstance(value, dict):
+        return None
+    node = value.get("node")
+    return node if _whole(node) and node >= 0 else None
+
+
 def _whole(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -98,6 +108,8 @@ class SessionData:
         caret: Where the editor's caret was (:class:`Caret`), if recorded (files
             written before it was kept have none: the caret goes to the end).
         typed: Text typed before the model read it (:class:`Typed`), if any.
+        hoist: The id of the node the editor was hoisted at (:func:`hoisted`), if
+            any (always a node of ``tree``).
     """
 
     tree: Tree
@@ -114,6 +126,7 @@ class SessionData:
     model_state: dict[str, Any] = field(default_factory=dict)
     caret: Caret | None = None
     typed: Typed | None = None
+    hoist: int | None = None
 
     @property
     def cursor_node(self) -> Node:

@@ -15,7 +15,7 @@ from typing import Any
 
 from loomterm.errors import SessionError
 from loomterm.store import fields, schema
-from loomterm.store.data import Caret, SessionData, Typed
+from loomterm.store.data import Caret, SessionData, Typed, hoisted
 from loomterm.store.encoding import unpack_top
 from loomterm.store.errors import damaged
 from loomterm.store.guard import check_schema, harden
@@ -261,7 +261,14 @@ def _read_rows(conn: sqlite3.Connection, path: Path) -> SessionData:
         model_state=info.get("model_state") or {},
         caret=Caret.from_json(info.get("caret")),
         typed=Typed.from_json(info.get("typed")),
+        hoist=_hoist(info.get("hoist"), tree),
     )
+
+
+def _hoist(value: Any, tree: Tree) -> int | None:
+    """The stored hoist, when it names a node of ``tree`` (else None: dropped)."""
+    node = hoisted(value)
+    return node if node is not None and node in tree.nodes else None
 
 
 def load(path: str | os.PathLike) -> SessionData:

@@ -12,7 +12,9 @@ Layout (schema version 1, kept in ``PRAGMA user_version``; the file is marked as
                                                     -- reader ignores it, and a file
                                                     -- without it reads as {}); caret
                                                     -- {node, char}: the same (a file
-                                                    -- without it: the caret at the end)
+                                                    -- without it: the caret at the end);
+                                                    -- hoist {node}: the same, a view (the
+                                                    -- node the editor works inside)
     nodes(id, parent, position, origin, approx, sampling, seed, created, meta)
                                                     -- one row per node; ``position`` is
                                                     -- the order among its siblings

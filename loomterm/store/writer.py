@@ -448,6 +448,8 @@ def write_session(
             store.set_contexts(data.contexts)
         if data.caret is not None:
             store.set_caret(data.caret)
+        if data.hoist is not None:
+            store.set_view("hoist", {"node": data.hoist})
 
     return SessionStore.create(
         path, model=data.model, settings=data.settings, overwrite=overwrite, fill=fill

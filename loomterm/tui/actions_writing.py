@@ -207,4 +207,33 @@ WRITING: tuple[Action, ...] = (
         False,
         "Navigate",
     ),
+    Action(
+        "tree_map",
+        "alt+o",
+        "tree_map",
+        "Tree map",
+        "A map of the whole tree: the current path lit, bookmarks and new branches marked; "
+        "arrows or h j k l move, enter goes there, escape closes.",
+        False,
+        "Navigate",
+    ),
+    Action(
+        "hoist",
+        "alt+z",
+        "hoist",
+        "Hoist",
+        "Work inside the branch the caret is in as if it were the whole tree: the branch "
+        "pane and the map show only it, the text above it is marked outside (kept).",
+        False,
+        "Navigate",
+    ),
+    Action(
+        "unhoist",
+        "alt+shift+z",
+        "unhoist",
+        "Unhoist",
+        "Show the whole tree again after a hoist.",
+        False,
+        "Navigate",
+    ),
 )

@@ -48,6 +48,7 @@ from loomterm.tui.controllers.chat import Chat
 from loomterm.tui.controllers.context import Context, ContextAssembled
 from loomterm.tui.controllers.dialogs import Dialogs
 from loomterm.tui.controllers.generation import Generation
+from loomterm.tui.controllers.hoist import Hoist
 from loomterm.tui.controllers.jobs import Jobs
 from loomterm.tui.controllers.keeping import Keeping, SavedElsewhere, SaveStateChanged
 from loomterm.tui.controllers.lifecycle import Lifecycle
@@ -61,6 +62,7 @@ from loomterm.tui.controllers.ratings import Ratings
 from loomterm.tui.controllers.search import Search
 from loomterm.tui.controllers.sessions import Sessions
 from loomterm.tui.controllers.tidy import Tidied, Tidy
+from loomterm.tui.controllers.tree_map import TreeMapper
 from loomterm.tui.controllers.unread import Unread
 from loomterm.tui.controllers.weave import Weave, WeaveDone, WeaveProgress
 from loomterm.tui.document import DocumentModel
@@ -197,6 +199,8 @@ class LoomApp(App[None]):
         self.panes = Panes(self)
         self.navigation = navigation = Navigation(self, jobs)
         self.unread = Unread(jobs)
+        self.hoist = hoist = Hoist(self)
+        self.tree_map = TreeMapper(self, navigation, hoist)
         self.caret = caret = Caret(self, jobs)
         self.context = context = Context(self, jobs)
         self.generation = generation = Generation(self, jobs, navigation, context)
@@ -570,6 +574,15 @@ class LoomApp(App[None]):
     def action_next_bookmark(self) -> None:
         self.bookmarks.next()
 
+    def action_tree_map(self) -> None:
+        self.tree_map.open()
+
+    def action_hoist(self) -> None:
+        self.hoist.hoist()
+
+    def action_unhoist(self) -> None:
+        self.hoist.unhoist()
+
     def action_hide_branch(self) -> None:
         self.bookmarks.hide_branch()
 
@@ -778,6 +791,7 @@ class LoomApp(App[None]):
         self.refresh_status_soon()
         self.models.loom_changed(message)
         self.context.loom_changed(message)
+        self.tree_map.changed(message.event)
 
     # -- syncing typed text ----------------------------------------------------------
     @on(DocumentView.Edited)
@@ -884,10 +898,11 @@ class LoomApp(App[None]):
     def rebuild_tree(self) -> None:
         """Rebuild the branch pane now (unless it is hidden)."""
         self._tree_timer = None
+        self.hoist.mark_outside()  # a hoist read back on opening marks the text above it
         tree = self.branches
         if tree.has_class("-hidden"):
             return
-        tree.rebuild(self.loom.root)
+        tree.rebuild(self.hoist.top())
         tree.set_path(self.doc.path, self.doc.node or self.loom.root)
 
     # -- status ----------------------------------------------------------------------

@@ -16,6 +16,8 @@ importing it, and is handed the other controllers it uses in its constructor.
 - ``models.py``: several models in one tree: the active one, colours, the legend,
   blind mode;
 - ``bookmarks.py``: bookmarks, and archiving (hiding) branches;
+- ``tree_map.py``: the tree map, its layout kept per version of the tree;
+- ``hoist.py``: hoisting, working inside one branch as if it were the whole tree;
 - ``ratings.py``: rating branches good or bad, and the branch pane's rating filter;
 - ``search.py``: search across every branch, its hits;
 - ``weave.py``: weave, growing the tree from the caret by itself, its progress;

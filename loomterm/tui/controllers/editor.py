@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from loomterm.engine import Loom
     from loomterm.sessions.opening import SessionOpening
     from loomterm.tree import Node
+    from loomterm.tui.controllers.hoist import Hoist
+    from loomterm.tui.controllers.tree_map import TreeMapper
     from loomterm.tui.controllers.unread import Unread
     from loomterm.tui.document import DocumentModel
     from loomterm.tui.history import History
@@ -58,6 +60,8 @@ class Editor(Protocol):
     last_export: ExportRequest | None
     """The last export of this editor run: the export dialog opens on its choices."""
     unread: Unread
+    hoist: Hoist
+    tree_map: TreeMapper
     """Unread model branches (marked, cleared where the document goes)."""
     generating: bool
     loader: StartupLoader | None

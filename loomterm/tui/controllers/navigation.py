@@ -48,6 +48,7 @@ class Navigation:
             app.history.push(Place(node, app.doc.caret, app.doc.text))
         self.remember(node)
         app.unread.visited(node)
+        app.hoist.arrived(node)
         tree = app.branches
         if tree.display and not tree.has_class("-hidden"):
             tree.set_path(app.doc.path, node)

@@ -14,6 +14,9 @@ The keyboard cursor (the pane focused) is drawn in reverse video with a marker g
 (:data:`CURSOR_MARK`) in place of its connector, so it stays visible where colours
 degrade away (16 or 256 colours, ``NO_COLOR``).
 
+Hoisted (``tui.controllers.hoist``), the pane shows the hoisted node's subtree, the node
+itself as its top row.
+
 A Line API widget: a session with a thousand branch points a hundred deep costs what
 its visible rows cost. (Textual's ``Tree`` draws every ancestor's guide on every row,
 which grows with depth.) Indentation stops growing past :data:`MAX_INDENT` levels; deeper
@@ -518,9 +521,16 @@ class BranchTree(ScrollView, can_focus=True):
         chain = row.chain
         guide = base + self._component("guide")
         cursor = index == self.cursor_row and self.has_focus
-        if chain.first.parent is None:
+        if row.depth == 0:  # the top: the root, or the hoisted node
             label = base + (self._component("current") if index == self.current_row else Style())
-            return [Segment(f"{CURSOR_MARK if cursor else chr(0x2302)} start", label)]
+            mark = CURSOR_MARK if cursor else chr(0x2302)
+            if chain.first.parent is None:
+                return [Segment(f"{mark} start", label)]
+            text = self._preview(row) or "\u2205"
+            return [
+                Segment(f"{mark} hoisted: ", label + self._component("count")),
+                Segment(text, label),
+            ]
         depth = row.depth
         segments: list[Segment] = []
         if depth > MAX_INDENT:

@@ -115,6 +115,7 @@ class DocumentView(DocumentKeys, ScrollView, can_focus=True):
         "document--gutter",
         "document--role",
         "document--placeholder",
+        "document--outside",
     }
     """
     | Class | Description |
@@ -131,6 +132,7 @@ class DocumentView(DocumentKeys, ScrollView, can_focus=True):
     | `document--cursor` | The caret. |
     | `document--gutter`, `document--role` | The chat role gutter and its labels. |
     | `document--placeholder` | How to start, shown while the document is empty. |
+    | `document--outside` | Text above the hoisted branch (outside the tree shown). |
     """
 
     DEFAULT_CSS = """
@@ -159,6 +161,7 @@ class DocumentView(DocumentKeys, ScrollView, can_focus=True):
         & > .document--gutter { color: $loom-muted; }
         & > .document--role { color: $loom-role; text-style: bold; }
         & > .document--placeholder { color: $loom-muted; text-style: italic; }
+        & > .document--outside { color: $loom-muted; text-style: italic; }
     }
     """
 
@@ -234,6 +237,8 @@ class DocumentView(DocumentKeys, ScrollView, can_focus=True):
         self.placeholder = ""  # one line on how to start, while the document is empty
         # node -> its writer's colour, or None (``tui.controllers.models``); then redraw().
         self.writer_colour: Callable[..., str | None] | None = None
+        # Chars before this are above the hoisted branch (``tui.controllers.hoist``).
+        self.outside = 0
 
     # -- styles --------------------------------------------------------------------
     def notify_style_update(self) -> None:
@@ -328,6 +333,13 @@ class DocumentView(DocumentKeys, ScrollView, can_focus=True):
             self.scroll_to_caret()
         self.refresh()
 
+    def mark_outside(self, chars: int) -> None:
+        """Draw the first ``chars`` characters as outside the hoisted branch (0: none)."""
+        if chars != self.outside:
+            self.outside = chars
+            self._line_cache.clear()
+            self.refresh()
+
     def redraw(self) -> None:
         """Draw every line again (token flags such as ``approx`` changed)."""
         self._line_cache.clear()
@@ -392,7 +404,8 @@ class DocumentView(DocumentKeys, ScrollView, can_focus=True):
         caret_line = doc.line_of(doc.caret)
         self._caret_line = caret_line
         caret = doc.caret if index == caret_line else -1
-        key = (doc.starts[index], doc.ends[index], caret, self.has_focus, width)
+        start = doc.starts[index]
+        key = (start, doc.ends[index], caret, self.has_focus, width, start < self.outside)
         cached = self._line_cache.get(index)
         if cached is not None and cached[0] == key:
             return cached[1]
@@ -478,8 +491,14 @@ class DocumentView(DocumentKeys, ScrollView, can_focus=True):
             self._emit(out, text, caret, caret + 1, self._cursor_style(style), -1)
             self._emit(out, text, caret + 1, stop, style, -1)
             return
+        if start < self.outside < stop:  # the hoist point: outside, then inside
+            self._emit(out, text, start, self.outside, style, caret)
+            self._emit(out, text, self.outside, stop, style, caret)
+            return
         if start >= stop:
             return
+        if start < self.outside:
+            style = style + self._component("outside")
         chunk = text[start:stop]
         if chunk.isprintable():
             out.append(Segment(chunk, style))
