@@ -17,6 +17,7 @@ from loomterm.bench import (
     decoding,
     edits,
     files,
+    healing,
     llamacpp,
     longdoc,
     precision,
@@ -71,9 +72,12 @@ class BenchPlan:
     startup_reps: int = 3  # launches of the editor timed (after one to warm up)
     files_nodes: int = 100_000  # the wide tree imported and exported (and a tenth of it)
     files_depth: int = 10_000  # the deep path imported and exported (and a tenth of it)
+    heal_cuts: int = 200  # words of the corpus cut in the middle (token healing)
+    heal_tokens: int = 8  # greedy tokens after each cut
     sections: tuple[str, ...] = (
         "latency", "decode", "precision", "siblings", "memory", "prefill", "long", "rerope",
         "drafted",
+        "healing",
         "weave",
         "search",
         "context",
@@ -120,6 +124,7 @@ class BenchPlan:
             startup_reps=2,
             files_nodes=20_000,
             files_depth=5_000,  # smaller, the small tree fits in the CPU caches
+            heal_cuts=40,
         )
 
     def scaled(self, **changes) -> BenchPlan:
@@ -137,6 +142,7 @@ NOTES = {
     longdoc.LONG: longdoc.LONG_NOTE,
     edits.REROPE: edits.REROPE_NOTE,
     decoding.DRAFTED: decoding.DRAFTED_NOTE,
+    healing.HEALING: healing.HEALING_NOTE,
     weave.WEAVE: weave.WEAVE_NOTE,
     search.SEARCH: search.SEARCH_NOTE,
     context.CONTEXT: context.CONTEXT_NOTE,
@@ -238,6 +244,8 @@ def _run(loaded, plan: BenchPlan, quick: bool, log: Callable[[str], None]) -> Be
             log,
             sampled_tokens=plan.sampled_tokens,
         )
+    if "healing" in want:
+        rows += healing.healing_rows(loaded, corpus_text(), plan.heal_cuts, plan.heal_tokens, log)
     if "weave" in want:
         rows += weave.weave_rows(
             loaded, prompt, *plan.weave_shape, plan.weave_tokens, plan.weave_reps, log

@@ -26,6 +26,7 @@ from loomterm.engine.sample.chain import (
     token_record_tensor,
     unpack_token_records,
 )
+from loomterm.engine.sample.healing import HealState
 from loomterm.engine.sample.history import history_view
 
 
@@ -49,12 +50,15 @@ def plain_decode(job: DecodeJob) -> GenerateResult:
     fed = torch.zeros(n, dtype=torch.long, device=job.device)  # (n,)
     stopped: torch.Tensor | None = None  # (n,) bool on the device, once a row has stopped
     row0_cols = -1  # columns of row 0 once it stopped; -2: rebuilt by a window shift
-    for _ in range(request.max_new_tokens):
-        if request.cancelled:
+    heal = HealState.start(request.heal, n)  # typed text the first tokens spell again
+    for step in range(request.max_new_tokens):
+        if request.cancelled and not heal.pending:  # healing ends first: the text is whole
             break
-        chosen, state = sample_step(logits, params, generators, history_view(history), state)
-        records = token_record_tensor(logits, chosen)  # (n, 22), on the device
+        allowed = heal.constrain(logits, request.max_new_tokens - step)  # (n, V)
+        chosen, state = sample_step(allowed, params, generators, history_view(history), state)
+        records = token_record_tensor(allowed, chosen)  # (n, 22), on the device
         picks, logprobs, alternatives = unpack_token_records(records.tolist())  # the transfer
+        alternatives, heal = heal.alternatives(alternatives), heal.after(picks)
         if not kids:
             sampling = params.as_dict()
             kids = [writer.new_child(parent, sampling, request.seed) for _ in range(n)]

@@ -153,6 +153,7 @@ class LocalRunner(Runner):
             batched_siblings=True,
             drafting=no_drafts is None,
             prompt_logprobs=True,
+            healing=True,
             why_not=why_not,
         )
 
@@ -367,7 +368,7 @@ class LocalRunner(Runner):
         job = self.decode_job(request, writer, logits)
         if request.banned:  # going back cannot happen inside a batch or a drafted block
             result = banned_decode(job)
-        elif (config := self.drafting_for(request)) is not None:
+        elif request.heal is None and (config := self.drafting_for(request)) is not None:
             nodes = self.tree.nodes if self.tree is not None else {}
             result = drafted_decode(job, config, self.drafting, nodes)
         else:

@@ -50,9 +50,13 @@ class Streamer:
     (from the worker, which holds the engine): the session file then points at the text
     being written, so a crash mid-generation reopens there, not before it."""
 
-    def __init__(self, app: Editor, loom: Loom | None = None) -> None:
+    def __init__(
+        self, app: Editor, loom: Loom | None = None, start: Node | None = None, n: int = 1
+    ) -> None:
         self.app = app
         self.loom = loom
+        self.start_node = start  # where the generation was asked to start
+        self.n = n
         self.first: Node | None = None
         self.start = 0
         self.shown = 0
@@ -81,6 +85,10 @@ class Streamer:
             self.first = node
             if self.loom is not None:
                 self.loom.cursor = node
+            if self.start_node is not None and node.parent is not self.start_node:
+                # Token healing started before the typed word's tokens: the document
+                # shows the path up to there, and the healed tokens spell the word again.
+                self.app.post_message(GenerationStarted(node.parent, "", self.n))
         if node is self.first:
             self.pieces.append(piece)
         now = time.monotonic()
@@ -392,7 +400,7 @@ class GenerationJob:
             self.app.post_message(ContextAssembled(runs))
         self.app.post_message(GenerationStarted(node, "", self.n))
         self.started = True
-        self.streamer = streamer = Streamer(self.app, loom)
+        self.streamer = streamer = Streamer(self.app, loom, start=node, n=self.n)
         self.kids = loom.generate(
             node,
             self.settings.max_new_tokens,
