@@ -33,3 +33,17 @@ async def test_a_healed_generation_keeps_the_typed_text_and_marks_its_tokens(mak
         assert isinstance(app.screen, AlternativesScreen)
         text = screen_text(app)
         assert "healed: spells the typed" in text, text
+
+
+async def test_regenerating_a_healed_branch_heals_the_same_typed_word(make_app, loom):
+    loom.update_settings(temperature=1.0)
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await write_and_generate(pilot, TYPED)
+        first = loom.cursor
+        app.action_regenerate()
+        await settle(pilot)
+        second = loom.cursor
+        assert second is not first and second.parent is first.parent
+        assert second.meta.get("healed") == first.meta["healed"]
+        assert app.doc.text.startswith(TYPED)

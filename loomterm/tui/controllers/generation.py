@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from loomterm.errors import LoomError, PrefillCancelled
-from loomterm.tree import Node, Origin
+from loomterm.tree import WRITER, Node, Origin
 from loomterm.tui import ops
 from loomterm.tui.controllers.context import ContextAssembled
 from loomterm.tui.controllers.feedback import BUSY, refuse
@@ -161,7 +161,8 @@ class Generation:
             node = node.parent
         assert node.parent is not None
         context = app.loom.context_version(node) if own_context else None
-        self.generate(1, start=node.parent, context=context)
+        start = healed_from(app.loom, node) or node.parent
+        self.generate(1, start=start, context=context)
 
     def generate(
         self,
@@ -414,3 +415,17 @@ class GenerationJob:
             **self.settings.sampling(),
         )
         streamer.flush()
+
+
+def healed_from(loom: Loom, node: Node) -> Node | None:
+    """The typed node a healed generation ``node`` started from: its sibling written by
+    the writer whose tokens spell what ``node`` healed (``meta["healed"]``), so that a
+    regeneration heals the same typed word again. None when ``node`` was not healed."""
+    typed = node.meta.get("healed")
+    if not isinstance(typed, str) or node.parent is None:
+        return None
+    for sibling in node.parent.children:
+        spelled = b"".join(loom.codec.token_bytes(t) for t in sibling.tokens)
+        if sibling.origin in WRITER and spelled == typed.encode():
+            return sibling
+    return None
