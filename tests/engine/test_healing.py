@@ -220,11 +220,13 @@ def test_model_text_is_not_healed(loom):
     assert again.parent is kid
 
 
-def test_a_cancelled_generation_still_spells_the_typed_text(loom):
+@pytest.mark.parametrize("drafting", ["off", "tree"])
+def test_a_cancelled_generation_still_spells_the_typed_text(loom, drafting):
     text, node = healable(loom)
     cancel = threading.Event()
-    cancel.set()
-    kids = loom.generate(node, 8, temperature=0, cancel=cancel)
+    kids = loom.generate(
+        node, 8, temperature=0, cancel=cancel, drafting=drafting, on_token=lambda *_: cancel.set()
+    )
     assert kids, "healing finishes the typed text before it stops"
     for kid in kids:
         assert loom.text(kid).startswith(text)
@@ -261,3 +263,19 @@ def test_servers_say_why_they_do_not_heal():
 
     capabilities = Capabilities(why_not=WHY_NOT)
     assert not capabilities.healing and "logit_bias" in capabilities.reason("healing")
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+def test_drafted_healing_is_plain_healing(llama_loom, temperature):
+    """Drafting stays exact with healing: the same tokens and records, seed for seed."""
+    loom = llama_loom
+    text, node = healable(loom)
+    assert loom.capabilities.drafting
+    for seed in range(3):
+        plain = loom.generate(node, 12, temperature=temperature, seed=seed, drafting="off")[0]
+        drafted = loom.generate(node, 12, temperature=temperature, seed=seed, drafting="tree")[0]
+        assert loom.last_result.drafting is not None  # it did draft
+        assert drafted.tokens == plain.tokens and drafted.parent is plain.parent
+        assert drafted.logprobs == pytest.approx(plain.logprobs, abs=1e-4)
+        assert [t for t, _ in drafted.top[0]] == [t for t, _ in plain.top[0]]
+        assert loom.text(drafted).startswith(text)

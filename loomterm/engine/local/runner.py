@@ -368,7 +368,7 @@ class LocalRunner(Runner):
         job = self.decode_job(request, writer, logits)
         if request.banned:  # going back cannot happen inside a batch or a drafted block
             result = banned_decode(job)
-        elif request.heal is None and (config := self.drafting_for(request)) is not None:
+        elif (config := self.drafting_for(request)) is not None:
             nodes = self.tree.nodes if self.tree is not None else {}
             result = drafted_decode(job, config, self.drafting, nodes)
         else:
