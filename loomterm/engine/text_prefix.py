@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import bisect
 import weakref
+from collections.abc import Callable
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from loomterm.engine.text import TokenText
+    from loomterm.tree import Node
 
 
 class TokenPrefixIndex:
@@ -129,3 +131,20 @@ def healed_count(token_bytes: list[bytes], typed: bytes) -> int:
         if len(spelled) >= len(typed):
             return count if spelled.startswith(typed) else 0
     return 0
+
+
+class AfterTyped:
+    """An ``on_token`` callback that passes on only the text after what the writer
+    typed. A healed child's first pieces spell the typed text again
+    (``meta["healed"]``); a consumer that already printed the prompt skips them."""
+
+    def __init__(self, on_token: Callable[[Node, int, str], None]) -> None:
+        self.on_token = on_token
+        self.left: dict[int, int] = {}  # per child: characters still to skip
+
+    def __call__(self, node: Node, token: int, piece: str) -> None:
+        healed = node.meta.get("healed")
+        left = self.left.setdefault(node.id, len(healed) if isinstance(healed, str) else 0)
+        cut = min(left, len(piece))
+        self.left[node.id] = left - cut
+        self.on_token(node, token, piece[cut:])

@@ -279,3 +279,15 @@ def test_drafted_healing_is_plain_healing(llama_loom, temperature):
         assert drafted.logprobs == pytest.approx(plain.logprobs, abs=1e-4)
         assert [t for t, _ in drafted.top[0]] == [t for t, _ in plain.top[0]]
         assert loom.text(drafted).startswith(text)
+
+
+def test_a_printed_prompt_is_continued_without_repeating_the_healed_word(loom):
+    from loomterm.engine.text_prefix import AfterTyped
+
+    text, node = healable(loom)
+    pieces: list[str] = []
+    kid = loom.generate(
+        node, 6, temperature=0, on_token=AfterTyped(lambda n, t, p: pieces.append(p))
+    )[0]
+    assert kid.meta["healed"]
+    assert text + "".join(pieces) == loom.text(kid)
