@@ -127,6 +127,10 @@ CASES = {
         [True, False],
         [("no", "banned_strings_ignore_case must be true or false (got 'no')")],
     ),
+    "token_healing": (
+        [True, False],
+        [("no", "token_healing must be true or false (got 'no')")],
+    ),
     "max_new_tokens": (
         [1, 128, 100_000],
         [

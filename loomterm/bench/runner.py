@@ -17,6 +17,7 @@ from loomterm.bench import (
     decoding,
     edits,
     files,
+    healing,
     llamacpp,
     longdoc,
     precision,
@@ -74,9 +75,12 @@ class BenchPlan:
     files_depth: int = 10_000  # the deep path imported and exported (and a tenth of it)
     map_depth: int = 7  # the tree map's complete tree: 4 children a node, 21,845 nodes
     map_reps: int = 20
+    heal_cuts: int = 200  # words of the corpus cut in the middle (token healing)
+    heal_tokens: int = 8  # greedy tokens after each cut
     sections: tuple[str, ...] = (
         "latency", "decode", "precision", "siblings", "memory", "prefill", "long", "rerope",
         "drafted",
+        "healing",
         "weave",
         "search",
         "context",
@@ -124,6 +128,7 @@ class BenchPlan:
             startup_reps=2,
             files_nodes=20_000,
             files_depth=5_000,  # smaller, the small tree fits in the CPU caches
+            heal_cuts=40,
         )
 
     def scaled(self, **changes) -> BenchPlan:
@@ -141,6 +146,7 @@ NOTES = {
     longdoc.LONG: longdoc.LONG_NOTE,
     edits.REROPE: edits.REROPE_NOTE,
     decoding.DRAFTED: decoding.DRAFTED_NOTE,
+    healing.HEALING: healing.HEALING_NOTE,
     weave.WEAVE: weave.WEAVE_NOTE,
     search.SEARCH: search.SEARCH_NOTE,
     context.CONTEXT: context.CONTEXT_NOTE,
@@ -280,6 +286,8 @@ _SECTIONS: tuple[tuple[str, Callable[..., list[Row]]], ...] = (
         plan.files_nodes, plan.files_depth, log)),
     ("map", lambda loaded, plan, inputs, log: tree_map.tree_map_rows(
         plan.map_depth, plan.map_reps, log)),
+    ("healing", lambda loaded, plan, inputs, log: healing.healing_rows(
+        loaded, corpus_text(), plan.heal_cuts, plan.heal_tokens, log)),
 )  # fmt: skip
 
 

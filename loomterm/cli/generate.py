@@ -143,11 +143,13 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(for_stream(piece, sys.stdout))  # a pipe gets the text as is
             sys.stdout.flush()
 
+        from loomterm.engine.text_prefix import AfterTyped
+
         kids = loom.generate(
             session.node,
             settings.max_new_tokens,
             seed=args.seed,
-            on_token=show,
+            on_token=AfterTyped(show),  # a healed word's typed part is printed already
             cancel=session.cancel,
             **settings.sampling(),
         )

@@ -512,6 +512,9 @@ def run_prompt(args: argparse.Namespace) -> int:
             print(for_stream(piece, sys.stdout), end="", flush=True)
 
     max_new_tokens = getattr(args, "max_new_tokens", PROMPT_TOKENS)
-    loom.generate(node, max_new_tokens, temperature=0, on_token=show)
+    from loomterm.engine.text_prefix import AfterTyped
+
+    # A healed word's typed part is printed already.
+    loom.generate(node, max_new_tokens, temperature=0, on_token=AfterTyped(show))
     print()
     return 0

@@ -20,6 +20,7 @@ from loomterm.tree import Node, Origin, Tree
 
 if TYPE_CHECKING:
     from loomterm.engine.sample.chain import SamplingParams
+    from loomterm.engine.sample.healing import Heal
 
 OnToken = Callable[[Node, int, str], None]
 Emit = Callable[[Event, "Node | None"], None]
@@ -44,6 +45,10 @@ class GenerateRequest:
             child go back to its first ``length`` tokens (what came after is gone).
         context: The context version the model sees (``loomterm.config.injection``): None
             the current settings' memory, author's note and world info, "" none.
+        healing: Token healing is asked for (the ``token_healing`` setting); the Loom
+            plans it (``loom.healing``) where the runner can.
+        heal: The typed text the first tokens must spell again, planned by the Loom
+            (``sample.healing.Heal``); None: no healing.
     """
 
     node: Node
@@ -58,6 +63,8 @@ class GenerateRequest:
     banned_ignore_case: bool = False
     on_take_back: Callable[[Node, int], None] | None = None
     context: str | None = None
+    healing: bool = False
+    heal: Heal | None = None
 
     @property
     def cancelled(self) -> bool:

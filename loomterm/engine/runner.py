@@ -50,6 +50,8 @@ class Capabilities:
         batched_siblings: ``n`` continuations decode as one batch over one prefix.
         drafting: Drafted (speculative) decoding from the tree.
         prompt_logprobs: Log-probabilities of prompt tokens come with the prefill.
+        healing: Token healing: the first tokens of a generation constrained to spell
+            typed text again (``sample.healing``); needs the full logits.
         why_not: One line per missing capability, saying why (for the editor).
     """
 
@@ -59,6 +61,7 @@ class Capabilities:
     batched_siblings: bool = False
     drafting: bool = False
     prompt_logprobs: bool = False
+    healing: bool = False
     why_not: tuple[tuple[str, str], ...] = ()
 
     def reason(self, name: str) -> str:

@@ -53,7 +53,7 @@ def test_another_parent_or_temperature_builds_new_sources(loom):
     loom.update_settings(drafting="tree")
     loom.generate(node, 8, temperature=0.5, seed=0)
     assert loom.runner.draft_sources is not kept  # the table is tempered otherwise
-    other = loom.append(loom.root, "A different start")
+    other = loom.append(loom.root, "A different start.")
     again = loom.runner.draft_sources
     _regenerate(loom, other, 0)
     assert loom.runner.draft_sources is not again and loom.runner.draft_sources.parent is other

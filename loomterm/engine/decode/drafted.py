@@ -57,6 +57,7 @@ from loomterm.engine.decode.job import DecodeJob, DecodeModel
 from loomterm.engine.generation import DraftStats, GenerateRequest, GenerateResult
 from loomterm.engine.kernels.cpu_linear import onednn_available
 from loomterm.engine.sample.chain import DrawAhead, make_generators, sample_step, token_records
+from loomterm.engine.sample.healing import HealState
 from loomterm.engine.sample.history import history_view
 from loomterm.tree import Node
 
@@ -166,6 +167,10 @@ class DraftedDecoder:
         # written in place as tokens are chosen, cut back with the document.
         self.history = job.history(1)
         self.state = job.sampler(1)
+        # Token healing: the typed text the first tokens spell again, and the masked
+        # rows the tokens chosen since the last ``emit`` were drawn from (None: unmasked).
+        self.heal = HealState.start(request.heal, 1)
+        self.masked: list[torch.Tensor | None] = []
         # The tree index and the model's recorded expectations (``decode.draft_table``,
         # tempered as this request samples), kept from the last generation from this
         # parent if still good.
@@ -204,9 +209,13 @@ class DraftedDecoder:
     def choose(self, row: torch.Tensor) -> int:
         """The model's token from one row of verified logits: (V,) -> id."""
         history = history_view(self.history)
+        made = len(self.document) - self.prompt_tokens  # tokens chosen before this one
+        allowed = self.heal.constrain(row[None], self.job.request.max_new_tokens - made)  # (1, V)
         token, self.state = sample_step(
-            row[None], self.params, self.generators, history, self.state, self.ahead
+            allowed, self.params, self.generators, history, self.state, self.ahead
         )
+        self.masked.append(allowed[0] if self.heal.pending else None)
+        self.heal = self.heal.after([int(token[0])])
         return int(token[0])
 
     def extend(self, token: int) -> None:
@@ -219,8 +228,14 @@ class DraftedDecoder:
         """Record and stream ``tokens`` (chosen from ``rows`` (k, V)); stop early when
         cancelled. Returns how many were emitted."""
         kid, job = self.kid, self.job
+        masked, self.masked = self.masked, []
+        # A cancel waits for the healed tokens: the typed text comes out whole.
+        last_healed = max((i for i, row in enumerate(masked) if row is not None), default=-1)
+        if any(row is not None for row in masked):  # healed tokens: recorded as drawn
+            rows = torch.stack([m if m is not None else r for m, r in zip(masked, rows)])
         chosen = torch.tensor(tokens, device=rows.device)
         logprobs, alternatives = token_records(rows, chosen)
+        alternatives = self.heal.alternatives(alternatives)
         at = len(self.document) - len(tokens)  # where ``tokens`` start in the document
         for i, token in enumerate(tokens):
             job.writer.push(kid, token, logprobs[i], alternatives[i])
@@ -231,7 +246,7 @@ class DraftedDecoder:
                 )
             if job.request.on_token is not None:
                 job.request.on_token(kid, token, self.stream.push(token))
-            if job.request.cancelled:
+            if job.request.cancelled and not self.heal.pending and i >= last_healed:
                 return i + 1
         return len(tokens)
 
@@ -355,7 +370,7 @@ class DraftedDecoder:
         job, kid, stats = self.job, self.kid, self.stats
         clock = time.perf_counter()  # the step's whole cost: drafts, forward, choices
         pending = kid.tokens[-1]
-        stop_now = self.finished() or job.request.cancelled
+        stop_now = self.finished() or (job.request.cancelled and not self.heal.pending)
         tree = DraftTree(pending, 1) if stop_now else self.propose(pending)
         block = build_block(tree, None if stop_now else self.look)
         out = self.verify(block)  # (keep, V)

@@ -26,6 +26,7 @@ from loomterm.engine.sample.chain import (
     token_record_tensor,
     unpack_token_records,
 )
+from loomterm.engine.sample.healing import HealState
 from loomterm.engine.sample.history import history_view
 
 
@@ -34,8 +35,9 @@ def plain_decode(job: DecodeJob) -> GenerateResult:
     working cache's row 0 holds. On return the cache holds the first child's path (or
     the parent's, when nothing was generated) and remembers the logits after it."""
     batch = _Batch(job)
-    for _ in range(job.request.max_new_tokens):
-        if job.request.cancelled or not batch.step():
+    for step in range(job.request.max_new_tokens):
+        # Healing ends first, even when cancelled: the typed text comes out whole.
+        if (job.request.cancelled and not batch.heal.pending) or not batch.step(step):
             break
     return batch.result()
 
@@ -61,11 +63,12 @@ class _Batch:
         self.fed = torch.zeros(self.n, dtype=torch.long, device=job.device)  # (n,)
         self.stopped: torch.Tensor | None = None  # (n,) bool on the device, once a row stopped
         self.row0_cols = -1  # columns of row 0 once it stopped; -2: rebuilt by a window shift
+        self.heal = HealState.start(request.heal, self.n)  # typed text the first tokens spell
 
-    def step(self) -> bool:
+    def step(self, step: int) -> bool:
         """Sample a token for every row, hand it to its child and feed it back.
         Returns whether the generation goes on."""
-        chosen, live = self._sample()
+        chosen, live = self._sample(self.request.max_new_tokens - step)
         job, work, kv, finished = self.job, self.work, self.kv, self.finished
         if work.length >= job.n_ctx and kv.assembled is not None:
             if all(finished):
@@ -87,16 +90,16 @@ class _Batch:
             self.history.push(chosen)
         return not all(finished)
 
-    def _sample(self) -> tuple[torch.Tensor, list[bool]]:
+    def _sample(self, left: int) -> tuple[torch.Tensor, list[bool]]:
         """Draw every row's token, give the live rows' tokens to their children, and
         set what is fed next. Returns the tokens drawn (n,) and which rows were live."""
         job, request, finished = self.job, self.request, self.finished
         history = history_view(self.history)
-        chosen, self.state = sample_step(
-            self.logits, self.params, self.generators, history, self.state
-        )
-        records = token_record_tensor(self.logits, chosen)  # (n, 22), on the device
+        allowed = self.heal.constrain(self.logits, left)  # (n, V): healing's mask, if any
+        chosen, self.state = sample_step(allowed, self.params, self.generators, history, self.state)
+        records = token_record_tensor(allowed, chosen)  # (n, 22), on the device
         picks, logprobs, alternatives = unpack_token_records(records.tolist())  # the transfer
+        alternatives, self.heal = self.heal.alternatives(alternatives), self.heal.after(picks)
         if not self.kids:
             sampling = self.params.as_dict()
             self.kids = [

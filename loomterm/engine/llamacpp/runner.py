@@ -149,6 +149,7 @@ class LlamaCppRunner(Runner):
             rerope=self.llama.can_shift,
             full_logits=True,
             batched_siblings=True,
+            healing=True,
             why_not=why_not,
         )
 

@@ -30,6 +30,7 @@ from loomterm.engine.sample.chain import (
     token_record_tensor,
     unpack_token_records,
 )
+from loomterm.engine.sample.healing import HealState
 from loomterm.engine.sample.penalties import DryBreakers
 from loomterm.engine.text import StreamDecoder
 from loomterm.tree import Node
@@ -90,13 +91,16 @@ def _group(runner, request, writer, want, parent_slot, logits, max_new, first, n
     rows = logits[None].expand(n, -1).clone()  # (n, V)
     kids: list = []
     finished = [False] * n
+    heal = HealState.start(request.heal, n)  # typed text the first tokens spell again
     for step in range(max_new):
-        if request.cancelled:
+        if request.cancelled and not heal.pending:  # healing ends first: the text is whole
             break
-        chosen, state = sample_step(rows, params, generators, history, state)  # (n,)
+        allowed = heal.constrain(rows, max_new - step)  # (n, V)
+        chosen, state = sample_step(allowed, params, generators, history, state)  # (n,)
         picks, logprobs, alternatives = unpack_token_records(
-            token_record_tensor(rows, chosen).tolist()
+            token_record_tensor(allowed, chosen).tolist()
         )
+        alternatives, heal = heal.alternatives(alternatives), heal.after(picks)
         if not kids:
             sampling = request.sampling_record()
             kids = [writer.new_child(request.node, sampling, request.seed) for _ in range(n)]

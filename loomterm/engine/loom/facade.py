@@ -36,6 +36,7 @@ from loomterm.engine.kv.window import segments
 from loomterm.engine.loom.context import LoomContext
 from loomterm.engine.loom.edits import plan_edit, plan_retype
 from loomterm.engine.loom.events import EventBus, Listener
+from loomterm.engine.loom.healing import healed
 from loomterm.engine.loom.models import LoomModels, ModelWriter
 from loomterm.engine.loom.registry import Models
 from loomterm.engine.loom.tidy import LoomTidy
@@ -590,6 +591,7 @@ class Loom(LoomModels, LoomContext, LoomTidy):
             banned_ignore_case=settings.banned_strings_ignore_case,
             on_take_back=on_take_back,
             context=context,
+            healing=settings.token_healing,
         )
         return self.run(request, model=model, meta=meta).children
 
@@ -610,7 +612,10 @@ class Loom(LoomModels, LoomContext, LoomTidy):
             runner = self._models.runner(key)
         with self._lock, runner.context():
             self._check_node(request.node)
+            request = healed(request, runner, self.truncate)  # typed word: backed up
             writer = ModelWriter(self.tree, self._events.emit, {**(meta or {}), "model": key})
+            if request.heal is not None:  # the first tokens spell the typed text again
+                writer.meta["healed"] = request.heal.typed
             spec = self.context_spec(request.context)
             if spec.active:  # the children record what they were generated with
                 version, new = self.contexts.versions.add(spec)

@@ -355,7 +355,9 @@ class _Run:
                 seed=seed,
                 cancel=request.cancel,
                 on_token=request.on_token,
-                **request.settings,
+                # A weave grows below its node: the first level is not healed into
+                # its parent (``loom.healing``), so its scores read from the node.
+                **{**request.settings, "token_healing": False},
             )
             done = loom.last_result
         self.result.requests += 1

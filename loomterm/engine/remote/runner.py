@@ -68,6 +68,11 @@ WHY_NOT = (
     ("node_kv", "the server's prefix cache holds the KV; nothing is stored on the nodes here"),
     ("drafting", "drafted decoding needs the model in this process"),
     ("prompt_logprobs", "prompt log-probabilities would bypass the server's prefix cache"),
+    (
+        "healing",
+        "token healing constrains each of the first tokens to the ones that spell the typed"
+        " text; a server's logit_bias is one bias for the whole request, not per step",
+    ),
 )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from loomterm.engine.text_prefix import healed_count
 from loomterm.tui.messages import Moved
 from loomterm.tui.widgets.alternatives import (
     Alternative,
@@ -50,6 +51,9 @@ class Alternatives:
             f"Alternatives at token {position} (now {shown_piece(app.token_text(chosen))}, "
             f"{chosen_summary(rows, logprob)})"
         )
+        healed = healed_text(node, index, loom.codec.token_bytes)
+        if healed is not None:  # the probabilities are among the tokens that spell it
+            title += f" \u00b7 healed: spells the typed {shown_piece(healed)}"
         base = doc.node or node
 
         def picked(pick: Pick | None) -> None:
@@ -63,3 +67,14 @@ class Alternatives:
             self.jobs.when_idle(lambda: self.jobs.submit("pick", job, lock=True))
 
         app.push_screen(AlternativesScreen(title, rows), picked)
+
+
+def healed_text(node, index: int, token_bytes) -> str | None:
+    """The typed text that token ``index`` of ``node`` helped spell again by token
+    healing (``node.meta["healed"]``), None when it is not a healed token. A healed
+    token's probabilities are among the tokens that could spell that text."""
+    typed = node.meta.get("healed")
+    if not isinstance(typed, str) or not typed:
+        return None
+    count = healed_count([token_bytes(t) for t in node.tokens[:32]], typed.encode())
+    return typed if index < count else None

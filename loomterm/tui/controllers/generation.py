@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from loomterm.errors import LoomError, PrefillCancelled
-from loomterm.tree import Node, Origin
+from loomterm.tree import WRITER, Node, Origin
 from loomterm.tui import ops
 from loomterm.tui.controllers.context import ContextAssembled
 from loomterm.tui.controllers.feedback import BUSY, refuse
@@ -51,9 +51,13 @@ class Streamer:
     (from the worker, which holds the engine): the session file then points at the text
     being written, so a crash mid-generation reopens there, not before it."""
 
-    def __init__(self, app: Editor, loom: Loom | None = None) -> None:
+    def __init__(
+        self, app: Editor, loom: Loom | None = None, start: Node | None = None, n: int = 1
+    ) -> None:
         self.app = app
         self.loom = loom
+        self.start_node = start  # where the generation was asked to start
+        self.n = n
         self.first: Node | None = None
         self.start = 0
         self.shown = 0
@@ -82,6 +86,10 @@ class Streamer:
             self.first = node
             if self.loom is not None:
                 self.loom.cursor = node
+            if self.start_node is not None and node.parent is not self.start_node:
+                # Token healing started before the typed word's tokens: the document
+                # shows the path up to there, and the healed tokens spell the word again.
+                self.app.post_message(GenerationStarted(node.parent, "", self.n))
         if node is self.first:
             self.pieces.append(piece)
         now = time.monotonic()
@@ -154,7 +162,8 @@ class Generation:
             node = node.parent
         assert node.parent is not None
         context = app.loom.context_version(node) if own_context else None
-        self.generate(1, start=node.parent, context=context)
+        start = healed_from(app.loom, node) or node.parent
+        self.generate(1, start=start, context=context)
 
     def generate(
         self,
@@ -396,7 +405,7 @@ class GenerationJob:
             self.app.post_message(ContextAssembled(runs))
         self.app.post_message(GenerationStarted(node, "", self.n))
         self.started = True
-        self.streamer = streamer = Streamer(self.app, loom)
+        self.streamer = streamer = Streamer(self.app, loom, start=node, n=self.n)
         self.kids = loom.generate(
             node,
             self.settings.max_new_tokens,
@@ -410,3 +419,17 @@ class GenerationJob:
             **self.settings.sampling(),
         )
         streamer.flush()
+
+
+def healed_from(loom: Loom, node: Node) -> Node | None:
+    """The typed node a healed generation ``node`` started from: its sibling written by
+    the writer whose tokens spell what ``node`` healed (``meta["healed"]``), so that a
+    regeneration heals the same typed word again. None when ``node`` was not healed."""
+    typed = node.meta.get("healed")
+    if not isinstance(typed, str) or node.parent is None:
+        return None
+    for sibling in node.parent.children:
+        spelled = b"".join(loom.codec.token_bytes(t) for t in sibling.tokens)
+        if sibling.origin in WRITER and spelled == typed.encode():
+            return sibling
+    return None

@@ -34,7 +34,10 @@ CHOICE_LABELS: dict[tuple[str, Any], str] = {
 }
 _INPUT_TYPES = {float: "number", int: "integer"}
 # A setting that needs a runner capability, and the value in force without it.
-NEEDS: dict[str, tuple[str, Any]] = {"splice_mode": ("rerope", "exact")}
+NEEDS: dict[str, tuple[str, Any]] = {
+    "splice_mode": ("rerope", "exact"),
+    "token_healing": ("healing", False),
+}
 
 
 def options(spec: Spec) -> list[tuple[str, Any]]:
