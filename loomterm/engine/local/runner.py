@@ -184,7 +184,8 @@ class LocalRunner(Runner):
     def attach(self, tree, emit) -> None:
         super().attach(tree, emit)
         if self.capabilities.node_kv:
-            self.work.owners = lambda: tree.nodes.values()
+            # Drafts (``Tree.drafts``) hold KV too: it must not be overwritten under them.
+            self.work.owners = lambda: [*tree.nodes.values(), *tree.drafts.values()]
 
     def without_node_kv(self) -> None:
         """Run beside another local runner that keeps the nodes' KV (``engine.loom.registry``):
