@@ -27,12 +27,14 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from loomterm.engine.generation import GenerateRequest, GenerateResult
 from loomterm.engine.loom.models import ModelWriter
 from loomterm.errors import InputError, PrefillCancelled
+from loomterm.settings import DEFAULTS
 from loomterm.tree import Node, Origin, Tree
 
 if TYPE_CHECKING:
@@ -129,11 +131,18 @@ class LoomForesight:
     ) -> Ask:
         """The request ``generate(node, n=n, context=context, model=model)`` makes under
         ``settings`` (default: the loom's), as foresight matches it."""
+        settings = self.settings if settings is None else settings
+        # How far ahead to think is no part of the request.
+        settings = replace(
+            settings,
+            think_ahead=DEFAULTS.think_ahead,
+            think_ahead_pause=DEFAULTS.think_ahead_pause,
+        )
         with self._lock:
             return Ask(
                 node=node,
                 n=n,
-                settings=self.settings if settings is None else settings,
+                settings=settings,
                 model=self.active_model if model is None else model,
                 context=context,
                 path=tuple(node.path_tokens()),
@@ -221,12 +230,17 @@ class LoomForesight:
             self.last_result = found.result
             return list(found.drafts)
 
-    def drop_foresight(self) -> None:
-        """Drop every draft foreseen (their KV with them)."""
+    def drop_foresight(self, keep: Sequence[Ask] = ()) -> None:
+        """Drop the drafts foreseen (their KV with them), but those for an ask in
+        ``keep``."""
         with self._lock:
+            kept = []
             for foresight in self._foresights:
-                self._discard(foresight)
-            self._foresights = ()
+                if any(foresight.ask.matches(ask) for ask in keep):
+                    kept.append(foresight)
+                else:
+                    self._discard(foresight)
+            self._foresights = tuple(kept)
 
     def _discard(self, foresight: Foresight) -> None:
         for kid in foresight.drafts:

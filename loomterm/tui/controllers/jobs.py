@@ -43,6 +43,9 @@ class Jobs:
         self.deferred: list[tuple[Callable[[], None], bool]] = []
         self.locks = 0  # reasons the document refuses edits just now
         self.locked: set[str] = set()  # labels of queued jobs holding a lock
+        self.low: list[threading.Event] = []
+        """Cancel events of low-priority jobs queued or running (thinking ahead): any
+        other job, and anything waiting for the engine, sets them (``give_way``)."""
 
     # -- the worker ----------------------------------------------------------------------
     def start(self) -> None:
@@ -77,14 +80,27 @@ class Jobs:
                 self.app.post_message(JobFinished(label))
 
     # -- submitting --------------------------------------------------------------------
-    def submit(self, label: str, job: Job, lock: bool = False) -> None:
+    def submit(
+        self, label: str, job: Job, lock: bool = False, low: threading.Event | None = None
+    ) -> None:
         """Queue model work for the worker. ``lock`` holds edits back until the job is
-        done (its result replaces the document, which would drop the typing)."""
+        done (its result replaces the document, which would drop the typing). ``low``:
+        the job is low priority and stops when that event is set, which the next job
+        submitted (or waited for) does; without it, low-priority work gives way now."""
+        self.give_way()
+        if low is not None:
+            self.low.append(low)
         self.in_flight += 1
         if lock:
             self.lock()
             self.locked.add(label)
         self.queue.put((label, job))
+
+    def give_way(self) -> None:
+        """Stop low-priority work (it ends within one token): real work comes."""
+        for event in self.low:
+            event.set()
+        self.low.clear()
 
     def set_meta(self, node: Node, **changes: object) -> None:
         """Change ``node``'s meta (bookmark, hidden, rating, blind) as a job, so the
@@ -127,7 +143,9 @@ class Jobs:
         has the typed text). ``stop``: the action takes the document elsewhere (another
         branch, node, hit or session): a running generation is stopped first, and keys
         typed after it are held until it has run, so they land where it put the caret,
-        not in the text it leaves (the engine may first have the typing before it)."""
+        not in the text it leaves (the engine may first have the typing before it).
+        Low-priority work gives way at once."""
+        self.give_way()
         if stop:
             if self.app.generating:
                 self.cancel.set()
