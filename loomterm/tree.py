@@ -153,7 +153,7 @@ class Tree:
     def __init__(self) -> None:
         self._next_id = 0
         self.nodes: dict[int, Node] = {}
-        self.drafts: dict[int, Node] = {}
+        self.foreseen: dict[int, Node] = {}
         """Nodes written ahead of a request and held out of sight (``engine.loom.foresight``):
         each has an id and a parent, but no parent lists it and ``nodes`` leaves it out,
         so nothing that reads the tree sees it until :meth:`adopt`."""
@@ -197,32 +197,32 @@ class Tree:
             **fields,
         )
 
-    # -- drafts: nodes out of sight until adopted -----------------------------------------
-    def draft(self, parent: Node, tokens: list[int], origin: Origin, **fields: Any) -> Node:
-        """Like :meth:`add`, a child of ``parent``, but held in ``drafts``: its parent does
+    # -- foreseen: nodes out of sight until adopted ---------------------------------------
+    def add_foreseen(self, parent: Node, tokens: list[int], origin: Origin, **fields: Any) -> Node:
+        """Like :meth:`add`, a child of ``parent``, but held in ``foreseen``: its parent does
         not list it and ``nodes`` leaves it out until :meth:`adopt`."""
         node = self.add(parent, tokens, origin, **fields)
         parent.children.pop()  # just appended by ``add``
         del self.nodes[node.id]
-        self.drafts[node.id] = node
+        self.foreseen[node.id] = node
         return node
 
-    def is_draft(self, node: Node) -> bool:
-        """True for a node held out of sight (made by :meth:`draft`, not adopted)."""
-        return self.drafts.get(node.id) is node
+    def is_foreseen(self, node: Node) -> bool:
+        """True for a node held out of sight (made by :meth:`add_foreseen`, not adopted)."""
+        return self.foreseen.get(node.id) is node
 
     def adopt(self, node: Node) -> None:
-        """Make a draft a node of the tree: its parent's newest child, with its id."""
-        if self.drafts.pop(node.id, None) is not node:
-            raise ValueError(f"node {node.id} is not a draft of this tree")
+        """Make a foreseen node a node of the tree: its parent's newest child, with its id."""
+        if self.foreseen.pop(node.id, None) is not node:
+            raise ValueError(f"node {node.id} is not foreseen in this tree")
         assert node.parent is not None
         self.nodes[node.id] = node
         node.parent.children.append(node)
 
     def discard(self, node: Node) -> None:
-        """Forget a draft, and its KV with it."""
-        if self.drafts.get(node.id) is node:
-            del self.drafts[node.id]
+        """Forget a foreseen node, and its KV with it."""
+        if self.foreseen.get(node.id) is node:
+            del self.foreseen[node.id]
             node.kv = None
 
     def split(self, node: Node, offset: int) -> Node:

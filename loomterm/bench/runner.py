@@ -24,6 +24,7 @@ from loomterm.bench import (
     remote,
     search,
     startup,
+    think_ahead,
     weave,
 )
 from loomterm.bench.common import loom_options
@@ -71,6 +72,8 @@ class BenchPlan:
     startup_reps: int = 3  # launches of the editor timed (after one to warm up)
     files_nodes: int = 100_000  # the wide tree imported and exported (and a tenth of it)
     files_depth: int = 10_000  # the deep path imported and exported (and a tenth of it)
+    ahead_words: int = 8  # words typed a key at a time as thinking ahead begins
+    ahead_tokens: int = 48  # max_new_tokens of the think-ahead rows
     sections: tuple[str, ...] = (
         "latency", "decode", "precision", "siblings", "memory", "prefill", "long", "rerope",
         "drafted",
@@ -81,6 +84,7 @@ class BenchPlan:
         "busy",
         "startup",
         "files",
+        "ahead",
     )  # fmt: skip
 
     @classmethod
@@ -120,6 +124,8 @@ class BenchPlan:
             startup_reps=2,
             files_nodes=20_000,
             files_depth=5_000,  # smaller, the small tree fits in the CPU caches
+            ahead_words=3,
+            ahead_tokens=24,
         )
 
     def scaled(self, **changes) -> BenchPlan:
@@ -144,6 +150,7 @@ NOTES = {
     contended.CONTENDED: contended.CONTENDED_NOTE,
     startup.STARTUP: startup.STARTUP_NOTE,
     files.FILES: files.FILES_NOTE,
+    think_ahead.AHEAD: think_ahead.AHEAD_NOTE,
 }
 SERVER_NOTES = remote.NOTES  # the sections of a bench against a server
 
@@ -256,6 +263,8 @@ def _run(loaded, plan: BenchPlan, quick: bool, log: Callable[[str], None]) -> Be
         rows += startup.startup_rows(loaded, corpus, plan.startup_reps, log)
     if "files" in want:
         rows += files.files_rows(plan.files_nodes, plan.files_depth, log)
+    if "ahead" in want:
+        rows += think_ahead.think_ahead_rows(loaded, plan.ahead_words, plan.ahead_tokens, log)
     meta = {
         "model": loaded.name,
         "attention": attention.describe(loaded.model),

@@ -21,28 +21,28 @@ def listen(loom) -> list[tuple[str, int | None]]:
     return heard
 
 
-def test_drafts_are_out_of_sight_until_taken_then_reused_whole(loom):
+def test_foreseen_nodes_are_out_of_sight_until_taken_then_reused_whole(loom):
     prompt = loom.append(loom.root, TEXT)
     settings = loom.settings.replace(max_new_tokens=6, temperature=1.0)
     before = tree_record(loom.tree)
     heard = listen(loom)
     ask = loom.ask(prompt, 3, settings)
     foresight = loom.foresee(ask)
-    assert foresight is not None and len(foresight.drafts) == 3
-    drafts = foresight.drafts
+    assert foresight is not None and len(foresight.nodes) == 3
+    ahead = foresight.nodes
     # Out of sight: no parent lists them, the tree's nodes leave them out, nobody heard.
     assert tree_record(loom.tree) == before and prompt.children == []
-    assert all(loom.is_draft(d) and d.id not in loom.tree.nodes for d in drafts)
+    assert all(loom.is_foreseen(d) and d.id not in loom.tree.nodes for d in ahead)
     assert heard == []
-    written = [(list(d.tokens), list(d.logprobs), [list(t) for t in d.top]) for d in drafts]
-    assert all(len(d.tokens) == 6 for d in drafts)
-    kvs = [d.kv for d in drafts]
+    written = [(list(d.tokens), list(d.logprobs), [list(t) for t in d.top]) for d in ahead]
+    assert all(len(d.tokens) == 6 for d in ahead)
+    kvs = [d.kv for d in ahead]
 
     with ForwardCounter(loom) as counter:
         kids = loom.take_foresight(loom.ask(prompt, 3, settings))
         assert counter.tokens == 0  # taking computes nothing
-    assert kids == drafts and prompt.children == drafts
-    assert all(loom.tree.nodes[k.id] is k and not loom.is_draft(k) for k in kids)
+    assert kids == ahead and prompt.children == ahead
+    assert all(loom.tree.nodes[k.id] is k and not loom.is_foreseen(k) for k in kids)
     assert [(e, i) for e, i in heard if e == "add"] == [("add", k.id) for k in kids]
     assert [(e, i) for e, i in heard if e == "done"] == [("done", k.id) for k in kids]
     # The very tokens and records the runner wrote, and the KV it made.
@@ -57,10 +57,10 @@ def test_drafts_are_out_of_sight_until_taken_then_reused_whole(loom):
             assert counter.tokens <= 1
         assert_matches_recompute(loom, kid)
         assert_records_match(loom, kid, first=prompt.end)
-    assert loom.foreseen() == ()
+    assert loom.foresights() == ()
 
 
-def test_a_different_request_drops_the_drafts(llama_loom):
+def test_a_different_request_drops_what_was_foreseen(llama_loom):
     loom = llama_loom
     prompt = loom.append(loom.root, TEXT)
     settings = loom.settings.replace(max_new_tokens=4)
@@ -71,13 +71,13 @@ def test_a_different_request_drops_the_drafts(llama_loom):
     ):
         assert loom.foresee(loom.ask(prompt, 2, settings)) is not None
         assert loom.take_foresight(other) is None
-        assert loom.foreseen() == () and loom.tree.drafts == {} and prompt.children == []
+        assert loom.foresights() == () and loom.tree.foreseen == {} and prompt.children == []
     # Another node (the prompt's path grew since) and the prompt retyped.
     ask = loom.ask(prompt, 2, settings)
     assert loom.foresee(ask) is not None
     loom.append(prompt, " More.")
     assert loom.take_foresight(loom.ask(prompt.children[0], 2, settings)) is None
-    assert loom.tree.drafts == {}
+    assert loom.tree.foreseen == {}
 
 
 def test_a_cancelled_foresight_leaves_nothing(llama_loom):
@@ -102,14 +102,14 @@ def test_a_cancelled_foresight_leaves_nothing(llama_loom):
     finally:
         handle.remove()
     assert len(steps) <= 4  # stopped within one step
-    assert loom.tree.drafts == {} and loom.foreseen() == ()
+    assert loom.tree.foreseen == {} and loom.foresights() == ()
     assert tree_record(loom.tree) == before
     # The engine is whole: a generation after it equals a recompute.
     (kid,) = loom.generate(prompt, 4)
     assert_matches_recompute(loom, kid)
 
 
-def test_the_session_file_has_drafts_only_once_taken(tiny_llama_dir, tmp_path):
+def test_the_session_file_has_foreseen_nodes_only_once_taken(tiny_llama_dir, tmp_path):
     loom = make_loom(tiny_llama_dir)
     path = tmp_path / "ahead.loom"
     save_loom(loom, path)
@@ -117,7 +117,7 @@ def test_the_session_file_has_drafts_only_once_taken(tiny_llama_dir, tmp_path):
     settings = loom.settings.replace(max_new_tokens=5)
     foresight = loom.foresee(loom.ask(prompt, 2, settings))
     assert foresight is not None
-    ids = [d.id for d in foresight.drafts]
+    ids = [d.id for d in foresight.nodes]
     stored = load_session(path)
     assert not set(ids) & set(stored.tree.nodes)
     assert prompt.id in stored.tree.nodes
@@ -133,7 +133,7 @@ def test_the_session_file_has_drafts_only_once_taken(tiny_llama_dir, tmp_path):
     assert [c.id for c in stored.nodes[prompt.id].children] == ids
 
 
-def test_drafts_dropped_at_close_never_reach_the_file(tiny_llama_dir, tmp_path):
+def test_foreseen_nodes_dropped_at_close_never_reach_the_file(tiny_llama_dir, tmp_path):
     loom = make_loom(tiny_llama_dir)
     path = tmp_path / "dropped.loom"
     save_loom(loom, path)
@@ -147,13 +147,13 @@ def test_drafts_dropped_at_close_never_reach_the_file(tiny_llama_dir, tmp_path):
 
 
 @pytest.mark.parametrize("n", [1, 2])
-def test_taken_drafts_leave_the_engine_as_a_generation_does(llama_loom, n):
-    """After taking, generating on from a draft works, and its KV stays exact."""
+def test_taken_foreseen_nodes_leave_the_engine_as_a_generation_does(llama_loom, n):
+    """After taking, generating on from a taken node works, and its KV stays exact."""
     loom = llama_loom
     prompt = loom.append(loom.root, TEXT)
     settings = loom.settings.replace(max_new_tokens=4)
     assert loom.foresee(loom.ask(prompt, n, settings)) is not None
-    # Other work in between, over the very columns the drafts were written in: their
+    # Other work in between, over the very columns the foreseen nodes were written in: their
     # KV must survive the working cache's reuse.
     (between,) = loom.generate(prompt, 6)
     other = loom.append(loom.root, "Something else entirely, and long enough to matter.")

@@ -27,7 +27,7 @@ async def wait_for(pilot, condition, timeout: float = 30.0) -> None:
 
 
 def thought(app, loom, count: int = 2) -> bool:
-    return len(loom.foreseen()) == count and not app.ahead.thinking and not app.jobs.busy
+    return len(loom.foresights()) == count and not app.ahead.thinking and not app.jobs.busy
 
 
 async def test_a_pause_thinks_ahead_out_of_sight_and_ctrl_r_shows_it(make_app, loom, tmp_path):
@@ -41,35 +41,35 @@ async def test_a_pause_thinks_ahead_out_of_sight_and_ctrl_r_shows_it(make_app, l
             first = loom.cursor
             nodes = set(loom.tree.nodes)
             await wait_for(pilot, lambda: thought(app, loom))
-            # Out of sight: ctrl+r's sibling and ctrl+n's three children are drafts.
-            regen, siblings = loom.foreseen()
-            assert regen.ask.node is first.parent and len(regen.drafts) == 1
-            assert siblings.ask.node is first and len(siblings.drafts) == 3
+            # Out of sight: ctrl+r's sibling and ctrl+n's three children are foreseen, out of sight.
+            regen, siblings = loom.foresights()
+            assert regen.ask.node is first.parent and len(regen.nodes) == 1
+            assert siblings.ask.node is first and len(siblings.nodes) == 3
             assert set(loom.tree.nodes) == nodes and first.parent.children == [first]
             assert first.children == []
             assert set(load_session(path).tree.nodes) == nodes  # nothing in the file
             await pilot.pause(0.2)
             assert "thought ahead" in app.status.full_text
-            (draft,) = regen.drafts
-            written = (list(draft.tokens), list(draft.logprobs), [list(t) for t in draft.top])
+            (kid,) = regen.nodes
+            written = (list(kid.tokens), list(kid.logprobs), [list(t) for t in kid.top])
 
             loom.update_settings(think_ahead="off")  # no more thinking while we look
             with ForwardCounter(loom) as counter:
                 await pilot.press("ctrl+r")
                 await settle(pilot)
                 assert counter.tokens == 0  # shown with its KV: nothing computed
-            assert loom.cursor is draft and first.parent.children == [first, draft]
-            assert app.doc.text == loom.text(draft)
-            assert (list(draft.tokens), list(draft.logprobs), [list(t) for t in draft.top]) == (
+            assert loom.cursor is kid and first.parent.children == [first, kid]
+            assert app.doc.text == loom.text(kid)
+            assert (list(kid.tokens), list(kid.logprobs), [list(t) for t in kid.top]) == (
                 written
             )
-            assert loom.tree.drafts == {} and loom.foreseen() == ()  # ctrl+n's: dropped
-            assert_matches_recompute(loom, draft)
-            assert_records_match(loom, draft, first=draft.start)
+            assert loom.tree.foreseen == {} and loom.foresights() == ()  # ctrl+n's: dropped
+            assert_matches_recompute(loom, kid)
+            assert_records_match(loom, kid, first=kid.start)
     finally:
         close_session(loom)
     stored = load_session(path).tree
-    again = stored.nodes[draft.id]
+    again = stored.nodes[kid.id]
     assert again.parent.id == first.parent.id
     assert (again.tokens, again.logprobs) == (written[0], written[1])
     assert len(stored.nodes) == len(nodes) + 1
@@ -82,14 +82,14 @@ async def test_ctrl_n_shows_its_siblings_at_once(make_app, loom):
         await write_and_generate(pilot)
         first = loom.cursor
         await wait_for(pilot, lambda: thought(app, loom))
-        drafts = list(loom.foreseen()[1].drafts)
+        ahead = list(loom.foresights()[1].nodes)
         loom.update_settings(think_ahead="off")
         with ForwardCounter(loom) as counter:
             await pilot.press("ctrl+n")
             await settle(pilot)
             assert counter.tokens == 0
-        assert first.children == drafts and loom.cursor is drafts[0]
-        assert all(0 < len(kid.tokens) <= 12 for kid in drafts)
+        assert first.children == ahead and loom.cursor is ahead[0]
+        assert all(0 < len(kid.tokens) <= 12 for kid in ahead)
 
 
 async def test_a_key_while_thinking_stops_it_within_one_step(make_app, loom):
@@ -122,7 +122,7 @@ async def test_a_key_while_thinking_stops_it_within_one_step(make_app, loom):
         finally:
             handle.remove()
         assert seen["after"] <= 1  # at most the step under way when the key came
-        assert loom.tree.drafts == {} and loom.foreseen() == ()
+        assert loom.tree.foreseen == {} and loom.foresights() == ()
         assert app.doc.text.endswith("x")
         assert loom.text(loom.cursor).endswith("x")
         grown = set(loom.tree.nodes) - nodes
@@ -137,7 +137,7 @@ async def test_off_does_no_work(make_app, loom):
         with ForwardCounter(loom) as counter:
             await pilot.pause(1.0)
             assert counter.tokens == 0
-        assert loom.foreseen() == () and app.ahead.timer is None
+        assert loom.foresights() == () and app.ahead.timer is None
         assert "thinking ahead" not in app.status.full_text
 
 
@@ -148,12 +148,12 @@ async def test_another_request_generates_as_usual(make_app, loom):
         await write_and_generate(pilot)
         first = loom.cursor
         await wait_for(pilot, lambda: thought(app, loom))
-        drafts = {d.id for f in loom.foreseen() for d in f.drafts}
+        ahead = {d.id for f in loom.foresights() for d in f.nodes}
         loom.update_settings(n=2, think_ahead="off")  # ctrl+n now asks for two
         with ForwardCounter(loom) as counter:
             await pilot.press("ctrl+n")
             await settle(pilot)
             assert counter.tokens > 0  # generated
         assert len(first.children) == 2
-        assert not drafts & {kid.id for kid in first.children}
-        assert loom.tree.drafts == {} and loom.foreseen() == ()
+        assert not ahead & {kid.id for kid in first.children}
+        assert loom.tree.foreseen == {} and loom.foresights() == ()

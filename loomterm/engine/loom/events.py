@@ -28,7 +28,7 @@ class EventBus:
 
     def __init__(self, hidden: Callable[[Node], bool] | None = None) -> None:
         self._listeners: list[Listener] = []
-        # Nodes nobody is told about: drafts written ahead, out of sight (``foresight``).
+        # Nodes nobody is told about: written ahead, out of sight (``foresight``).
         self.hidden = hidden
 
     def subscribe(self, listener: Listener) -> None:

@@ -67,7 +67,7 @@ class Loom(LoomModels, LoomContext, LoomTidy, LoomForesight):
         self.tree = tree or Tree()
         self.settings = Settings()
         self.last_result: GenerateResult | None = None
-        self._events = EventBus(hidden=self.is_draft)  # drafts stay out of sight
+        self._events = EventBus(hidden=self.is_foreseen)  # foreseen nodes stay out of sight
         self._lock = threading.RLock()
         self._cursor = self.tree.root
         self._models = Models(runner)

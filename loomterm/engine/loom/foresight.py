@@ -3,21 +3,21 @@
 While the writer pauses, the editor asks the loom to *foresee* the request its next key
 would make (``Loom.foresee``, the editor's think-ahead: ``tui.controllers.think_ahead``):
 the very generation ctrl+r or ctrl+n would run, from the same node with the same
-settings and count, whose children are *drafts*. A draft is a node the tree holds beside
-its nodes (``Tree.drafts``), not among them: no parent lists it and no event announces
+settings and count, whose children are *foreseen* nodes: nodes the tree holds beside
+its nodes (``Tree.foreseen``), not among them: no parent lists it and no event announces
 it (the event bus hides it), so the session file, the panes, exports, search, undo and
 the counts never see it. Its KV is kept as a generated child's is.
 
 When the request comes, ``Loom.take_foresight`` compares it with what was foreseen. If
 it matches (the same node, whose path still has the same tokens, the same settings, count,
-model and context version), the drafts join the tree as they are, KV included, so
+model and context version), the foreseen nodes join the tree as they are, KV included, so
 nothing is computed again, and are announced as a generation's children are (``add``,
 ``done``): from then on they are the writer's branches like any other. Otherwise every
 foresight is dropped and the caller generates as usual.
 
-Drafts live in memory only: nothing about them is written to the session file until
+Foreseen nodes live in memory only: nothing about them is written to the session file until
 they are taken, and closing the session drops them. A new round of foresight drops the
-old one (``drop_foresight``); a cancelled foresight drops its partial drafts.
+old one (``drop_foresight``); a cancelled foresight drops what it half wrote.
 
 Mixed into :class:`~loomterm.engine.loom.facade.Loom`, whose lock, runners and events
 it uses as its own.
@@ -65,7 +65,7 @@ class Ask:
     approx: bool
 
     def matches(self, other: Ask) -> bool:
-        """The same request: ``other``'s drafts are what this one would generate."""
+        """The same request: ``other``'s nodes are what this one would generate."""
         return (
             self.node is other.node
             and self.n == other.n
@@ -79,29 +79,29 @@ class Ask:
 
 @dataclass
 class Foresight:
-    """Drafts written for one :class:`Ask`.
+    """The nodes written for one :class:`Ask`.
 
     Attributes:
         ask: The request they answer.
-        drafts: The children, out of sight (``Tree.drafts``) until taken.
+        nodes: The children, out of sight (``Tree.foreseen``) until taken.
         result: What writing them did (timings: ``tokens_per_second``).
         made: When they were finished (``time.monotonic``).
     """
 
     ask: Ask
-    drafts: list[Node]
+    nodes: list[Node]
     result: GenerateResult
     made: float = field(default_factory=time.monotonic)
 
 
-class DraftWriter(ModelWriter):
-    """A writer whose children are drafts: out of sight, and announced to nobody."""
+class ForeseenWriter(ModelWriter):
+    """A writer whose children are foreseen: out of sight, and announced to nobody."""
 
     def __init__(self, tree: Tree, meta: dict[str, Any]) -> None:
         super().__init__(tree, lambda event, node: None, meta)
 
     def new_child(self, parent: Node, sampling: dict[str, Any], seed: int | None) -> Node:
-        child = self.tree.draft(
+        child = self.tree.add_foreseen(
             parent, [], Origin.MODEL, sampling=sampling, seed=seed, meta=dict(self.meta)
         )
         self.children.append(child)
@@ -113,11 +113,11 @@ class LoomForesight:
 
     _foresights: tuple[Foresight, ...] = ()  # replaced per instance, never mutated
 
-    def is_draft(self, node: Node) -> bool:
+    def is_foreseen(self, node: Node) -> bool:
         """True for a node written ahead and not taken (the event bus hides it)."""
-        return self.tree.is_draft(node)
+        return self.tree.is_foreseen(node)
 
-    def foreseen(self) -> tuple[Foresight, ...]:
+    def foresights(self) -> tuple[Foresight, ...]:
         """What is foreseen now, oldest first (safe to read from any thread)."""
         return self._foresights
 
@@ -150,7 +150,7 @@ class LoomForesight:
             )
 
     def foresee(self, ask: Ask, cancel: threading.Event | None = None) -> Foresight | None:
-        """Write the drafts ``ask`` would generate, out of sight, and keep them beside
+        """Write the nodes ``ask`` would generate, out of sight, and keep them beside
         what is foreseen already. Returns them, or None when ``cancel`` was set before
         they were whole (what was written is dropped) or the request cannot be made
         ahead (a context version not recorded yet would have to be recorded)."""
@@ -167,7 +167,7 @@ class LoomForesight:
             meta: dict[str, Any] = {"model": ask.model}
             if spec.active:
                 meta["context"] = spec.version  # recorded when taken
-            writer = DraftWriter(self.tree, meta)
+            writer = ForeseenWriter(self.tree, meta)
             request = GenerateRequest(
                 node=ask.node,
                 max_new_tokens=settings.max_new_tokens,
@@ -198,7 +198,7 @@ class LoomForesight:
             return foresight
 
     def take_foresight(self, ask: Ask) -> list[Node] | None:
-        """The drafts foreseen for ``ask``, now the tree's own nodes (announced as a
+        """The nodes foreseen for ``ask``, now the tree's own nodes (announced as a
         generation's children: ``add``, ``done``), or None when nothing foreseen
         matches. Either way nothing stays foreseen."""
         with self._lock:
@@ -221,17 +221,17 @@ class LoomForesight:
                 if new:
                     self._events.emit("contexts", None)
             now = time.time()
-            for kid in found.drafts:
+            for kid in found.nodes:
                 kid.created = now  # joins the writer's tree now
                 self.tree.adopt(kid)
                 self._events.emit("add", kid)
-            for kid in found.drafts:
+            for kid in found.nodes:
                 self._events.emit("done", kid)
             self.last_result = found.result
-            return list(found.drafts)
+            return list(found.nodes)
 
     def drop_foresight(self, keep: Sequence[Ask] = ()) -> None:
-        """Drop the drafts foreseen (their KV with them), but those for an ask in
+        """Drop the nodes foreseen (their KV with them), but those for an ask in
         ``keep``."""
         with self._lock:
             kept = []
@@ -243,5 +243,5 @@ class LoomForesight:
             self._foresights = tuple(kept)
 
     def _discard(self, foresight: Foresight) -> None:
-        for kid in foresight.drafts:
+        for kid in foresight.nodes:
             self.tree.discard(kid)

@@ -432,7 +432,7 @@ class GenerationJob:
         (``engine.loom.foresight``), or None: then generate (anything foreseen for
         another request is dropped)."""
         loom = self.loom
-        if self.models is not None or self.meta is not None or not loom.foreseen():
+        if self.models is not None or self.meta is not None or not loom.foresights():
             return None
         kids = loom.take_foresight(loom.ask(node, self.n, self.settings, self.context))
         if not kids:

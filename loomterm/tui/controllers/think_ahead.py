@@ -6,19 +6,19 @@ and at the end of every job), if the engine is idle and has all the typed text, 
 editor *plans* the likely requests at the caret (:meth:`ThinkAhead.plan`): ctrl+r's (one
 new sibling of the generated text the caret is in) and ctrl+n's (N siblings from the end
 of the document, one model attached). It writes them ahead as one job on the engine
-worker, with the settings of that moment, into drafts the tree keeps out of sight
+worker, with the settings of that moment, into nodes the tree keeps out of sight
 (``engine.loom.foresight``). The job is low priority: any key, and any other job
 submitted or waited for (``Jobs.give_way``), sets its cancel event, and the decoder
 stops within one token, dropping what it half wrote.
 
 Every generation asks the loom for what was foreseen (``GenerationJob.foreseen``): the
-same node, settings and count show the drafts whole, with their KV; anything else drops
-them and generates as usual. Drafts live in memory only: the session file records them
+same node, settings and count show them whole, with their KV; anything else drops
+them and generates as usual. Foreseen nodes live in memory only: the session file records them
 when they are shown, never before; closing the session drops them.
 
 ``think_ahead`` is ``auto`` (on for local models, torch and llama.cpp; off for a
 server, where the work would cost someone else), ``on`` or ``off``. The status bar says
-``thinking ahead…`` while the job runs and ``thought ahead`` once drafts wait for the
+``thinking ahead…`` while the job runs and ``thought ahead`` once foreseen nodes wait for the
 caret's keys.
 """
 
@@ -96,7 +96,7 @@ class ThinkAhead:
             return
         asks = self.plan()
         loom = app.loom
-        foreseen = [f.ask for f in loom.foreseen()]
+        foreseen = [f.ask for f in loom.foresights()]
         todo = [a for a in asks if not any(a.matches(f) for f in foreseen)]
         if not todo:
             return
@@ -149,7 +149,7 @@ class ThinkAhead:
             return "thinking ahead\u2026"
         if not idle:
             return ""
-        foreseen = [f.ask for f in self.app.loom.foreseen()]
+        foreseen = [f.ask for f in self.app.loom.foresights()]
         if foreseen and any(a.matches(f) for a in self.plan() for f in foreseen):
             return "thought ahead"
         return ""
