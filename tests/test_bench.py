@@ -43,6 +43,8 @@ TINY_PLAN = BenchPlan(
     startup_reps=1,
     files_nodes=400,
     files_depth=100,
+    ahead_words=2,
+    ahead_tokens=8,
 )
 
 

@@ -124,7 +124,7 @@ class BenchPlan:
             startup_reps=2,
             files_nodes=20_000,
             files_depth=5_000,  # smaller, the small tree fits in the CPU caches
-            ahead_words=3,
+            ahead_words=5,
             ahead_tokens=24,
         )
 
