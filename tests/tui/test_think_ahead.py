@@ -26,6 +26,13 @@ async def wait_for(pilot, condition, timeout: float = 30.0) -> None:
     raise AssertionError("timed out waiting")
 
 
+def think_ahead_now(app, loom) -> None:
+    """Turn think-ahead on once the prompt is written (settling waits for quiet, which
+    thinking ahead is not) and start the pause, as the end of a job does."""
+    loom.update_settings(think_ahead="on")
+    app.ahead.rest()
+
+
 def thought(app, loom, count: int = 2) -> bool:
     return len(loom.foresights()) == count and not app.ahead.thinking and not app.jobs.busy
 
@@ -33,11 +40,12 @@ def thought(app, loom, count: int = 2) -> bool:
 async def test_a_pause_thinks_ahead_out_of_sight_and_ctrl_r_shows_it(make_app, loom, tmp_path):
     path = tmp_path / "ahead.loom"
     save_loom(loom, path)
-    loom.update_settings(temperature=1.0, think_ahead="on", think_ahead_pause=PAUSE)
+    loom.update_settings(temperature=1.0, think_ahead_pause=PAUSE)
     app = make_app()
     try:
         async with app.run_test(size=TERMINAL) as pilot:
-            await write_and_generate(pilot)  # its end starts the pause
+            await write_and_generate(pilot)
+            think_ahead_now(app, loom)
             first = loom.cursor
             nodes = set(loom.tree.nodes)
             await wait_for(pilot, lambda: thought(app, loom))
@@ -60,9 +68,7 @@ async def test_a_pause_thinks_ahead_out_of_sight_and_ctrl_r_shows_it(make_app, l
                 assert counter.tokens == 0  # shown with its KV: nothing computed
             assert loom.cursor is kid and first.parent.children == [first, kid]
             assert app.doc.text == loom.text(kid)
-            assert (list(kid.tokens), list(kid.logprobs), [list(t) for t in kid.top]) == (
-                written
-            )
+            assert (list(kid.tokens), list(kid.logprobs), [list(t) for t in kid.top]) == (written)
             assert loom.tree.foreseen == {} and loom.foresights() == ()  # ctrl+n's: dropped
             assert_matches_recompute(loom, kid)
             assert_records_match(loom, kid, first=kid.start)
@@ -76,10 +82,11 @@ async def test_a_pause_thinks_ahead_out_of_sight_and_ctrl_r_shows_it(make_app, l
 
 
 async def test_ctrl_n_shows_its_siblings_at_once(make_app, loom):
-    loom.update_settings(temperature=1.0, think_ahead="on", think_ahead_pause=PAUSE)
+    loom.update_settings(temperature=1.0, think_ahead_pause=PAUSE)
     app = make_app()
     async with app.run_test(size=TERMINAL) as pilot:
         await write_and_generate(pilot)
+        think_ahead_now(app, loom)
         first = loom.cursor
         await wait_for(pilot, lambda: thought(app, loom))
         ahead = list(loom.foresights()[1].nodes)
@@ -142,10 +149,11 @@ async def test_off_does_no_work(make_app, loom):
 
 
 async def test_another_request_generates_as_usual(make_app, loom):
-    loom.update_settings(temperature=1.0, think_ahead="on", think_ahead_pause=PAUSE)
+    loom.update_settings(temperature=1.0, think_ahead_pause=PAUSE)
     app = make_app()
     async with app.run_test(size=TERMINAL) as pilot:
         await write_and_generate(pilot)
+        think_ahead_now(app, loom)
         first = loom.cursor
         await wait_for(pilot, lambda: thought(app, loom))
         ahead = {d.id for f in loom.foresights() for d in f.nodes}

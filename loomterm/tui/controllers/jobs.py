@@ -57,6 +57,7 @@ class Jobs:
     def stop(self) -> None:
         """Stop generating and let the worker end once its job is done."""
         self.cancel.set()
+        self.give_way()
         self.queue.put(None)
 
     def loop(self) -> None:
