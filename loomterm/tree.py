@@ -153,6 +153,10 @@ class Tree:
     def __init__(self) -> None:
         self._next_id = 0
         self.nodes: dict[int, Node] = {}
+        self.foreseen: dict[int, Node] = {}
+        """Nodes written ahead of a request and held out of sight (``engine.loom.foresight``):
+        each has an id and a parent, but no parent lists it and ``nodes`` leaves it out,
+        so nothing that reads the tree sees it until :meth:`adopt`."""
         self.root = self._make(parent=None, origin=Origin.ROOT)
 
     @classmethod
@@ -197,6 +201,34 @@ class Tree:
             top=list(top) if top is not None else [None] * n,
             **fields,
         )
+
+    # -- foreseen: nodes out of sight until adopted ---------------------------------------
+    def add_foreseen(self, parent: Node, tokens: list[int], origin: Origin, **fields: Any) -> Node:
+        """Like :meth:`add`, a child of ``parent``, but held in ``foreseen``: its parent does
+        not list it and ``nodes`` leaves it out until :meth:`adopt`."""
+        node = self.add(parent, tokens, origin, **fields)
+        parent.children.pop()  # just appended by ``add``
+        del self.nodes[node.id]
+        self.foreseen[node.id] = node
+        return node
+
+    def is_foreseen(self, node: Node) -> bool:
+        """True for a node held out of sight (made by :meth:`add_foreseen`, not adopted)."""
+        return self.foreseen.get(node.id) is node
+
+    def adopt(self, node: Node) -> None:
+        """Make a foreseen node a node of the tree: its parent's newest child, with its id."""
+        if self.foreseen.pop(node.id, None) is not node:
+            raise ValueError(f"node {node.id} is not foreseen in this tree")
+        assert node.parent is not None
+        self.nodes[node.id] = node
+        node.parent.children.append(node)
+
+    def discard(self, node: Node) -> None:
+        """Forget a foreseen node, and its KV with it."""
+        if self.foreseen.get(node.id) is node:
+            del self.foreseen[node.id]
+            node.kv = None
 
     def split(self, node: Node, offset: int) -> Node:
         """Split ``node`` so that its first ``offset`` tokens become a new parent node.

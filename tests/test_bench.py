@@ -45,6 +45,8 @@ TINY_PLAN = BenchPlan(
     files_depth=100,
     map_depth=4,
     map_reps=2,
+    ahead_words=2,
+    ahead_tokens=8,
 )
 
 

@@ -189,6 +189,20 @@ CASES = {
             (None, "drafting must be one of auto, tree, lookahead, off (got None)"),
         ],
     ),
+    "think_ahead": (
+        ["auto", "on", "off"],
+        [
+            (True, "think_ahead must be one of auto, on, off (got True)"),
+            ("yes", "think_ahead must be one of auto, on, off (got 'yes')"),
+        ],
+    ),
+    "think_ahead_pause": (
+        [0.2, 1.5, 60],
+        [
+            (0.1, "think_ahead_pause must be a number in [0.2, 60] (got 0.1)"),
+            ("soon", "think_ahead_pause must be a number in [0.2, 60] (got 'soon')"),
+        ],
+    ),
 }
 
 

@@ -25,6 +25,7 @@ from loomterm.bench import (
     remote,
     search,
     startup,
+    think_ahead,
     tree_map,
     weave,
 )
@@ -77,6 +78,8 @@ class BenchPlan:
     map_reps: int = 20
     heal_cuts: int = 200  # words of the corpus cut in the middle (token healing)
     heal_tokens: int = 8  # greedy tokens after each cut
+    ahead_words: int = 8  # words typed a key at a time as thinking ahead begins
+    ahead_tokens: int = 48  # max_new_tokens of the think-ahead rows
     sections: tuple[str, ...] = (
         "latency", "decode", "precision", "siblings", "memory", "prefill", "long", "rerope",
         "drafted",
@@ -89,6 +92,7 @@ class BenchPlan:
         "startup",
         "files",
         "map",
+        "ahead",
     )  # fmt: skip
 
     @classmethod
@@ -129,6 +133,8 @@ class BenchPlan:
             files_nodes=20_000,
             files_depth=5_000,  # smaller, the small tree fits in the CPU caches
             heal_cuts=40,
+            ahead_words=5,
+            ahead_tokens=24,
         )
 
     def scaled(self, **changes) -> BenchPlan:
@@ -155,6 +161,7 @@ NOTES = {
     startup.STARTUP: startup.STARTUP_NOTE,
     files.FILES: files.FILES_NOTE,
     tree_map.TREE_MAP: tree_map.TREE_MAP_NOTE,
+    think_ahead.AHEAD: think_ahead.AHEAD_NOTE,
 }
 SERVER_NOTES = remote.NOTES  # the sections of a bench against a server
 
@@ -288,6 +295,8 @@ _SECTIONS: tuple[tuple[str, Callable[..., list[Row]]], ...] = (
         plan.map_depth, plan.map_reps, log)),
     ("healing", lambda loaded, plan, inputs, log: healing.healing_rows(
         loaded, corpus_text(), plan.heal_cuts, plan.heal_tokens, log)),
+    ("ahead", lambda loaded, plan, inputs, log: think_ahead.think_ahead_rows(
+        loaded, plan.ahead_words, plan.ahead_tokens, log)),
 )  # fmt: skip
 
 

@@ -61,6 +61,7 @@ from loomterm.tui.controllers.progress import Progress
 from loomterm.tui.controllers.ratings import Ratings
 from loomterm.tui.controllers.search import Search
 from loomterm.tui.controllers.sessions import Sessions
+from loomterm.tui.controllers.think_ahead import ThinkAhead
 from loomterm.tui.controllers.tidy import Tidied, Tidy
 from loomterm.tui.controllers.tree_map import TreeMapper
 from loomterm.tui.controllers.unread import Unread
@@ -210,7 +211,8 @@ class LoomApp(App[None]):
         self.ratings = Ratings(self, jobs, navigation, weave)
         self.search = Search(self, jobs, navigation)
         self.dialogs = Dialogs(self, jobs, looks)
-        self.models = Models(self, jobs, navigation, generation)
+        self.models = models = Models(self, jobs, navigation, generation)
+        self.ahead = ThinkAhead(self, jobs, generation, models)
         self.alternatives = Alternatives(self, jobs)
         self.chat = Chat(self, jobs, looks)
         self.sessions = Sessions(self, jobs, navigation, caret, generation, progress)
@@ -660,9 +662,15 @@ class LoomApp(App[None]):
         self.theme = name
 
     # -- the engine worker -----------------------------------------------------------
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.Key) and not event.is_forwarded:
+            self.ahead.key()  # every key stops thinking ahead first, and waits again
+        await super().on_event(event)
+
     def on_job_finished(self, message: JobFinished) -> None:
         self.progress.job_finished()
         self.jobs.finished(message.label)
+        self.ahead.rest()
 
     def on_job_failed(self, message: JobFailed) -> None:
         error = message.error
@@ -926,9 +934,11 @@ class LoomApp(App[None]):
         elif self.generating:
             state = self.weave.state() or self.generation.state()
         elif self.jobs.in_flight:
-            state = "working\u2026"
+            state = self.ahead.state() or "working\u2026"
         elif self.doc.dirty:
             state = "edited"
+        else:
+            state = self.ahead.state(idle=True)
         # Safe while the worker generates: Loom.kv_bytes reads a snapshot of the nodes.
         # It gives the bytes, or a breakdown (.nodes, .working, .total): KV shows the total.
         memory = loom.kv_bytes()

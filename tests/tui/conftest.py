@@ -30,7 +30,9 @@ def loom(tiny_loaded):
     from loomterm.engine import Loom
 
     loom = Loom.from_loaded(tiny_loaded, n_ctx=512)
-    loom.update_settings(temperature=0.0, max_new_tokens=12, n=3)
+    # Thinking ahead (on by default on a local model) is tested on its own: elsewhere
+    # it would add work and status marks at every pause.
+    loom.update_settings(temperature=0.0, max_new_tokens=12, n=3, think_ahead="off")
     return loom
 
 

@@ -144,7 +144,8 @@ class LocalRunner(Runner):
     def attach(self, tree, emit) -> None:
         super().attach(tree, emit)
         if self.capabilities.node_kv:
-            self.work.owners = lambda: tree.nodes.values()
+            # Foreseen nodes (``Tree.foreseen``) hold KV too: it must not be overwritten under them.
+            self.work.owners = lambda: [*tree.nodes.values(), *tree.foreseen.values()]
 
     def without_node_kv(self) -> None:
         """Run beside another local runner that keeps the nodes' KV (``engine.loom.registry``):

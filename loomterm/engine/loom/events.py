@@ -21,8 +21,10 @@ Listener = Callable[["Event", "Node | None"], None]
 class EventBus:
     """A list of listeners, called in the order they subscribed."""
 
-    def __init__(self) -> None:
+    def __init__(self, hidden: Callable[[Node], bool] | None = None) -> None:
         self._listeners: list[Listener] = []
+        # Nodes nobody is told about: written ahead, out of sight (``foresight``).
+        self.hidden = hidden
 
     def subscribe(self, listener: Listener) -> None:
         self._listeners.append(listener)
@@ -32,6 +34,8 @@ class EventBus:
             self._listeners.remove(listener)
 
     def emit(self, event: Event, node: Node | None) -> None:
+        if node is not None and self.hidden is not None and self.hidden(node):
+            return
         # A copy: a listener may unsubscribe itself while being told.
         for listener in list(self._listeners):
             listener(event, node)

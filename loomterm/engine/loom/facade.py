@@ -36,6 +36,7 @@ from loomterm.engine.kv.window import segments
 from loomterm.engine.loom.context import LoomContext
 from loomterm.engine.loom.edits import plan_edit, plan_retype
 from loomterm.engine.loom.events import EventBus, Listener
+from loomterm.engine.loom.foresight import LoomForesight
 from loomterm.engine.loom.healing import healed
 from loomterm.engine.loom.models import LoomModels, ModelWriter
 from loomterm.engine.loom.registry import Models
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
     from loomterm.engine.runner import Progress
 
 
-class Loom(LoomModels, LoomContext, LoomTidy):
+class Loom(LoomModels, LoomContext, LoomTidy, LoomForesight):
     """A session's tree and the runner that extends it. See the module docstring.
 
     Attributes:
@@ -68,7 +69,7 @@ class Loom(LoomModels, LoomContext, LoomTidy):
         self.tree = tree or Tree()
         self.settings = Settings()
         self.last_result: GenerateResult | None = None
-        self._events = EventBus()
+        self._events = EventBus(hidden=self.is_foreseen)  # foreseen nodes stay out of sight
         self._lock = threading.RLock()
         self._cursor = self.tree.root
         self._models = Models(runner)

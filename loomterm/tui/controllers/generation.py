@@ -68,11 +68,14 @@ class Streamer:
         self.posted_total = 0
         self.first_at: float | None = None  # when the first token came (after the read)
         self.last_at = self.began
+        self.known_rate: float | None = None  # foreseen text: the rate it was written at
 
     @property
     def rate(self) -> float | None:
         """Tokens per second since the first token: the decoding speed, without the
         time the model spent reading the prompt. None before two tokens."""
+        if self.known_rate is not None:
+            return self.known_rate or None
         if self.first_at is None or self.total < 2 or self.last_at <= self.first_at:
             return None
         return (self.total - 1) / (self.last_at - self.first_at)
@@ -142,17 +145,15 @@ class Generation:
         n = self.app.loom.settings.n
         self.jobs.when_idle(lambda: self.generate(max(1, n)), sync=False)
 
-    def regenerate(self, own_context: bool = False) -> None:
-        """A new sibling of the generated node at the caret; ``own_context``: with the
-        memory, author's note and world info it was generated with, not today's."""
+    def regenerated(self) -> Node | None:
+        """The generated node at the caret that ctrl+r makes a new sibling of (the
+        whole generation: truncates may have split it), or None."""
         app = self.app
         node = self.navigation.caret_node()
         if node is None or node.origin is not Origin.MODEL:
             node = app.doc.node
         if node is None or node.origin is not Origin.MODEL:
-            app.notify("No generated text here to regenerate: ctrl+g generates", timeout=3)
-            return
-        # Walk up to the whole generation (truncates may have split it).
+            return None
         while (
             node.parent is not None
             and node.parent.origin is Origin.MODEL
@@ -160,6 +161,21 @@ class Generation:
             and len(node.parent.children) == 1
         ):
             node = node.parent
+        return node
+
+    def regeneration_start(self) -> Node | None:
+        """Where ctrl+r generates from now (None: nothing to regenerate here)."""
+        node = self.regenerated()
+        return None if node is None else node.parent
+
+    def regenerate(self, own_context: bool = False) -> None:
+        """A new sibling of the generated node at the caret; ``own_context``: with the
+        memory, author's note and world info it was generated with, not today's."""
+        app = self.app
+        node = self.regenerated()
+        if node is None:
+            app.notify("No generated text here to regenerate: ctrl+g generates", timeout=3)
+            return
         assert node.parent is not None
         context = app.loom.context_version(node) if own_context else None
         start = healed_from(app.loom, node) or node.parent
@@ -406,6 +422,10 @@ class GenerationJob:
         self.app.post_message(GenerationStarted(node, "", self.n))
         self.started = True
         self.streamer = streamer = Streamer(self.app, loom, start=node, n=self.n)
+        foreseen = self.foreseen(node, streamer)
+        if foreseen is not None:
+            self.kids = foreseen
+            return
         self.kids = loom.generate(
             node,
             self.settings.max_new_tokens,
@@ -419,6 +439,24 @@ class GenerationJob:
             **self.settings.sampling(),
         )
         streamer.flush()
+
+    def foreseen(self, node: Node, streamer: Streamer) -> list[Node] | None:
+        """The children thinking ahead wrote for this very request, shown whole at once
+        (``engine.loom.foresight``), or None: then generate (anything foreseen for
+        another request is dropped)."""
+        loom = self.loom
+        if self.models is not None or self.meta is not None or not loom.foresights():
+            return None
+        kids = loom.take_foresight(loom.ask(node, self.n, self.settings, self.context))
+        if not kids:
+            return None
+        result = loom.last_result
+        streamer.known_rate = result.tokens_per_second if result is not None else None
+        for kid in kids:
+            for token, piece in zip(kid.tokens, loom.token_pieces(kid.tokens), strict=True):
+                streamer.on_token(kid, token, piece)
+        streamer.flush()
+        return kids
 
 
 def healed_from(loom: Loom, node: Node) -> Node | None:

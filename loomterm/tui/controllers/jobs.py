@@ -51,6 +51,9 @@ class Jobs:
         """The label of the job the worker runs now (None between jobs); read from the
         UI thread and, after the app has ended, by the command."""
         self.thread: threading.Thread | None = None
+        self.low: list[threading.Event] = []
+        """Cancel events of low-priority jobs queued or running (thinking ahead): any
+        other job, and anything waiting for the engine, sets them (``give_way``)."""
 
     # -- the worker ----------------------------------------------------------------------
     def start(self) -> None:
@@ -63,6 +66,7 @@ class Jobs:
         for: see the module's docstring)."""
         self.cancel.set()
         self.interrupt.set()
+        self.give_way()
         self.queue.put(None)
 
     def loop(self) -> None:
@@ -84,14 +88,27 @@ class Jobs:
                 self.app.post_message(JobFinished(label))
 
     # -- submitting --------------------------------------------------------------------
-    def submit(self, label: str, job: Job, lock: bool = False) -> None:
+    def submit(
+        self, label: str, job: Job, lock: bool = False, low: threading.Event | None = None
+    ) -> None:
         """Queue model work for the worker. ``lock`` holds edits back until the job is
-        done (its result replaces the document, which would drop the typing)."""
+        done (its result replaces the document, which would drop the typing). ``low``:
+        the job is low priority and stops when that event is set, which the next job
+        submitted (or waited for) does; without it, low-priority work gives way now."""
+        self.give_way()
+        if low is not None:
+            self.low.append(low)
         self.in_flight += 1
         if lock:
             self.lock()
             self.locked.add(label)
         self.queue.put((label, job))
+
+    def give_way(self) -> None:
+        """Stop low-priority work (it ends within one token): real work comes."""
+        for event in self.low:
+            event.set()
+        self.low.clear()
 
     def set_meta(self, node: Node, **changes: object) -> None:
         """Change ``node``'s meta (bookmark, hidden, rating, blind) as a job, so the
@@ -134,7 +151,9 @@ class Jobs:
         has the typed text). ``stop``: the action takes the document elsewhere (another
         branch, node, hit or session): a running generation is stopped first, and keys
         typed after it are held until it has run, so they land where it put the caret,
-        not in the text it leaves (the engine may first have the typing before it)."""
+        not in the text it leaves (the engine may first have the typing before it).
+        Low-priority work gives way at once."""
+        self.give_way()
         if stop:
             if self.app.generating:
                 self.cancel.set()
