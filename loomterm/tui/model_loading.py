@@ -66,7 +66,7 @@ class StartupLoader:
 
         def job() -> None:
             # On its own thread: quitting abandons it at once (``SessionOpening``).
-            loom = opening.finish_in_background(progress=app.loading_progress)
+            loom = opening.finish_in_background(progress=app.progress.load)
             app.post_message(ModelReady(loom))
 
         ask_then(app, servers_to_ask(opening), lambda: self.jobs.submit(LOAD_JOB, job))

@@ -202,8 +202,8 @@ async def _settle(pilot, app: FuzzApp) -> None:
             generating=app.generating,
             deferred=len(app.jobs.deferred),
             dirty=app.doc.dirty,
-            sync_timer=app._sync_timer,  # noqa: SLF001
-            failed_sync=app._failed_sync,  # noqa: SLF001
+            sync_timer=app.typing.timer,
+            failed_sync=app.typing.failed,
             locks=app.jobs.locks,
             doc=app.doc.text,
             engine=app.loom.text(app.loom.cursor),
@@ -227,7 +227,7 @@ async def test_random_keys_pastes_and_clicks(seed, loom, tmp_path):
         # Wind down: stop any generation, close dialogs, hand the last typing over.
         for _ in range(5):
             await pilot.press("escape")
-        app.sync_now()
+        app.typing.sync_now()
         await _settle(pilot, app)
         _no_raw_controls(app)
         assert app.return_code is None  # still running: nothing made it exit

@@ -28,6 +28,11 @@ class Alternatives:
         self.app = app
         self.jobs = jobs
 
+    # -- actions (the key table's: ``LoomApp.run_action`` finds them here) --------
+    def action_alternatives(self) -> None:
+        """The top alternatives of the token at the caret."""
+        self.jobs.when_idle(lambda: self.show(None))
+
     def show(self, char: int | None) -> None:
         """The alternatives of the token at ``char`` (None: at the caret)."""
         app = self.app
@@ -44,10 +49,10 @@ class Alternatives:
             return
         chosen = node.tokens[index]
         loom = app.loom
-        rows = [Alternative(t, app.token_text(t), lp, chosen=t == chosen) for t, lp in top]
+        rows = [Alternative(t, app.panes.token_text(t), lp, chosen=t == chosen) for t, lp in top]
         logprob = node.logprobs[index] if index < len(node.logprobs) else None
         title = (
-            f"Alternatives at token {position} (now {shown_piece(app.token_text(chosen))}, "
+            f"Alternatives at token {position} (now {shown_piece(app.panes.token_text(chosen))}, "
             f"{chosen_summary(rows, logprob)})"
         )
         base = doc.node or node

@@ -32,6 +32,15 @@ class Chat:
         self.jobs = jobs
         self.looks = looks
 
+    # -- actions (the key table's: ``LoomApp.run_action`` finds them here) --------
+    def action_new_chat(self) -> None:
+        """Start a chat from a system and a user message."""
+        self.new()
+
+    def action_add_turn(self) -> None:
+        """Add a user turn after the text."""
+        self.ask_turn()
+
     def new(self) -> None:
         """Ask for a new chat's turns (first, if this session has text, whether to
         start it in a new session)."""

@@ -28,6 +28,19 @@ class Dialogs:
         self.jobs = jobs
         self.looks = looks
 
+    # -- actions (the key table's: ``LoomApp.run_action`` finds them here) --------
+    def action_settings(self) -> None:
+        """The settings dialog."""
+        self.settings()
+
+    def action_export(self) -> None:
+        """The export dialog."""
+        self.export()
+
+    def action_help(self) -> None:
+        """The help screen."""
+        self.help()
+
     def settings(self) -> None:
         """The settings dialog; saved settings go to the session."""
         app = self.app
@@ -39,7 +52,7 @@ class Dialogs:
                 app.notify("No setting changed", timeout=2)
                 return
             app.loom.update_settings(**values)
-            app.refresh_status()
+            app.status_line.refresh()
             app.notify("Settings saved with the session", timeout=2)
 
         app.push_screen(

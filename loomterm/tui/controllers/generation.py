@@ -128,6 +128,28 @@ class Generation:
         self.tokens_per_second: float | None = None  # of the last generation (status bar)
         self.slowdown = Slowdown()  # says when decoding collapses (a busy CPU)
 
+    # -- actions (the key table's: ``LoomApp.run_action`` finds them here) --------
+    def action_generate(self) -> None:
+        """Continue from the caret (once the engine is free)."""
+        self.jobs.when_idle(lambda: self.generate(1), sync=False)
+
+    def action_generate_n(self) -> None:
+        """Generate N continuations at once from the caret."""
+        self.generate_n()
+
+    def action_regenerate(self) -> None:
+        """A new sibling of the generated node at the caret."""
+        self.jobs.when_idle(self.regenerate)
+
+    def action_regenerate_own_context(self) -> None:
+        """Regenerate the generated node at the caret with the context it was made
+        with (memory, author's note, world info of that time), not the current one."""
+        self.jobs.when_idle(lambda: self.regenerate(own_context=True))
+
+    def action_refresh_exact(self) -> None:
+        """Recompute the approximate tokens of this path exactly."""
+        self.refresh_exact()
+
     def generate_n(self) -> None:
         """N siblings (the ``n`` setting) at the caret, once idle."""
         n = self.app.loom.settings.n
@@ -177,14 +199,14 @@ class Generation:
         keep = doc.shown_tokens
         caret = doc.caret if start is None and doc.caret < doc.length else None
         settings = loom.settings  # immutable: the worker sees the settings of this moment
-        run, app.typing_run = app.typing_run, ops.TypingRun()  # a generation ends the run
-        app.sync_taken(text is not None)  # the generation job syncs the text itself
+        run, app.typing.run = app.typing.run, ops.TypingRun()  # a generation ends the run
+        app.typing.taken(text is not None)  # the generation job syncs the text itself
         cancel = self.jobs.cancel
         cancel.clear()
         app.generating = True
         self.lock_held = True
         self.jobs.lock()  # until the generation starts: the cut at the caret is not made yet
-        app.refresh_status_soon()
+        app.status_line.soon()
         job = GenerationJob(
             app,
             self.context,
@@ -237,7 +259,7 @@ class Generation:
                 app.context_view.follow(message.pieces)
         if not app.branches.has_class("-hidden"):
             app.branches.text_grew()  # the rows of every sibling being written
-        app.refresh_status_soon()
+        app.status_line.soon()
 
     def taken_back(self, message: TokensTakenBack) -> None:
         """Streamed text that a banned phrase took back leaves the screen."""
@@ -280,7 +302,7 @@ class Generation:
         then, self.then = self.then, None
         if then is not None and message.kids:
             then()
-        app.refresh_status_soon()
+        app.status_line.soon()
         self.jobs.drain()
 
     def state(self) -> str:

@@ -116,7 +116,7 @@ class Jobs:
         if label in self.locked:
             self.locked.discard(label)
             self.unlock()
-        self.app.refresh_status_soon()
+        self.app.status_line.soon()
         self.drain()
 
     # -- when idle ---------------------------------------------------------------------
@@ -149,13 +149,13 @@ class Jobs:
         app = self.app
         while self.deferred and not self.busy:
             action, sync = self.deferred[0]
-            if sync and app.text_waiting():
-                app.start_sync()
+            if sync and app.typing.waiting():
+                app.typing.start()
                 return
             self.deferred.pop(0)
             action()
-        if not self.busy and app.sync_due():
-            app.start_sync()
+        if not self.busy and app.typing.is_due():
+            app.typing.start()
 
     @property
     def idle(self) -> bool:

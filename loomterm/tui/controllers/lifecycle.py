@@ -33,7 +33,7 @@ class Lifecycle:
                 severity="warning",
                 timeout=6,
             )
-            app.refresh_status_soon()
+            app.status_line.soon()
 
     def offer_save_as(self) -> None:
         """Quitting a changed read-only session: save as a new one, drop, or stay."""
@@ -66,8 +66,8 @@ class Lifecycle:
         app.read_only = False
         app.unsaved = False
         app.session_name = message.name
-        app.show_title()
-        app.refresh_status()
+        app.status_line.show_title()
+        app.status_line.refresh()
         if self.quitting:
             self.jobs.when_idle(self.finish)
         else:

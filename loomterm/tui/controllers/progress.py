@@ -29,11 +29,15 @@ class Progress:
         else:
             self.app.post_message(Loading(stage, done, total))
 
+    def load(self, stage: str, done: int, total: int | None) -> None:
+        """Model-loading progress, from the worker: to the status bar."""
+        self.app.post_message(Loading(stage, done, total))
+
     def loaded(self, message: Loading) -> None:
         """A model-loading report arrived."""
         finished = message.total is not None and message.done >= message.total
         self.loading = None if finished else (message.stage, message.done, message.total)
-        self.app.refresh_status_soon()
+        self.app.status_line.soon()
 
     def loading_state(self) -> str:
         """``loading g: load 12/30`` or, for a stage of unknown length, its seconds."""
@@ -53,14 +57,14 @@ class Progress:
             self.prefill = None
             if previous is not None:
                 app.refresh_bindings()
-            app.refresh_status_soon()
+            app.status_line.soon()
             return
         if previous is None or message.done < previous[0] or message.total != previous[1]:
             self.prefill = (message.done, message.total, message.done, time.monotonic())
             app.refresh_bindings()  # escape now stops the reading
         else:
             self.prefill = (message.done, message.total, previous[2], previous[3])
-        app.refresh_status_soon()
+        app.status_line.soon()
 
     def prefill_state(self) -> str:
         """``reading 4,096/16,000 tokens · 812 tok/s · esc stops`` while reading."""

@@ -57,6 +57,15 @@ class Sessions:
         Loom, whose models are still in memory, and its file), to go back to if the
         model cannot load, and the previous session before the switch."""
 
+    # -- actions (the key table's: ``LoomApp.run_action`` finds them here) --------
+    def action_sessions(self) -> None:
+        """The session picker."""
+        self.pick()
+
+    def action_previous_session(self) -> None:
+        """Back to the session open before this one."""
+        self.back()
+
     def pick(self) -> None:
         """The session picker; its choice is opened, made or renamed."""
         app = self.app
@@ -142,7 +151,7 @@ class Sessions:
         old = app.loom
         old_path = sessions.session_file(old)
         self.caret.report()  # the old session keeps where its caret was
-        app.let_go(old)
+        app.swap.let_go(old)
         close_session(old)
         if sessions.discard_if_empty(old):
             old_path = None
@@ -158,7 +167,7 @@ class Sessions:
         new = message.loom
         self.let_go_of_open(sessions.session_file(new))  # type: ignore[arg-type]
         self.fallback = None
-        app.open_loom(new, message.name)  # type: ignore[arg-type]
+        app.swap.open_loom(new, message.name)  # type: ignore[arg-type]
         caret = self.caret.saved(message.node)
         if caret is None:
             self.navigation.show_node(message.node)
@@ -184,7 +193,7 @@ class Sessions:
         before = self.previous
         old, old_path = self.let_go_of_open(opening.path)
         self.fallback = (old, old_path, before)
-        self.app.open_preview(opening, message.name)
+        self.app.swap.open_preview(opening, message.name)
         self.say_where()
 
     def load_failed(self, error: BaseException) -> bool:
