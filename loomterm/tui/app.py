@@ -70,22 +70,6 @@ from loomterm.tui.controllers.weave import Weave, WeaveDone, WeaveProgress
 from loomterm.tui.history import History
 from loomterm.tui.key_order import FOCUS_BINDINGS
 from loomterm.tui.keymap import app_bindings
-from loomterm.tui.messages import (
-    Exported,
-    GenerationDone,
-    GenerationStarted,
-    JobFailed,
-    JobFinished,
-    Loading,
-    ModelReady,
-    Moved,
-    Prefill,
-    SavedAs,
-    SessionPreviewed,
-    SessionSwitched,
-    TokensStreamed,
-    TokensTakenBack,
-)
 from loomterm.tui.model_loading import LOAD_JOB, StartupLoader
 from loomterm.tui.prefs import Prefs, load_prefs
 from loomterm.tui.sanitize import safe_line
@@ -392,11 +376,11 @@ class LoomApp(App[None]):
             if not self.lifecycle.quitting:
                 self.jobs.start()
 
-    def on_job_finished(self, message: JobFinished) -> None:
+    def on_jobs_finished(self, message: Jobs.Finished) -> None:
         self.progress.job_finished()
         self.jobs.finished(message.label)
 
-    def on_job_failed(self, message: JobFailed) -> None:
+    def on_jobs_failed(self, message: Jobs.Failed) -> None:
         error = message.error
         if isinstance(error, LoadAbandoned):
             return  # the editor quit while the model loaded: nothing to say
@@ -425,16 +409,16 @@ class LoomApp(App[None]):
             text.splitlines()[0] if text else type(error).__name__, severity="error", timeout=6
         )
 
-    def on_prefill(self, message: Prefill) -> None:
+    def on_progress_prefill(self, message: Progress.Prefill) -> None:
         self.progress.read(message)
 
-    def on_loading(self, message: Loading) -> None:
+    def on_progress_loading(self, message: Progress.Loading) -> None:
         self.progress.loaded(message)
 
-    def on_model_ready(self, message: ModelReady) -> None:
+    def on_startup_loader_model_ready(self, message: StartupLoader.ModelReady) -> None:
         self.swap.model_ready(message.loom)
 
-    def on_saved_as(self, message: SavedAs) -> None:
+    def on_lifecycle_saved_as(self, message: Lifecycle.SavedAs) -> None:
         self.lifecycle.saved_as(message)
 
     def on_save_state_changed(self, _message: SaveStateChanged) -> None:
@@ -455,33 +439,33 @@ class LoomApp(App[None]):
     def on_export_screen_requested(self, message: ExportScreen.Requested) -> None:
         self.dialogs.export_requested(message.request)
 
-    def on_exported(self, message: Exported) -> None:
+    def on_dialogs_exported(self, message: Dialogs.Exported) -> None:
         self.dialogs.exported(message)
 
-    def on_moved(self, message: Moved) -> None:
+    def on_navigation_moved(self, message: Navigation.Moved) -> None:
         """A job (a pick, a recompute, a chat turn) made ``message.node``: show it."""
         self.navigation.show_node(message.node)
         if message.then_generate:
             self.jobs.when_idle(lambda: self.generation.generate(1), sync=False)
 
-    def on_generation_started(self, message: GenerationStarted) -> None:
+    def on_generation_started(self, message: Generation.Started) -> None:
         self.models.picked(message.start, "continued")
         self.generation.started(message)
 
-    def on_tokens_streamed(self, message: TokensStreamed) -> None:
+    def on_generation_streamed(self, message: Generation.Streamed) -> None:
         self.generation.streamed(message)
 
-    def on_tokens_taken_back(self, message: TokensTakenBack) -> None:
+    def on_generation_taken_back(self, message: Generation.TakenBack) -> None:
         self.generation.taken_back(message)
 
-    def on_generation_done(self, message: GenerationDone) -> None:
+    def on_generation_done(self, message: Generation.Done) -> None:
         self.generation.done(message)
 
-    def on_session_switched(self, message: SessionSwitched) -> None:
+    def on_sessions_switched(self, message: Sessions.Switched) -> None:
         self.models.session_switched()
         self.sessions.switched(message)
 
-    def on_session_previewed(self, message: SessionPreviewed) -> None:
+    def on_sessions_previewed(self, message: Sessions.Previewed) -> None:
         self.models.session_switched()
         self.sessions.previewed(message)
 

@@ -25,7 +25,8 @@ from loomterm.errors import LoomError
 from loomterm.sessions.session import close_session, save_loom, session_of
 from loomterm.store import load
 from loomterm.tui.app import LoomApp
-from loomterm.tui.messages import GenerationStarted, JobFailed
+from loomterm.tui.controllers.generation import Generation
+from loomterm.tui.controllers.jobs import Jobs
 from tests.tui.conftest import TERMINAL, settle
 from tests.tui.screen_text import screen_text
 
@@ -93,10 +94,10 @@ class FuzzApp(LoomApp):
         self.errors: list[str] = []
         self.generations = 0
 
-    def on_generation_started(self, message: GenerationStarted) -> None:  # and LoomApp's
+    def on_generation_started(self, message: Generation.Started) -> None:  # and LoomApp's
         self.generations += 1
 
-    def on_job_failed(self, message: JobFailed) -> None:  # LoomApp's handler runs too
+    def on_jobs_failed(self, message: Jobs.Failed) -> None:  # LoomApp's handler runs too
         self.failures.append((message.label, message.error))
 
     def notify(self, message, *args, **kwargs) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from loomterm.tui.messages import Moved
+from loomterm.tui.controllers.navigation import Navigation
 from loomterm.tui.widgets.alternatives import (
     Alternative,
     AlternativesScreen,
@@ -63,7 +63,7 @@ class Alternatives:
 
             def job() -> None:
                 branch = loom.pick(base, position, pick.token_id)
-                app.post_message(Moved(branch, then_generate=pick.generate))
+                app.post_message(Navigation.Moved(branch, then_generate=pick.generate))
 
             self.jobs.when_idle(lambda: self.jobs.submit("pick", job, lock=True))
 

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from loomterm.tui.controllers.progress import Progress
+
 if TYPE_CHECKING:
     from textual.geometry import Size
     from textual.message import Message
@@ -85,7 +87,7 @@ class Editor(Protocol):
     lifecycle: Lifecycle
     """Read-only sessions and quitting (``note_change``)."""
     progress: Progress
-    """Prefill and model-loading progress."""
+    """Progress.Prefill and model-loading progress."""
     swap: Swap
     """Which Loom is open, and putting another in its place."""
 

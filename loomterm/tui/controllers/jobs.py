@@ -4,8 +4,8 @@ life of the app.
 :class:`Jobs` owns the queue, the cancel and interrupt events, the edit locks, the count
 of jobs in flight and the actions waiting for the engine to be idle
 (:meth:`Jobs.when_idle`). A job reports back only by posting messages
-(``loomterm.tui.messages``); the worker never touches a widget. The app hears
-:class:`~loomterm.tui.messages.JobFinished` and hands it to :meth:`Jobs.finished`.
+(each declared beside the controller that posts it); the worker never touches a widget. The app hears
+:class:`~Jobs.Finished` and hands it to :meth:`Jobs.finished`.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from textual.message import Message
 from textual.worker import get_current_worker
 
 from loomterm.tree import Node
 from loomterm.tui import ops
-from loomterm.tui.messages import JobFailed, JobFinished, JobStarted
 
 if TYPE_CHECKING:
     from loomterm.tui.controllers.editor import Editor
@@ -30,6 +30,28 @@ ENGINE = "engine"  # the worker's name and group
 
 class Jobs:
     """The engine worker's queue and everything that waits on it."""
+
+    class Started(Message):
+        """The worker picked up a job."""
+
+        def __init__(self, label: str) -> None:
+            super().__init__()
+            self.label = label
+
+    class Finished(Message):
+        """The worker finished a job (whatever its outcome)."""
+
+        def __init__(self, label: str) -> None:
+            super().__init__()
+            self.label = label
+
+    class Failed(Message):
+        """A job raised. ``error`` is shown as one line; the app keeps running."""
+
+        def __init__(self, label: str, error: BaseException) -> None:
+            super().__init__()
+            self.label = label
+            self.error = error
 
     def __init__(self, app: Editor) -> None:
         self.app = app
@@ -68,13 +90,13 @@ class Jobs:
                 return
             label, job = item
             self.interrupt.clear()  # an escape meant for an earlier job stops nothing
-            self.app.post_message(JobStarted(label))
+            self.app.post_message(Jobs.Started(label))
             try:
                 job()
             except Exception as exc:  # noqa: BLE001 - reported to the user, app goes on
-                self.app.post_message(JobFailed(label, exc))
+                self.app.post_message(Jobs.Failed(label, exc))
             finally:
-                self.app.post_message(JobFinished(label))
+                self.app.post_message(Jobs.Finished(label))
 
     # -- submitting --------------------------------------------------------------------
     def submit(self, label: str, job: Job, lock: bool = False) -> None:

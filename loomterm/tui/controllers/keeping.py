@@ -64,7 +64,7 @@ class Keeping:
 
         if self.problem:
             return f"NOT SAVED \u00b7 {safe_line(self.problem)}"
-        session = session_of(self.app.loom)  # type: ignore[arg-type]
+        session = session_of(self.app.loom)
         if session is None or session.read_only:
             return ""
         recorder = session.recorder

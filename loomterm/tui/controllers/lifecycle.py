@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from textual.message import Message
+
 from loomterm.tui import sessions
-from loomterm.tui.messages import SavedAs
 
 if TYPE_CHECKING:
     from loomterm.tui.controllers.editor import Editor
@@ -15,6 +16,13 @@ if TYPE_CHECKING:
 
 class Lifecycle:
     """Read-only sessions and quitting; ``quitting`` is True once quit was asked for."""
+
+    class SavedAs(Message):
+        """The session (a read-only one) was saved as the new session ``name``."""
+
+        def __init__(self, name: str) -> None:
+            super().__init__()
+            self.name = name
 
     def __init__(self, app: Editor, jobs: Jobs) -> None:
         self.app = app
@@ -54,13 +62,13 @@ class Lifecycle:
 
             def job() -> None:
                 sessions.save_as(loom, choice)
-                app.post_message(SavedAs(choice))
+                app.post_message(Lifecycle.SavedAs(choice))
 
             self.jobs.submit("save as", job)
 
         app.push_screen(SaveAsScreen(name, default), answered)
 
-    def saved_as(self, message: SavedAs) -> None:
+    def saved_as(self, message: Lifecycle.SavedAs) -> None:
         """The read-only session's changes are a new session now; go on quitting."""
         app = self.app
         app.read_only = False

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from textual.message import Message
+
 from loomterm.tree import WRITER, Node
 from loomterm.tui import ops
 from loomterm.tui.controllers.feedback import NO_BRANCH, refuse
@@ -29,6 +31,14 @@ if TYPE_CHECKING:
 
 class Navigation:
     """Moving around the tree; remembers where the user last was below each node."""
+
+    class Moved(Message):
+        """A job produced a new place to show (a picked token, a chat turn, a refresh)."""
+
+        def __init__(self, node: Node, then_generate: bool = False) -> None:
+            super().__init__()
+            self.node = node
+            self.then_generate = then_generate
 
     def __init__(self, app: Editor, jobs: Jobs) -> None:
         self.app = app

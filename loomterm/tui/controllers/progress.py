@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from loomterm.tui.messages import Loading, Prefill
+from textual.message import Message
 
 if TYPE_CHECKING:
     from loomterm.tui.controllers.editor import Editor
@@ -14,6 +14,25 @@ if TYPE_CHECKING:
 
 class Progress:
     """What the engine reports it is reading or loading, for the status bar."""
+
+    class Loading(Message):
+        """Long work other than reading tokens (a model loading, converting, quantizing
+        while a session opens): the status bar shows its stage and how far it is."""
+
+        def __init__(self, stage: str, done: int, total: int | None) -> None:
+            super().__init__()
+            self.stage = stage
+            self.done = done
+            self.total = total
+
+    class Prefill(Message):
+        """The model has read ``done`` of the ``total`` tokens it must read (a long edit,
+        a generation far from the cache): the status bar shows it, escape stops it."""
+
+        def __init__(self, done: int, total: int) -> None:
+            super().__init__()
+            self.done = done
+            self.total = total
 
     def __init__(self, app: Editor) -> None:
         self.app = app
@@ -25,15 +44,15 @@ class Progress:
         """Runner and model-loading progress, on the worker thread: to the UI as a
         message."""
         if stage == "prefill":
-            self.app.post_message(Prefill(done, total))
+            self.app.post_message(Progress.Prefill(done, total))
         else:
-            self.app.post_message(Loading(stage, done, total))
+            self.app.post_message(Progress.Loading(stage, done, total))
 
     def load(self, stage: str, done: int, total: int | None) -> None:
         """Model-loading progress, from the worker: to the status bar."""
-        self.app.post_message(Loading(stage, done, total))
+        self.app.post_message(Progress.Loading(stage, done, total))
 
-    def loaded(self, message: Loading) -> None:
+    def loaded(self, message: Progress.Loading) -> None:
         """A model-loading report arrived."""
         finished = message.total is not None and message.done >= message.total
         self.loading = None if finished else (message.stage, message.done, message.total)
@@ -47,7 +66,7 @@ class Progress:
         amount = f"{done:,}/{total:,}" if total else f"{done} s"
         return f"{stage} {amount}\u2026"
 
-    def read(self, message: Prefill) -> None:
+    def read(self, message: Progress.Prefill) -> None:
         """A prefill report arrived: escape stops the reading from now on."""
         app = self.app
         previous = self.prefill
