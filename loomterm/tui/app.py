@@ -38,8 +38,6 @@ from textual.reactive import var
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
-from loomterm.errors import LoomError, PrefillCancelled
-from loomterm.sessions.opening import LoadAbandoned
 from loomterm.tui import paste, sessions
 from loomterm.tui.commands import LoomCommands
 from loomterm.tui.controllers.alternatives import Alternatives
@@ -48,6 +46,7 @@ from loomterm.tui.controllers.caret import Caret
 from loomterm.tui.controllers.chat import Chat
 from loomterm.tui.controllers.context import Context, ContextAssembled
 from loomterm.tui.controllers.dialogs import Dialogs
+from loomterm.tui.controllers.failures import Failures
 from loomterm.tui.controllers.generation import Generation
 from loomterm.tui.controllers.jobs import ENGINE, Jobs
 from loomterm.tui.controllers.keeping import Keeping, SavedElsewhere, SaveStateChanged
@@ -70,7 +69,7 @@ from loomterm.tui.controllers.weave import Weave, WeaveDone, WeaveProgress
 from loomterm.tui.history import History
 from loomterm.tui.key_order import FOCUS_BINDINGS
 from loomterm.tui.keymap import app_bindings
-from loomterm.tui.model_loading import LOAD_JOB, StartupLoader
+from loomterm.tui.model_loading import StartupLoader
 from loomterm.tui.prefs import Prefs, load_prefs
 from loomterm.tui.sanitize import safe_line
 from loomterm.tui.themes import LOOM_DEFAULTS, resolve_references, solidify
@@ -89,9 +88,6 @@ if TYPE_CHECKING:
     from loomterm.tui.editor_loom import EditorLoom
     from loomterm.tui.widgets.export_dialog import ExportRequest
 
-CHANGES = frozenset(
-    {"add", "split", "update", "rewrite", "settings"}
-)  # events that change the session
 SYNC_DELAY = 0.4  # seconds of no typing before the text goes to the engine
 
 
@@ -183,6 +179,7 @@ class LoomApp(App[None]):
         self.alternatives = Alternatives(self, jobs)
         self.chat = Chat(self, jobs, looks)
         self.sessions = Sessions(self, jobs, navigation, caret, generation, progress)
+        self.failures = Failures(self, self.sessions, self.typing, lifecycle)
         self.swap = Swap(self, jobs, progress, caret, navigation, generation, models, panes)
         self.status_line = StatusLine(
             self, jobs, progress, generation, weave, presets, navigation, keeping, caret
@@ -381,33 +378,7 @@ class LoomApp(App[None]):
         self.jobs.finished(message.label)
 
     def on_jobs_failed(self, message: Jobs.Failed) -> None:
-        error = message.error
-        if isinstance(error, LoadAbandoned):
-            return  # the editor quit while the model loaded: nothing to say
-        if message.label == LOAD_JOB:
-            if self.sessions.load_failed(error):
-                return  # a session switched to: back to the one left
-            # The session cannot open on this model: the command line says why, in one
-            # line, as if it had failed before the editor (nothing was written).
-            self.load_error = error
-            self.exit(return_code=1)
-            return
-        if isinstance(error, PrefillCancelled):
-            self.notify(
-                "Stopped reading the text: your edit is kept, and the model reads the rest "
-                "when it next needs it",
-                timeout=5,
-            )
-            return
-        if message.label == "sync":
-            self.typing.failed = self.doc.text
-        elif message.label == "save as":
-            self.lifecycle.quitting = False  # the name was taken, say: the user tries again
-        text = str(error) if isinstance(error, LoomError) else f"{type(error).__name__}: {error}"
-        self.log.error(f"job {message.label} failed", error)
-        self.notify(
-            text.splitlines()[0] if text else type(error).__name__, severity="error", timeout=6
-        )
+        self.failures.failed(message)
 
     def on_progress_prefill(self, message: Progress.Prefill) -> None:
         self.progress.read(message)
@@ -491,18 +462,9 @@ class LoomApp(App[None]):
         self.navigation.go_to(event.chain.last)
 
     def on_swap_loom_changed(self, message: Swap.LoomChanged) -> None:
+        self.swap.changed(message)  # the document, the branch pane, the status bar
         if message.event == "rewrite" and message.node is not None:
-            self.doc.forget(message.node)  # its tokens changed in place: decode it again
             self.search.forget_node_text()
-        if message.event in CHANGES:
-            self.lifecycle.note_change()
-        if message.event in ("add", "split", "update", "rewrite"):
-            self.panes.rebuild_tree_soon()
-        if message.event == "add" and message.node is not None:
-            self.unread.added(message.node)
-        if message.event == "update" and message.node is not None:
-            self.view.redraw()
-        self.status_line.soon()
         self.models.loom_changed(message)
         self.context.loom_changed(message)
 

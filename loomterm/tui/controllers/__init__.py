@@ -10,6 +10,7 @@ importing it, and is handed the other controllers it uses in its constructor.
 - ``typing.py``: typed text on its way to the engine (the sync after a pause), the run
   of nodes typing writes into, "branch here";
 - ``status.py``: the status bar and the window title;
+- ``failures.py``: what a failed job says (and a model that cannot load does);
 - ``swap.py``: which Loom is open, hearing its events, putting another in its place (a
   session switched to, the real Loom for the loading preview);
 - ``navigation.py``: where the document stands (siblings, branch points, undo and redo

@@ -39,6 +39,10 @@ def new_document(loom: EditorLoom) -> DocumentModel:
     return DocumentModel(codec.token_bytes, special)
 
 
+CHANGES = frozenset({"add", "split", "update", "rewrite", "settings"})  # change the session
+SHAPES = frozenset({"add", "split", "update", "rewrite"})  # change the branch pane
+
+
 class Swap:
     """Holds the app's Loom: hears its events, lets go of it, puts another in place."""
 
@@ -182,4 +186,20 @@ class Swap:
         app.refresh_bindings()
         for run in loader.take_waiting():
             app.call_later(run)
+        app.status_line.soon()
+
+    def changed(self, message: Swap.LoomChanged) -> None:
+        """The held Loom changed: the document, the branch pane and the status bar
+        follow."""
+        app, event, node = self.app, message.event, message.node
+        if event == "rewrite" and node is not None:
+            app.doc.forget(node)  # its tokens changed in place: decode it again
+        if event in CHANGES:
+            app.lifecycle.note_change()
+        if event in SHAPES:
+            self.panes.rebuild_tree_soon()
+        if event == "add" and node is not None:
+            app.unread.added(node)
+        if event == "update" and node is not None:
+            app.view.redraw()
         app.status_line.soon()
