@@ -58,8 +58,9 @@ if TYPE_CHECKING:
 _sessions: weakref.WeakKeyDictionary[Loom, Session] = weakref.WeakKeyDictionary()
 
 
-def session_of(loom: Loom) -> Session | None:
-    """The session ``loom`` is recorded in (made by :class:`Session`), if any."""
+def session_of(loom: object) -> Session | None:
+    """The session ``loom`` is recorded in (made by :class:`Session`), if any (none
+    for the loading preview, or any other object)."""
     return _sessions.get(loom)
 
 

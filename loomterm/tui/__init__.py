@@ -5,7 +5,11 @@ Layout of the package:
 
 - ``app.py``: :class:`~loomterm.tui.app.LoomApp`, its composition and bindings, and the
   glue to the engine: one thread worker runs model jobs in order and reports back with
-  the messages in ``messages.py``; navigation reads the tree on the UI thread.
+  messages, each declared beside the controller that posts it (``Jobs.Finished``,
+  ``Generation.Streamed``, ``Typing.Synced``); navigation reads the tree on the UI
+  thread.
+- ``editor_loom.py``: :class:`EditorLoom`, what the editor uses of a Loom (the loading
+  stand-in's and the real one's).
 - ``actions/``: what the keys do, one mixin of ``LoomApp`` per area: navigation,
   generation (and streaming), alternatives, bookmarks and archiving, chat, presets,
   sessions (the picker, switching in place), view.

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from loomterm.tui.controllers.models import Models
     from loomterm.tui.controllers.navigation import Navigation
     from loomterm.tui.controllers.presets import Presets
+    from loomterm.tui.controllers.swap import Swap
 
 Command = tuple[str, Callable[[], object], str]  # (title, run, help)
 
@@ -30,10 +31,10 @@ class PaletteApp(Protocol):
     models: Models
     bookmarks: Bookmarks
     navigation: Navigation
+    swap: Swap
 
     async def run_action(self, action: str) -> bool: ...
     def set_theme(self, name: str) -> None: ...
-    def when_model_ready(self, run: Callable[[], object], what: str) -> None: ...
 
 
 class LoomCommands(Provider):
@@ -54,10 +55,12 @@ class LoomCommands(Provider):
             yield action.title, partial(app.run_action, action.action), help_text
         for name, preset in app.presets.listed().items():
             values = ", ".join(f"{k} {v}" for k, v in preset.values.items())
-            preset_run = partial(app.when_model_ready, partial(app.presets.apply, name), "Preset")
+            preset_run = partial(
+                app.swap.when_model_ready, partial(app.presets.apply, name), "Preset"
+            )
             yield f"Preset: {name}", preset_run, values
         for key in app.models.attached():
-            use = partial(app.when_model_ready, partial(app.models.use, key), "Model")
+            use = partial(app.swap.when_model_ready, partial(app.models.use, key), "Model")
             yield f"Model: {key}", use, "Make this model the active one"
         yield (
             "Model details",

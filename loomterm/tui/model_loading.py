@@ -12,8 +12,9 @@ Meanwhile:
   branch pane, views, quitting) runs at once.
 
 :class:`StartupLoader` keeps that state for the app; the app calls it from
-``run_action``, ``on_mount`` and its ``ModelReady`` and ``JobFailed`` handlers, and puts
-the real Loom in the preview's place itself (``LoomApp.on_model_ready``).
+``run_action``, ``on_mount`` and its :class:`StartupLoader.ModelReady` and
+``Jobs.Failed`` handlers, and ``controllers.swap`` puts the real Loom in the preview's
+place (``Swap.model_ready``).
 """
 
 from __future__ import annotations
@@ -21,14 +22,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from textual.message import Message
+
 from loomterm.sessions.opening import LOADING
 from loomterm.tui.keymap import ACTIONS
-from loomterm.tui.messages import ModelReady
 
 if TYPE_CHECKING:
     from loomterm.sessions.opening import SessionOpening
     from loomterm.tui.controllers.editor import Editor
     from loomterm.tui.controllers.jobs import Jobs
+    from loomterm.tui.editor_loom import EditorLoom
 
 LOAD_JOB = "load model"
 # App actions that only change the view: they need no model and run while it loads.
@@ -52,6 +55,14 @@ class StartupLoader:
     """Loads ``opening``'s model on the app's engine worker and holds back, in order,
     what needs it until it is there."""
 
+    class ModelReady(Message):
+        """The model finished loading in the background: ``loom`` is the real Loom over the
+        tree the editor has been showing (``loomterm.sessions.opening``)."""
+
+        def __init__(self, loom: EditorLoom) -> None:
+            super().__init__()
+            self.loom = loom
+
     def __init__(self, app: Editor, jobs: Jobs, opening: SessionOpening) -> None:
         self.app = app
         self.jobs = jobs
@@ -67,8 +78,8 @@ class StartupLoader:
 
         def job() -> None:
             # On its own thread: quitting abandons it at once (``SessionOpening``).
-            loom = opening.finish_in_background(progress=app.loading_progress)
-            app.post_message(ModelReady(loom))
+            loom = opening.finish_in_background(progress=app.progress.load)
+            app.post_message(StartupLoader.ModelReady(loom))
 
         ask_then(app, servers_to_ask(opening), lambda: self.jobs.submit(LOAD_JOB, job))
 

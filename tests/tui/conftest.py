@@ -59,9 +59,9 @@ def _quiet(app) -> bool:
         and not app.search.busy  # a search on its thread (ctrl+f, alt+n)
         and not app.jobs.deferred
         and not app.doc.dirty
-        and app._sync_timer is None  # noqa: SLF001
-        and app._tree_timer is None  # noqa: SLF001
-        and app._status_timer is None  # noqa: SLF001
+        and app.typing.timer is None
+        and app.panes.tree_timer is None
+        and app.status_line.timer is None
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from loomterm.tui.controllers.generation import Generation
 from tests.tui.conftest import TERMINAL, settle, write_and_generate
 
 
@@ -24,7 +25,6 @@ async def test_a_banned_phrase_never_reaches_the_screen(make_app, loom):
 
 async def test_the_streamer_drops_what_was_taken_back(make_app, loom):
     from loomterm.tui.controllers.generation import Streamer
-    from loomterm.tui.messages import TokensTakenBack
 
     app = make_app()
     async with app.run_test(size=TERMINAL) as pilot:
@@ -36,6 +36,6 @@ async def test_the_streamer_drops_what_was_taken_back(make_app, loom):
             streamer.on_token(node, i, piece)
         streamer.flush()
         streamer.on_take_back(node, 2)
-        assert isinstance(posted[-1], TokensTakenBack) and posted[-1].length == 2
+        assert isinstance(posted[-1], Generation.TakenBack) and posted[-1].length == 2
         assert streamer.shown == 2 and streamer.pieces == []
         await pilot.pause()

@@ -136,7 +136,7 @@ async def test_marked_nodes_inside_a_run_stay_in_sight(make_app, loom, story):
         assert any("\u2605 Step 10 of" in row for row in rows), rows
         assert any("\u2713 Step 20 of" in row for row in rows), rows
         tree.show_hidden = True
-        app.rebuild_tree()
+        app.panes.rebuild_tree()
         await settle(pilot)
         firsts = [row.chain.first for row in tree.rows]
         assert nodes[30] in firsts

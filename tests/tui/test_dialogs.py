@@ -217,7 +217,7 @@ async def test_export_dialog_writes_every_format(make_app, loom, exports, fmt):
             assert "Once upon a time" in html.unescape(re.sub(r"<[^>]+>", "", body))
         else:
             assert "Once upon a time" in body
-        assert any("Exported" in n.message for n in app._notifications)  # noqa: SLF001
+        assert any("Dialogs.Exported" in n.message for n in app._notifications)  # noqa: SLF001
 
 
 async def test_help_lists_every_key_beside_its_action_id(make_app):

@@ -2,7 +2,7 @@
 deletes, caret moves and pastes (LF, CRLF and CR line breaks), in any order.
 
 - The document's text and caret always equal a plain text editor's.
-- Synced to the engine at random pauses (as the editor syncs), the path reads the
+- Typing.Synced to the engine at random pauses (as the editor syncs), the path reads the
   document's text every time; typing only at the end of the writer's own text leaves
   no sibling anywhere in the tree, and the KV is a full recompute's.
 """

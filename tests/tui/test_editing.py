@@ -15,7 +15,7 @@ async def test_typing_changes_the_screen_at_once_and_reaches_the_engine_later(ma
         assert "Once upon a time" in screen_text(app)
         assert app.doc.dirty
         assert loom.cursor is loom.root  # the engine has not been asked yet
-        app.sync_now()
+        app.typing.sync_now()
         await settle(pilot)
         assert loom.text(loom.cursor) == "Once upon a time"
         assert not app.doc.dirty

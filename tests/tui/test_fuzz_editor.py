@@ -25,7 +25,8 @@ from loomterm.errors import LoomError
 from loomterm.sessions.session import close_session, save_loom, session_of
 from loomterm.store import load
 from loomterm.tui.app import LoomApp
-from loomterm.tui.messages import GenerationStarted, JobFailed
+from loomterm.tui.controllers.generation import Generation
+from loomterm.tui.controllers.jobs import Jobs
 from tests.tui.conftest import TERMINAL, settle
 from tests.tui.screen_text import screen_text
 
@@ -93,10 +94,10 @@ class FuzzApp(LoomApp):
         self.errors: list[str] = []
         self.generations = 0
 
-    def on_generation_started(self, message: GenerationStarted) -> None:  # and LoomApp's
+    def on_generation_started(self, message: Generation.Started) -> None:  # and LoomApp's
         self.generations += 1
 
-    def on_job_failed(self, message: JobFailed) -> None:  # LoomApp's handler runs too
+    def on_jobs_failed(self, message: Jobs.Failed) -> None:  # LoomApp's handler runs too
         self.failures.append((message.label, message.error))
 
     def notify(self, message, *args, **kwargs) -> None:
@@ -202,8 +203,8 @@ async def _settle(pilot, app: FuzzApp) -> None:
             generating=app.generating,
             deferred=len(app.jobs.deferred),
             dirty=app.doc.dirty,
-            sync_timer=app._sync_timer,  # noqa: SLF001
-            failed_sync=app._failed_sync,  # noqa: SLF001
+            sync_timer=app.typing.timer,
+            failed_sync=app.typing.failed,
             locks=app.jobs.locks,
             doc=app.doc.text,
             engine=app.loom.text(app.loom.cursor),
@@ -227,7 +228,7 @@ async def test_random_keys_pastes_and_clicks(seed, loom, tmp_path):
         # Wind down: stop any generation, close dialogs, hand the last typing over.
         for _ in range(5):
             await pilot.press("escape")
-        app.sync_now()
+        app.typing.sync_now()
         await _settle(pilot, app)
         _no_raw_controls(app)
         assert app.return_code is None  # still running: nothing made it exit

@@ -160,7 +160,7 @@ async def test_status_bar_shows_kv_as_the_total(make_app, loom, monkeypatch):
         memory = loom.kv_bytes()
         assert f"KV {human_bytes(getattr(memory, 'total', memory))} " in screen_text(app)
         monkeypatch.setattr(loom, "kv_bytes", Memory)
-        app.refresh_status()
+        app.status_line.refresh()
         await pilot.pause()
         assert "KV 3.0 KiB " in screen_text(app)
 

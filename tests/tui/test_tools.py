@@ -227,12 +227,12 @@ async def test_branch_pane_shows_a_split_nodes_tail_not_its_old_start(make_app, 
             id = cat.id
             tokens = cat.tokens[: len(tail)]
 
-        assert app.node_text(Streaming) != " a cat"
+        assert app.panes.node_text(Streaming) != " a cat"
         app.doc.move_to(len("Once upon a time there was"))
         await pilot.press("alt+k")
         await settle(pilot)
         assert loom.decode(cat.tokens) == " a cat"
-        assert app.node_text(cat) == " a cat"
+        assert app.panes.node_text(cat) == " a cat"
         await pilot.pause(0.5)
         row = app.branches.rows[app.branches.entries[cat.id]]  # the head and the tail
         assert app.branches._preview(row) == "there was a cat"

@@ -61,7 +61,7 @@ async def test_weave_grows_the_tree_and_shows_the_best_branch(make_app, loom):
         # The branch pane lists the woven branches, each as its preview shows it (the
         # unseeded text may hold line breaks or stray bytes: shown as the pane shows them).
         text = screen_text(app)
-        shown = [safe_line(app.node_text(n).strip())[:6] for n in level1]
+        shown = [safe_line(app.panes.node_text(n).strip())[:6] for n in level1]
         assert sum(label in text for label in shown if label) >= 2, (shown, text)
         # The dialog offers the last shape again.
         await pilot.press("alt+e")

@@ -1,11 +1,18 @@
 """The editor's controllers: one object per area, made in
-:class:`~loomterm.tui.app.LoomApp`'s ``__init__``, holding that area's state. The app's
-actions and message handlers are one line each that ask them. A controller knows the
+:class:`~loomterm.tui.app.LoomApp`'s ``__init__``, holding that area's state and owning
+its actions: ``action_<name>`` for the key table's ``<name>`` (``LoomApp.run_action``
+finds it). The app's message handlers hand each message to its controller. A controller knows the
 app only as :class:`~loomterm.tui.controllers.editor.Editor` (a protocol), never by
 importing it, and is handed the other controllers it uses in its constructor.
 
 - ``jobs.py``: the engine worker: its queue, cancel and interrupt, edit locks, jobs in
   flight, and the actions waiting for it to be idle;
+- ``typing.py``: typed text on its way to the engine (the sync after a pause), the run
+  of nodes typing writes into, "branch here";
+- ``status.py``: the status bar and the window title;
+- ``failures.py``: what a failed job says (and a model that cannot load does);
+- ``swap.py``: which Loom is open, hearing its events, putting another in its place (a
+  session switched to, the real Loom for the loading preview);
 - ``navigation.py``: where the document stands (siblings, branch points, undo and redo
   between places, going to a node) and where entering a subtree lands;
 - ``generation.py``: generate, generate N, regenerate, recompute, streaming onto the
@@ -30,7 +37,8 @@ importing it, and is handed the other controllers it uses in its constructor.
 - ``caret.py``: the caret reported to the session once it rests, and found again;
 - ``presets.py``: sampler presets from the palette, and which one is in use;
 - ``looks.py``: themes, the key map and the help screen's rows;
-- ``panes.py``: the branch pane (shown, width, focus) and the document's view marks;
+- ``panes.py``: the branch pane (its contents, shown, width, focus) and the document's
+  view marks;
 - ``dialogs.py``: the settings, export and help dialogs;
 - ``editor.py``: :class:`Editor`, what the controllers may use of the app.
 """

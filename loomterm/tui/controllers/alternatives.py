@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from loomterm.engine.text_prefix import healed_count
-from loomterm.tui.messages import Moved
+from loomterm.tui.controllers.navigation import Navigation
 from loomterm.tui.widgets.alternatives import (
     Alternative,
     AlternativesScreen,
@@ -29,6 +29,11 @@ class Alternatives:
         self.app = app
         self.jobs = jobs
 
+    # -- actions (the key table's: ``LoomApp.run_action`` finds them here) --------
+    def action_alternatives(self) -> None:
+        """The top alternatives of the token at the caret."""
+        self.jobs.when_idle(lambda: self.show(None))
+
     def show(self, char: int | None) -> None:
         """The alternatives of the token at ``char`` (None: at the caret)."""
         app = self.app
@@ -45,10 +50,10 @@ class Alternatives:
             return
         chosen = node.tokens[index]
         loom = app.loom
-        rows = [Alternative(t, app.token_text(t), lp, chosen=t == chosen) for t, lp in top]
+        rows = [Alternative(t, app.panes.token_text(t), lp, chosen=t == chosen) for t, lp in top]
         logprob = node.logprobs[index] if index < len(node.logprobs) else None
         title = (
-            f"Alternatives at token {position} (now {shown_piece(app.token_text(chosen))}, "
+            f"Alternatives at token {position} (now {shown_piece(app.panes.token_text(chosen))}, "
             f"{chosen_summary(rows, logprob)})"
         )
         healed = healed_text(node, index, loom.codec.token_bytes)
@@ -62,7 +67,7 @@ class Alternatives:
 
             def job() -> None:
                 branch = loom.pick(base, position, pick.token_id)
-                app.post_message(Moved(branch, then_generate=pick.generate))
+                app.post_message(Navigation.Moved(branch, then_generate=pick.generate))
 
             self.jobs.when_idle(lambda: self.jobs.submit("pick", job, lock=True))
 

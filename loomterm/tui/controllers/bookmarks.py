@@ -41,6 +41,23 @@ class Bookmarks:
         self.jobs = jobs
         self.navigation = navigation
 
+    # -- actions (the key table's: ``LoomApp.run_action`` finds them here) --------
+    def action_bookmark(self) -> None:
+        """Bookmark the branch the caret is in, or remove its bookmark."""
+        self.toggle()
+
+    def action_next_bookmark(self) -> None:
+        """Go to the next bookmarked branch."""
+        self.next()
+
+    def action_hide_branch(self) -> None:
+        """Hide (archive) the branch the caret is in."""
+        self.hide_branch()
+
+    def action_unhide_branch(self) -> None:
+        """Bring the branch the caret is in back from the archive."""
+        self.unhide_branch()
+
     def listed(self) -> list[tuple[Node, str]]:
         """Every bookmarked node, with a short preview of the text up to it."""
         loom = self.app.loom
@@ -82,7 +99,7 @@ class Bookmarks:
             refuse(app, NO_BRANCH)
             return
         branch = branch_of(node, show_hidden=True)
-        preview = safe_line(app.node_text(branch).strip())[:40]
+        preview = safe_line(app.panes.node_text(branch).strip())[:40]
 
         def confirmed(yes: bool | None) -> None:
             if not yes:

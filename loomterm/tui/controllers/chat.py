@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from loomterm.tui import chat, ops
-from loomterm.tui.messages import Moved, SessionSwitched
+from loomterm.tui.controllers.navigation import Navigation
+from loomterm.tui.controllers.sessions import Sessions
 from loomterm.tui.widgets.dialogs import (
     ChatRequest,
     ChatScreen,
@@ -31,6 +32,15 @@ class Chat:
         self.app = app
         self.jobs = jobs
         self.looks = looks
+
+    # -- actions (the key table's: ``LoomApp.run_action`` finds them here) --------
+    def action_new_chat(self) -> None:
+        """Start a chat from a system and a user message."""
+        self.new()
+
+    def action_add_turn(self) -> None:
+        """Add a user turn after the text."""
+        self.ask_turn()
 
     def new(self) -> None:
         """Ask for a new chat's turns (first, if this session has text, whether to
@@ -78,9 +88,9 @@ class Chat:
                 meta = {"role": role} if role else {}
                 node = loom.append(node, text, **meta)
             if loom is old:
-                app.post_message(Moved(node, then_generate=request.generate))
+                app.post_message(Navigation.Moved(node, then_generate=request.generate))
             else:
-                app.post_message(SessionSwitched(loom, name, node, request.generate))
+                app.post_message(Sessions.Switched(loom, name, node, request.generate))
 
         self.jobs.submit("chat", job, lock=True)
 
@@ -110,6 +120,6 @@ class Chat:
             for role, text in chat.next_turns(loom.runner.tokenizer, document, request.text):
                 meta = {"role": role} if role else {}
                 node = loom.append(node, text, **meta)
-            app.post_message(Moved(node, then_generate=request.generate))
+            app.post_message(Navigation.Moved(node, then_generate=request.generate))
 
         self.jobs.submit("turn", job, lock=True)

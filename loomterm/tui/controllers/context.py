@@ -12,13 +12,13 @@ from textual.message import Message
 
 from loomterm.engine.context import PATH
 from loomterm.errors import LoomError
-from loomterm.tui.messages import LoomChanged
 from loomterm.tui.widgets.context import ContextScreen, Run
 
 if TYPE_CHECKING:
     from loomterm.tree import Node
     from loomterm.tui.controllers.editor import Editor
     from loomterm.tui.controllers.jobs import Jobs
+    from loomterm.tui.controllers.swap import Swap
 
 
 class ContextAssembled(Message):
@@ -41,6 +41,15 @@ class Context:
         self.app = app
         self.jobs = jobs
         self.queued = False  # a refresh is in the worker's queue: one is enough
+
+    # -- actions (the key table's: ``LoomApp.run_action`` finds them here) --------
+    def action_context_dialog(self) -> None:
+        """Edit memory, the author's note and world info."""
+        self.ask()
+
+    def action_toggle_context_view(self) -> None:
+        """Show what the model sees, or the document."""
+        self.toggle()
 
     def ask(self) -> None:
         """The memory, author's note and world info dialog."""
@@ -115,7 +124,7 @@ class Context:
         else:
             self.app.context_view.show(message.runs)
 
-    def loom_changed(self, message: LoomChanged) -> None:
+    def loom_changed(self, message: Swap.LoomChanged) -> None:
         """What the model sees may have changed: refresh the view if it is shown."""
         if message.event in CONTEXT_EVENTS and self.shown:
             self.refresh()

@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from textual.message import Message
+
 from loomterm.config.keymap import keymap_path
 from loomterm.errors import LoomError
 from loomterm.sessions import defaults
 from loomterm.tui import ops
-from loomterm.tui.messages import Exported
 from loomterm.tui.widgets.export_dialog import ExportRequest, ExportScreen
 from loomterm.tui.widgets.help import HelpScreen
 from loomterm.tui.widgets.settings import SettingsScreen, unavailable_settings
@@ -23,10 +24,33 @@ if TYPE_CHECKING:
 class Dialogs:
     """Opens the settings, export and help screens and acts on their answers."""
 
+    class Exported(Message):
+        """An export finished: written, or ``error`` says in one line why not (``exists``:
+        the file that exists, to be replaced only once the user confirms)."""
+
+        def __init__(self, request: ExportRequest, error: str = "", exists: str = "") -> None:
+            super().__init__()
+            self.request = request
+            self.error = error
+            self.exists = exists
+
     def __init__(self, app: Editor, jobs: Jobs, looks: Looks) -> None:
         self.app = app
         self.jobs = jobs
         self.looks = looks
+
+    # -- actions (the key table's: ``LoomApp.run_action`` finds them here) --------
+    def action_settings(self) -> None:
+        """The settings dialog."""
+        self.settings()
+
+    def action_export(self) -> None:
+        """The export dialog."""
+        self.export()
+
+    def action_help(self) -> None:
+        """The help screen."""
+        self.help()
 
     def settings(self) -> None:
         """The settings dialog; saved settings go to the session."""
@@ -39,7 +63,7 @@ class Dialogs:
                 app.notify("No setting changed", timeout=2)
                 return
             app.loom.update_settings(**values)
-            app.refresh_status()
+            app.status_line.refresh()
             app.notify("Settings saved with the session", timeout=2)
 
         app.push_screen(
@@ -92,15 +116,15 @@ class Dialogs:
                     attribution=request.attribution,
                 )
             except TargetExists as exc:  # asked in the dialog before it is replaced
-                app.post_message(Exported(request, str(exc), exists=exc.path))
+                app.post_message(Dialogs.Exported(request, str(exc), exists=exc.path))
             except LoomError as exc:  # a missing folder, say: said in the dialog
-                app.post_message(Exported(request, str(exc)))
+                app.post_message(Dialogs.Exported(request, str(exc)))
             else:
-                app.post_message(Exported(request))
+                app.post_message(Dialogs.Exported(request))
 
         self.jobs.when_idle(lambda: self.jobs.submit("export", job))
 
-    def exported(self, message: Exported) -> None:
+    def exported(self, message: Dialogs.Exported) -> None:
         """The export ended: the dialog (if still open) closes or shows why not."""
         app = self.app
         request = message.request
@@ -117,7 +141,7 @@ class Dialogs:
         record_export_folder(app.loom, str(Path(request.path).absolute().parent))
         if dialog is not None:
             dialog.finished()
-        app.notify(f"Exported {request.fmt} to {request.path}", timeout=4)
+        app.notify(f"Dialogs.Exported {request.fmt} to {request.path}", timeout=4)
 
     def help(self) -> None:
         """Every key and action, and where the key map lives."""

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from loomterm.tui.controllers.progress import Progress
+
 if TYPE_CHECKING:
     from textual.geometry import Size
     from textual.message import Message
@@ -23,16 +25,20 @@ if TYPE_CHECKING:
     from textual.timer import Timer
     from textual.widget import Widget
 
-    from loomterm.engine import Loom
-    from loomterm.sessions.opening import SessionOpening
-    from loomterm.tree import Node
     from loomterm.tui.controllers.hoist import Hoist
+    from loomterm.tui.controllers.lifecycle import Lifecycle
+    from loomterm.tui.controllers.panes import Panes
+    from loomterm.tui.controllers.progress import Progress
+    from loomterm.tui.controllers.status import StatusLine
+    from loomterm.tui.controllers.swap import Swap
+    from loomterm.tui.controllers.think_ahead import ThinkAhead
     from loomterm.tui.controllers.tree_map import TreeMapper
+    from loomterm.tui.controllers.typing import Typing
     from loomterm.tui.controllers.unread import Unread
     from loomterm.tui.document import DocumentModel
+    from loomterm.tui.editor_loom import EditorLoom
     from loomterm.tui.history import History
     from loomterm.tui.model_loading import StartupLoader
-    from loomterm.tui.ops import TypingRun
     from loomterm.tui.prefs import Prefs
     from loomterm.tui.widgets.branch_tree import BranchTree
     from loomterm.tui.widgets.context import ContextView
@@ -47,7 +53,9 @@ class Editor(Protocol):
     ``App`` they call."""
 
     # -- the open session and its document ----------------------------------------------
-    loom: Loom
+    loom: EditorLoom
+    """The open session's Loom: the real one, or its file's preview while the model
+    loads (``loader`` is set then)."""
     doc: DocumentModel
     history: History
     prefs: Prefs
@@ -57,18 +65,19 @@ class Editor(Protocol):
     unsaved: bool
     """A read-only session was changed (in memory only)."""
     export_dir: Path | None
+    load_error: BaseException | None
+    """The error the start's model load failed with (the command line says it)."""
     last_export: ExportRequest | None
     """The last export of this editor run: the export dialog opens on its choices."""
     unread: Unread
     hoist: Hoist
+    ahead: ThinkAhead
     tree_map: TreeMapper
     """Unread model branches (marked, cleared where the document goes)."""
     generating: bool
+    """True from the moment a generation (or weave) is asked for until it has ended."""
     loader: StartupLoader | None
     """While the model loads in the background: what loads it and what waits for it."""
-    typing_run: TypingRun
-    """The nodes this run of typing writes into (``ops.TypingRun``)."""
-    """True from the moment a generation (or weave) is asked for until it has ended."""
 
     # -- widgets ---------------------------------------------------------------------------
     view: DocumentView
@@ -76,27 +85,26 @@ class Editor(Protocol):
     context_view: ContextView
     shade_legend: ShadeLegend
 
-    # -- the app's own plumbing ------------------------------------------------------------
-    def node_text(self, node: Node) -> str: ...
-    def note_change(self) -> None: ...
-    def rebuild_tree(self) -> None: ...
-    def rebuild_tree_soon(self) -> None: ...
-    def refresh_status(self) -> None: ...
-    def refresh_status_soon(self) -> None: ...
-    def text_waiting(self) -> bool: ...
-    def sync_due(self) -> bool: ...
-    def start_sync(self) -> None: ...
-    def sync_now(self) -> None: ...
-    def token_text(self, token: int) -> str: ...
-    def sync_taken(self, timer: bool) -> None: ...
-    def loading_progress(self, stage: str, done: int, total: int | None) -> None: ...
-    def let_go(self, loom: Loom) -> None: ...
-    def show_title(self) -> None: ...
-    def open_loom(self, loom: Loom, name: str) -> None: ...
-    def open_preview(self, opening: SessionOpening, name: str) -> None: ...
+    # -- the controllers others reach through the app ----------------------------------
+    typing: Typing
+    """Typed text and its sync to the engine."""
+    status_line: StatusLine
+    """The status bar and the window title."""
+    panes: Panes
+    """The branch pane (its contents) and the view toggles."""
+    lifecycle: Lifecycle
+    """Read-only sessions and quitting (``note_change``)."""
+    progress: Progress
+    """Progress.Prefill and model-loading progress."""
+    swap: Swap
+    """Which Loom is open, and putting another in its place."""
+
+    # -- the app's own --------------------------------------------------------------------
+    def write_terminal(self, text: str) -> None: ...
 
     # -- Textual's App ---------------------------------------------------------------------
     theme: str
+    title: str
     size: Size
     screen: Screen
     available_themes: dict[str, Theme]
@@ -117,11 +125,14 @@ class Editor(Protocol):
     def post_message(self, message: Message) -> bool: ...
     def run_worker(self, work: Callable[[], None], **options: Any) -> Any: ...
     def call_from_thread(self, callback: Callable[..., Any], *args: Any, **kwargs: Any) -> Any: ...
+    def call_later(self, callback: Callable[..., Any], *args: Any, **kwargs: Any) -> bool: ...
     def call_after_refresh(self, callback: Callable[[], Any]) -> bool: ...
     def set_timer(self, delay: float, callback: Callable[[], Any]) -> Timer: ...
     def get_css_variables(self) -> dict[str, str]: ...
     def refresh_bindings(self) -> None: ...
-    def exit(self) -> None: ...
+    def exit(self, result: Any = None, return_code: int = 0) -> None: ...
+    @property
+    def log(self) -> Any: ...
     def register_theme(self, theme: Theme) -> None: ...
     def unregister_theme(self, theme_name: str) -> None: ...
     def set_keymap(self, keymap: dict[str, str]) -> None: ...

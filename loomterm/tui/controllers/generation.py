@@ -3,9 +3,9 @@ streaming the tokens onto the screen as they come.
 
 A generation is one job on the engine worker (``Jobs.submit``): it first hands the
 engine any typed text and cuts the path at the caret, then generates, reporting through
-:class:`Streamer` (batched :class:`~loomterm.tui.messages.TokensStreamed`) and one
-:class:`~loomterm.tui.messages.GenerationDone`. ``generating`` (a reactive on the app)
-is True from the request until ``GenerationDone``; esc sets the jobs' cancel event.
+:class:`Streamer` (batched :class:`~Generation.Streamed`) and one
+:class:`~Generation.Done`. ``generating`` (a reactive on the app)
+is True from the request until ``Generation.Done``; esc sets the jobs' cancel event.
 """
 
 from __future__ import annotations
@@ -16,20 +16,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from textual.message import Message
+
 from loomterm.errors import LoomError, PrefillCancelled
 from loomterm.tree import WRITER, Node, Origin
 from loomterm.tui import ops
 from loomterm.tui.controllers.context import ContextAssembled
 from loomterm.tui.controllers.feedback import BUSY, refuse
+from loomterm.tui.controllers.navigation import Navigation
 from loomterm.tui.controllers.slowdown import Slowdown
-from loomterm.tui.messages import (
-    GenerationDone,
-    GenerationStarted,
-    Moved,
-    Synced,
-    TokensStreamed,
-    TokensTakenBack,
-)
+from loomterm.tui.controllers.typing import Typing
 
 if TYPE_CHECKING:
     from loomterm.config.settings import Settings
@@ -92,7 +88,7 @@ class Streamer:
             if self.start_node is not None and node.parent is not self.start_node:
                 # Token healing started before the typed word's tokens: the document
                 # shows the path up to there, and the healed tokens spell the word again.
-                self.app.post_message(GenerationStarted(node.parent, "", self.n))
+                self.app.post_message(Generation.Started(node.parent, "", self.n))
         if node is self.first:
             self.pieces.append(piece)
         now = time.monotonic()
@@ -107,7 +103,7 @@ class Streamer:
         self.pieces = self.pieces[:kept]
         if length < self.shown:
             self.shown = length
-            self.app.post_message(TokensTakenBack(node, length))
+            self.app.post_message(Generation.TakenBack(node, length))
 
     def flush(self, now: float | None = None) -> None:
         now = time.monotonic() if now is None else now
@@ -115,7 +111,7 @@ class Streamer:
         # pane's labels follow every row.
         if self.first is not None and (self.pieces or self.total > self.posted_total):
             self.app.post_message(
-                TokensStreamed(self.first, self.shown, self.pieces, self.total, self.rate)
+                Generation.Streamed(self.first, self.shown, self.pieces, self.total, self.rate)
             )
             self.shown += len(self.pieces)
             self.pieces = []
@@ -130,6 +126,58 @@ class Streamer:
 class Generation:
     """Asking for text and showing it arrive."""
 
+    class Started(Message):
+        """Generation begins from ``start`` (after the edit and the cut at the caret)."""
+
+        def __init__(self, start: Node, text: str, n: int) -> None:
+            super().__init__()
+            self.start = start
+            self.text = text
+            self.n = n
+
+    class Streamed(Message):
+        """Tokens ``start..start+len(pieces)`` of ``node`` arrived (the first row of the
+        batch; the others are counted in ``total``); ``rate``: tokens per second since the
+        first one (None before two)."""
+
+        def __init__(
+            self, node: Node, start: int, pieces: list[str], total: int, rate: float | None
+        ):
+            super().__init__()
+            self.node = node
+            self.start = start
+            self.pieces = pieces
+            self.total = total
+            self.rate = rate
+
+    class TakenBack(Message):
+        """``node`` went back to its first ``length`` tokens (a banned phrase began there)."""
+
+        def __init__(self, node: Node, length: int):
+            super().__init__()
+            self.node = node
+            self.length = length
+
+    class Done(Message):
+        """Generation ended (finished, stopped or failed midway): ``kids`` are the new
+        siblings, ``start`` their parent; ``rate``: the decoding speed since the first
+        token (None with fewer than two), ``seconds`` the whole job's time."""
+
+        def __init__(
+            self,
+            start: Node,
+            kids: list[Node],
+            total: int,
+            seconds: float,
+            rate: float | None = None,
+        ) -> None:
+            super().__init__()
+            self.start = start
+            self.kids = kids
+            self.total = total
+            self.seconds = seconds
+            self.rate = rate
+
     def __init__(self, app: Editor, jobs: Jobs, navigation: Navigation, context: Context) -> None:
         self.app = app
         self.jobs = jobs
@@ -139,6 +187,28 @@ class Generation:
         self.lock_held = False  # the document is locked until the generation starts
         self.tokens_per_second: float | None = None  # of the last generation (status bar)
         self.slowdown = Slowdown()  # says when decoding collapses (a busy CPU)
+
+    # -- actions (the key table's: ``LoomApp.run_action`` finds them here) --------
+    def action_generate(self) -> None:
+        """Continue from the caret (once the engine is free)."""
+        self.jobs.when_idle(lambda: self.generate(1), sync=False)
+
+    def action_generate_n(self) -> None:
+        """Generate N continuations at once from the caret."""
+        self.generate_n()
+
+    def action_regenerate(self) -> None:
+        """A new sibling of the generated node at the caret."""
+        self.jobs.when_idle(self.regenerate)
+
+    def action_regenerate_own_context(self) -> None:
+        """Regenerate the generated node at the caret with the context it was made
+        with (memory, author's note, world info of that time), not the current one."""
+        self.jobs.when_idle(lambda: self.regenerate(own_context=True))
+
+    def action_refresh_exact(self) -> None:
+        """Recompute the approximate tokens of this path exactly."""
+        self.refresh_exact()
 
     def generate_n(self) -> None:
         """N siblings (the ``n`` setting) at the caret, once idle."""
@@ -203,14 +273,14 @@ class Generation:
         keep = doc.shown_tokens
         caret = doc.caret if start is None and doc.caret < doc.length else None
         settings = loom.settings  # immutable: the worker sees the settings of this moment
-        run, app.typing_run = app.typing_run, ops.TypingRun()  # a generation ends the run
-        app.sync_taken(text is not None)  # the generation job syncs the text itself
+        run, app.typing.run = app.typing.run, ops.TypingRun()  # a generation ends the run
+        app.typing.taken(text is not None)  # the generation job syncs the text itself
         cancel = self.jobs.cancel
         cancel.clear()
         app.generating = True
         self.lock_held = True
         self.jobs.lock()  # until the generation starts: the cut at the caret is not made yet
-        app.refresh_status_soon()
+        app.status_line.soon()
         job = GenerationJob(
             app,
             self.context,
@@ -236,7 +306,7 @@ class Generation:
             self.lock_held = False
             self.jobs.unlock()
 
-    def started(self, message: GenerationStarted) -> None:
+    def started(self, message: Generation.Started) -> None:
         """The cut at the caret is made and the first token is on its way."""
         app = self.app
         self.tokens_per_second = None  # the last generation's speed is not this one's
@@ -248,7 +318,7 @@ class Generation:
         app.view.document_changed()
         self.navigation.arrive(message.start, record=False, engine=False)
 
-    def streamed(self, message: TokensStreamed) -> None:
+    def streamed(self, message: Generation.Streamed) -> None:
         """A batch of streamed tokens: onto the screen, following if it was."""
         app = self.app
         if app.show_speed and message.rate is not None:
@@ -263,9 +333,9 @@ class Generation:
                 app.context_view.follow(message.pieces)
         if not app.branches.has_class("-hidden"):
             app.branches.text_grew()  # the rows of every sibling being written
-        app.refresh_status_soon()
+        app.status_line.soon()
 
-    def taken_back(self, message: TokensTakenBack) -> None:
+    def taken_back(self, message: Generation.TakenBack) -> None:
         """Streamed text that a banned phrase took back leaves the screen."""
         app = self.app
         doc = app.doc
@@ -277,7 +347,7 @@ class Generation:
             doc.move_to(doc.length)
         app.view.document_changed(scroll=follow)
 
-    def done(self, message: GenerationDone) -> None:
+    def done(self, message: Generation.Done) -> None:
         """The generation ended (finished, stopped or failed): show where it got."""
         app = self.app
         app.generating = False
@@ -306,7 +376,7 @@ class Generation:
         then, self.then = self.then, None
         if then is not None and message.kids:
             then()
-        app.refresh_status_soon()
+        app.status_line.soon()
         self.jobs.drain()
 
     def state(self) -> str:
@@ -337,7 +407,7 @@ class Generation:
         app.notify(f"Recomputing {nodes} exactly\u2026", timeout=2)
 
         def job() -> None:
-            app.post_message(Moved(loom.refresh(node)))
+            app.post_message(Navigation.Moved(loom.refresh(node)))
             app.call_from_thread(app.notify, f"Recomputed {nodes} exactly", timeout=2)
 
         self.jobs.when_idle(lambda: self.jobs.submit("refresh", job, lock=True))
@@ -346,7 +416,7 @@ class Generation:
 @dataclass
 class GenerationJob:
     """One generation as the worker runs it: sync the typed text, cut the path at the
-    caret, generate, and always end in one :class:`GenerationDone`. Made on the UI
+    caret, generate, and always end in one :class:`Generation.Done`. Made on the UI
     thread with what the document and settings are at that moment."""
 
     app: Editor
@@ -384,14 +454,14 @@ class GenerationJob:
             # Escape while the model read the text: no generation, the edit is kept.
             if not self.started and self.synced is not None and self.text is not None:
                 self.node = self.synced
-                app.post_message(Synced(self.synced, self.text))
+                app.post_message(Typing.Synced(self.synced, self.text))
             raise
         finally:
             streamer = self.streamer
             total = streamer.total if streamer is not None else 0
             seconds = streamer.seconds if streamer is not None else 0.0
             rate = streamer.rate if streamer is not None else None
-            app.post_message(GenerationDone(self.node, self.kids, total, seconds, rate))
+            app.post_message(Generation.Done(self.node, self.kids, total, seconds, rate))
 
     def prepare(self) -> None:
         """Sync the typed text (or cut the path at what is shown), then cut at the
@@ -419,7 +489,7 @@ class GenerationJob:
             with loom.exclusive():
                 runs = self.context_pane.runs(node)
             self.app.post_message(ContextAssembled(runs))
-        self.app.post_message(GenerationStarted(node, "", self.n))
+        self.app.post_message(Generation.Started(node, "", self.n))
         self.started = True
         self.streamer = streamer = Streamer(self.app, loom, start=node, n=self.n)
         foreseen = self.foreseen(node, streamer)

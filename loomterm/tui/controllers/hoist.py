@@ -49,7 +49,7 @@ class Hoist:
         node = self.node
         if node is None:
             return ""
-        text = safe_line(self.app.node_text(node).strip()) or "\u2205"
+        text = safe_line(self.app.panes.node_text(node).strip()) or "\u2205"
         return repr(text[:LABEL] + ("\u2026" if len(text) > LABEL else ""))
 
     def _restore(self) -> None:
@@ -69,6 +69,14 @@ class Hoist:
         from loomterm.sessions.session import record_hoist
 
         record_hoist(self.app.loom, self.node_id)
+
+    def action_hoist(self) -> None:
+        """The hoist key: hoist at the node the caret is in."""
+        self.hoist()
+
+    def action_unhoist(self) -> None:
+        """The unhoist key: the whole tree again."""
+        self.unhoist()
 
     def hoist(self) -> None:
         """Hoist at the branch the caret is in."""
@@ -119,6 +127,6 @@ class Hoist:
 
     def _show(self) -> None:
         app = self.app
-        app.rebuild_tree()
+        app.panes.rebuild_tree()
         app.tree_map.changed("move")
         self.mark_outside()

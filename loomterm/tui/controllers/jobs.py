@@ -4,8 +4,8 @@ the app.
 :class:`Jobs` owns the queue, the cancel and interrupt events, the edit locks, the count
 of jobs in flight and the actions waiting for the engine to be idle
 (:meth:`Jobs.when_idle`). A job reports back only by posting messages
-(``loomterm.tui.messages``); the worker never touches a widget. The app hears
-:class:`~loomterm.tui.messages.JobFinished` and hands it to :meth:`Jobs.finished`.
+(each declared beside the controller that posts it); the worker never touches a widget. The app hears
+:class:`~Jobs.Finished` and hands it to :meth:`Jobs.finished`.
 
 The worker is a daemon thread of its own, not a Textual thread worker: those run on
 asyncio's default executor, which the app's end joins, so quitting would wait for a
@@ -21,9 +21,10 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from textual.message import Message
+
 from loomterm.tree import Node
 from loomterm.tui import ops
-from loomterm.tui.messages import JobFailed, JobFinished, JobStarted
 
 if TYPE_CHECKING:
     from loomterm.tui.controllers.editor import Editor
@@ -34,6 +35,28 @@ ENGINE = "loomterm-engine"  # the worker thread's name
 
 class Jobs:
     """The engine worker's queue and everything that waits on it."""
+
+    class Started(Message):
+        """The worker picked up a job."""
+
+        def __init__(self, label: str) -> None:
+            super().__init__()
+            self.label = label
+
+    class Finished(Message):
+        """The worker finished a job (whatever its outcome)."""
+
+        def __init__(self, label: str) -> None:
+            super().__init__()
+            self.label = label
+
+    class Failed(Message):
+        """A job raised. ``error`` is shown as one line; the app keeps running."""
+
+        def __init__(self, label: str, error: BaseException) -> None:
+            super().__init__()
+            self.label = label
+            self.error = error
 
     def __init__(self, app: Editor) -> None:
         self.app = app
@@ -78,14 +101,14 @@ class Jobs:
             label, job = item
             self.interrupt.clear()  # an escape meant for an earlier job stops nothing
             self.running = label
-            self.app.post_message(JobStarted(label))
+            self.app.post_message(Jobs.Started(label))
             try:
                 job()
             except Exception as exc:  # noqa: BLE001 - reported to the user, app goes on
-                self.app.post_message(JobFailed(label, exc))
+                self.app.post_message(Jobs.Failed(label, exc))
             finally:
                 self.running = None
-                self.app.post_message(JobFinished(label))
+                self.app.post_message(Jobs.Finished(label))
 
     # -- submitting --------------------------------------------------------------------
     def submit(
@@ -140,7 +163,7 @@ class Jobs:
         if label in self.locked:
             self.locked.discard(label)
             self.unlock()
-        self.app.refresh_status_soon()
+        self.app.status_line.soon()
         self.drain()
 
     # -- when idle ---------------------------------------------------------------------
@@ -175,13 +198,13 @@ class Jobs:
         app = self.app
         while self.deferred and not self.busy:
             action, sync = self.deferred[0]
-            if sync and app.text_waiting():
-                app.start_sync()
+            if sync and app.typing.waiting():
+                app.typing.start()
                 return
             self.deferred.pop(0)
             action()
-        if not self.busy and app.sync_due():
-            app.start_sync()
+        if not self.busy and app.typing.is_due():
+            app.typing.start()
 
     @property
     def idle(self) -> bool:

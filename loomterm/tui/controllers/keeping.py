@@ -55,6 +55,11 @@ class Keeping:
         self.problem = ""  # why the typed text could not be written, if it could not
         self._heard: set[int] = set()  # ids of the recorders this editor listens to
 
+    # -- actions (the key table's: ``LoomApp.run_action`` finds them here) --------
+    def action_save_elsewhere(self) -> None:
+        """Write the session to another name or path."""
+        self.save_elsewhere()
+
     def saving(self) -> str:
         """What the status bar says while the changes do not reach the session file
         ("" while they do): why, where they are kept meanwhile, and what to do."""
@@ -62,7 +67,7 @@ class Keeping:
 
         if self.problem:
             return f"NOT SAVED \u00b7 {safe_line(self.problem)}"
-        session = session_of(self.app.loom)  # type: ignore[arg-type]
+        session = session_of(self.app.loom)
         if session is None or session.read_only:
             return ""
         recorder = session.recorder
@@ -111,9 +116,9 @@ class Keeping:
 
         app = self.app
         app.session_name = path.name.removesuffix(SESSION_SUFFIX)
-        app.show_title()
+        app.status_line.show_title()
         app.notify(f"Saved to {safe_line(str(path))}", timeout=5)
-        app.refresh_status_soon()
+        app.status_line.soon()
 
     def edited(self) -> None:
         """The document changed: while the model loads, write the text to the file."""
@@ -128,11 +133,11 @@ class Keeping:
             text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             if text != self.problem:
                 self.problem = text
-                app.refresh_status_soon()
+                app.status_line.soon()
             return
         if self.problem:
             self.problem = ""
-            app.refresh_status_soon()
+            app.status_line.soon()
 
     def restore(self) -> None:
         """The session just opened keeps text typed before its model read it: show it
@@ -151,8 +156,8 @@ class Keeping:
             return
         doc.become(typed.text)
         doc.move_to(len(doc.text))
-        app.note_change()
-        app.sync_now()
+        app.lifecycle.note_change()
+        app.typing.sync_now()
 
     def keep_unread(self) -> None:
         """Quitting: the document's text that the model has not read yet goes into the

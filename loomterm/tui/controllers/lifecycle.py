@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from textual.message import Message
+
 from loomterm.tui import sessions
-from loomterm.tui.messages import SavedAs
 
 if TYPE_CHECKING:
     from loomterm.tui.controllers.editor import Editor
@@ -26,6 +27,13 @@ QUIT_WAIT = 0.4  # seconds quitting waits for the engine's job to stop before le
 
 class Lifecycle:
     """Read-only sessions and quitting; ``quitting`` is True once quit was asked for."""
+
+    class SavedAs(Message):
+        """The session (a read-only one) was saved as the new session ``name``."""
+
+        def __init__(self, name: str) -> None:
+            super().__init__()
+            self.name = name
 
     def __init__(self, app: Editor, jobs: Jobs) -> None:
         self.app = app
@@ -45,7 +53,7 @@ class Lifecycle:
                 severity="warning",
                 timeout=6,
             )
-            app.refresh_status_soon()
+            app.status_line.soon()
 
     def offer_save_as(self) -> None:
         """Quitting a changed read-only session: save as a new one, drop, or stay."""
@@ -66,20 +74,20 @@ class Lifecycle:
 
             def job() -> None:
                 sessions.save_as(loom, choice)
-                app.post_message(SavedAs(choice))
+                app.post_message(Lifecycle.SavedAs(choice))
 
             self.jobs.submit("save as", job)
 
         app.push_screen(SaveAsScreen(name, default), answered)
 
-    def saved_as(self, message: SavedAs) -> None:
+    def saved_as(self, message: Lifecycle.SavedAs) -> None:
         """The read-only session's changes are a new session now; go on quitting."""
         app = self.app
         app.read_only = False
         app.unsaved = False
         app.session_name = message.name
-        app.show_title()
-        app.refresh_status()
+        app.status_line.show_title()
+        app.status_line.refresh()
         if self.quitting:
             self.jobs.when_idle(self.finish)
         else:

@@ -24,7 +24,6 @@ import time
 from typing import TYPE_CHECKING
 
 from loomterm.tree import Node
-from loomterm.tui.messages import LoomChanged
 from loomterm.tui.widgets.models import AttachScreen, ModelLegend, SiblingsScreen
 
 if TYPE_CHECKING:
@@ -32,6 +31,7 @@ if TYPE_CHECKING:
     from loomterm.tui.controllers.generation import Generation
     from loomterm.tui.controllers.jobs import Jobs
     from loomterm.tui.controllers.navigation import Navigation
+    from loomterm.tui.controllers.swap import Swap
 
 N_COLOURS = 6
 
@@ -69,6 +69,27 @@ class Models:
         self.colours: dict[str, str] = {}  # model key -> colour (two or more models)
         self.revealed: set[object] = set()  # blind groups the user has picked from
         self.sibling_counts: list[tuple[str, int]] = []  # the last plan asked for
+
+    # -- actions (the key table's: ``LoomApp.run_action`` finds them here) --------
+    def action_siblings(self) -> None:
+        """N siblings, asking how many of each attached model."""
+        self.siblings()
+
+    def action_next_model(self) -> None:
+        """Make the next attached model the active one."""
+        self.next()
+
+    def action_attach_model(self) -> None:
+        """Ask for another model to attach to this tree."""
+        self.ask_attach()
+
+    def action_toggle_blind(self) -> None:
+        """Blind mode on or off."""
+        self.toggle_blind()
+
+    def action_pick_branch(self) -> None:
+        """Pick the sibling the caret is in."""
+        self.pick_branch()
 
     def mounted(self) -> None:
         """The app is mounted: colour the writers, and say which models are missing."""
@@ -132,7 +153,7 @@ class Models:
             waiting = sum(1 for n in nodes if "blind" in n.meta and n.meta["blind"] not in revealed)
         self.legend.show_models(entries, self.blind, waiting)
 
-    def loom_changed(self, message: LoomChanged) -> None:
+    def loom_changed(self, message: Swap.LoomChanged) -> None:
         """The loom's models changed, or a node was rated or bookmarked (a pick)."""
         if message.event == "models":
             self.changed()
@@ -195,7 +216,7 @@ class Models:
         app.notify(f"Attaching {source}\u2026", timeout=3)
 
         def progress(stage: str, done: int, total: int | None) -> None:
-            app.loading_progress(f"{source_label(source)}: {stage}", done, total)
+            app.progress.load(f"{source_label(source)}: {stage}", done, total)
 
         def job() -> None:
             from loomterm.engine.open import RunnerOptions

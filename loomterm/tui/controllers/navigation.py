@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from textual.message import Message
+
 from loomterm.tree import WRITER, Node
 from loomterm.tui import ops
 from loomterm.tui.controllers.feedback import NO_BRANCH, refuse
@@ -30,11 +32,28 @@ if TYPE_CHECKING:
 class Navigation:
     """Moving around the tree; remembers where the user last was below each node."""
 
+    class Moved(Message):
+        """A job produced a new place to show (a picked token, a chat turn, a refresh)."""
+
+        def __init__(self, node: Node, then_generate: bool = False) -> None:
+            super().__init__()
+            self.node = node
+            self.then_generate = then_generate
+
     def __init__(self, app: Editor, jobs: Jobs) -> None:
         self.app = app
         self.jobs = jobs
         self.last_seen: dict[int, Node] = {}  # node id -> deepest node last shown below it
         self.undo_run: ops.TypingRun | None = None  # the typing run undo's edits write into
+
+    # -- actions (the key table's: ``LoomApp.run_action`` finds them here) --------
+    def action_sibling(self, step: int) -> None:
+        """Show the sibling ``step`` away of the branch the caret is in."""
+        self.jobs.when_idle(lambda: self.sibling(step), stop=True)
+
+    def action_branch_point(self, step: int) -> None:
+        """Move the caret to the branch point above (-1) or below (1)."""
+        self.jobs.when_idle(lambda: self.branch_point(step), stop=True)
 
     def arrive(self, node: Node, record: bool = True, engine: bool = True) -> None:
         """The document now stands on ``node``: tell the engine, history, the pane.
@@ -52,7 +71,7 @@ class Navigation:
         tree = app.branches
         if tree.display and not tree.has_class("-hidden"):
             tree.set_path(app.doc.path, node)
-        app.refresh_status_soon()
+        app.status_line.soon()
 
     def remember(self, node: Node) -> None:
         """``node`` is where the user is now below each node of its path."""
@@ -62,7 +81,7 @@ class Navigation:
     def show_node(self, node: Node, caret: int | None = None, record: bool = True) -> None:
         """Show ``node``'s path with the caret at ``caret`` (default: the end)."""
         app = self.app
-        app.typing_run = ops.TypingRun()  # typing here begins a new run
+        app.typing.run = ops.TypingRun()  # typing here begins a new run
         app.doc.show(node)
         app.doc.move_to(app.doc.length if caret is None else caret)
         app.view.follow = app.doc.caret >= app.doc.length
@@ -117,7 +136,7 @@ class Navigation:
 
     def enter(self, target: Node) -> None:
         """Show ``target``'s branch with the caret at the end of ``target``'s text."""
-        self.app.typing_run = ops.TypingRun()
+        self.app.typing.run = ops.TypingRun()
         doc = self.app.doc
         leaf = self.leaf_below(target)
         doc.show(leaf)
@@ -192,7 +211,7 @@ class Navigation:
         there) and nothing typed is lost; the undo run's own branch is then edited in
         place, so undoing word by word makes one branch, not one a word."""
         app = self.app
-        previous = app.typing_run
+        previous = app.typing.run
         node = self.restore_onto(place)
         self.show_node(node, place.caret, record=False)
         if place.text is not None and app.doc.text != place.text:
@@ -200,7 +219,7 @@ class Navigation:
             shown = app.doc.node
             takes_away = not place.text.startswith(app.doc.text)
             run.branch = takes_away and (shown is None or shown.id not in run.ids)
-            app.typing_run = self.undo_run = run
+            app.typing.run = self.undo_run = run
             app.doc.become(place.text)
             app.doc.move_to(place.caret)
             app.view.follow = app.doc.caret >= app.doc.length

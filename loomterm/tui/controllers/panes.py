@@ -10,10 +10,14 @@ from typing import TYPE_CHECKING
 from loomterm.tui.prefs import save_prefs
 
 if TYPE_CHECKING:
+    from textual.timer import Timer
+
+    from loomterm.tree import Node
     from loomterm.tui.controllers.editor import Editor
 
 TREE_STEP = 0.05  # alt+shift+left/right narrow or widen the branch pane by this share
 TREE_SHARES = (0.1, 0.7)
+TREE_DELAY = 0.15  # structural changes are batched this long before the pane rebuilds
 # The view toggles' names, as their notes say them (the key table's titles).
 VIEW_NAMES = {
     "boundaries": "Token boundaries",
@@ -33,10 +37,37 @@ def tree_width(terminal: int, share: float) -> int:
 
 
 class Panes:
-    """The branch pane, focus and the document's view toggles."""
+    """The branch pane (its contents, width, focus) and the document's view toggles."""
 
     def __init__(self, app: Editor) -> None:
         self.app = app
+        self.texts: dict[tuple[int, int, int], str] = {}  # node_text's cache
+        self.tree_timer: Timer | None = None
+
+    # -- actions (the key table's: ``LoomApp.run_action`` finds them here) --------
+    def action_tree_width(self, step: int) -> None:
+        """Make the branch pane narrower (-1) or wider (1)."""
+        self.tree_width(step)
+
+    def action_toggle_tree(self) -> None:
+        """Show or hide the branch pane."""
+        self.toggle_tree()
+
+    def action_focus_tree(self) -> None:
+        """Focus the branch pane, or from it the document."""
+        self.focus_tree()
+
+    def action_focus_document(self) -> None:
+        """Focus the document."""
+        self.app.view.focus()
+
+    def action_toggle_view(self, what: str) -> None:
+        """Turn one of the document's marks on or off."""
+        self.toggle_view(what)
+
+    def action_toggle_hidden(self) -> None:
+        """Show archived branches, or hide them again."""
+        self.toggle_hidden()
 
     def fit_tree(self, terminal: int | None = None) -> None:
         """Size the branch pane for the terminal's width (and the user's share)."""
@@ -67,7 +98,7 @@ class Panes:
         app.prefs.tree = not tree.has_class("-hidden")
         save_prefs(app.prefs)
         if app.prefs.tree:
-            app.rebuild_tree()
+            self.rebuild_tree()
         elif app.focused is tree:
             app.view.focus()
 
@@ -122,8 +153,45 @@ class Panes:
         tree = app.branches
         tree.show_hidden = app.prefs.show_hidden = not tree.show_hidden
         save_prefs(app.prefs)
-        app.rebuild_tree()
+        self.rebuild_tree()
         app.notify(
             "Showing archived branches" if tree.show_hidden else "Archived branches hidden",
             timeout=2,
         )
+
+    # -- the branch pane's contents -------------------------------------------------
+    def token_text(self, token: int) -> str:
+        """One token's text on its own; a token holding part of a character shows its
+        bytes (``\\xc3``) rather than a replacement character, a special token its
+        written form (``<eos>``)."""
+        return self.app.loom.codec.label(token)
+
+    def node_text(self, node: Node) -> str:
+        """A node's own text (for previews), cached per length and tokens (a split
+        leaves its tail the node's id: the text it had at that length is not its text)."""
+        key = (node.id, len(node.tokens), hash(tuple(node.tokens)))
+        text = self.texts.get(key)
+        if text is None:
+            text = self.app.loom.decode(list(node.tokens))
+            self.texts[key] = text
+        return text
+
+    def forget_texts(self) -> None:
+        """Another Loom (or tokenizer) decodes from now on: the cached texts go."""
+        self.texts.clear()
+
+    def rebuild_tree_soon(self) -> None:
+        """Rebuild the branch pane shortly (structural changes come in bursts)."""
+        if self.tree_timer is None:
+            self.tree_timer = self.app.set_timer(TREE_DELAY, self.rebuild_tree)
+
+    def rebuild_tree(self) -> None:
+        """Rebuild the branch pane now (unless it is hidden)."""
+        self.tree_timer = None
+        app = self.app
+        app.hoist.mark_outside()  # a hoist read back on opening marks the text above it
+        tree = app.branches
+        if tree.has_class("-hidden"):
+            return
+        tree.rebuild(app.hoist.top())
+        tree.set_path(app.doc.path, app.doc.node or app.loom.root)

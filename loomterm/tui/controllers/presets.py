@@ -43,7 +43,7 @@ class Presets:
             return
         values = ", ".join(f"{k} {v}" for k, v in preset.values.items())
         app.notify(f"Preset {name}: {values}", timeout=4)
-        app.refresh_status_soon()
+        app.status_line.soon()
 
     def label(self) -> str:
         """``creative``, ``creative (changed)`` or ``custom``."""

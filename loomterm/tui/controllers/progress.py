@@ -6,8 +6,9 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from textual.message import Message
+
 from loomterm.tui.controllers.generation import STOPPING
-from loomterm.tui.messages import Loading, Prefill
 
 if TYPE_CHECKING:
     from loomterm.tui.controllers.editor import Editor
@@ -16,6 +17,25 @@ if TYPE_CHECKING:
 
 class Progress:
     """What the engine reports it is reading or loading, for the status bar."""
+
+    class Loading(Message):
+        """Long work other than reading tokens (a model loading, converting, quantizing
+        while a session opens): the status bar shows its stage and how far it is."""
+
+        def __init__(self, stage: str, done: int, total: int | None) -> None:
+            super().__init__()
+            self.stage = stage
+            self.done = done
+            self.total = total
+
+    class Prefill(Message):
+        """The model has read ``done`` of the ``total`` tokens it must read (a long edit,
+        a generation far from the cache): the status bar shows it, escape stops it."""
+
+        def __init__(self, done: int, total: int) -> None:
+            super().__init__()
+            self.done = done
+            self.total = total
 
     def __init__(self, app: Editor, jobs: Jobs) -> None:
         self.app = app
@@ -28,15 +48,19 @@ class Progress:
         """Runner and model-loading progress, on the worker thread: to the UI as a
         message."""
         if stage == "prefill":
-            self.app.post_message(Prefill(done, total))
+            self.app.post_message(Progress.Prefill(done, total))
         else:
-            self.app.post_message(Loading(stage, done, total))
+            self.app.post_message(Progress.Loading(stage, done, total))
 
-    def loaded(self, message: Loading) -> None:
+    def load(self, stage: str, done: int, total: int | None) -> None:
+        """Model-loading progress, from the worker: to the status bar."""
+        self.app.post_message(Progress.Loading(stage, done, total))
+
+    def loaded(self, message: Progress.Loading) -> None:
         """A model-loading report arrived."""
         finished = message.total is not None and message.done >= message.total
         self.loading = None if finished else (message.stage, message.done, message.total)
-        self.app.refresh_status_soon()
+        self.app.status_line.soon()
 
     def loading_state(self) -> str:
         """``loading g: load 12/30`` or, for a stage of unknown length, its seconds."""
@@ -46,7 +70,7 @@ class Progress:
         amount = f"{done:,}/{total:,}" if total else f"{done} s"
         return f"{stage} {amount}\u2026"
 
-    def read(self, message: Prefill) -> None:
+    def read(self, message: Progress.Prefill) -> None:
         """A prefill report arrived: escape stops the reading from now on."""
         app = self.app
         previous = self.prefill
@@ -56,14 +80,14 @@ class Progress:
             self.prefill = None
             if previous is not None:
                 app.refresh_bindings()
-            app.refresh_status_soon()
+            app.status_line.soon()
             return
         if previous is None or message.done < previous[0] or message.total != previous[1]:
             self.prefill = (message.done, message.total, message.done, time.monotonic())
             app.refresh_bindings()  # escape now stops the reading
         else:
             self.prefill = (message.done, message.total, previous[2], previous[3])
-        app.refresh_status_soon()
+        app.status_line.soon()
 
     def prefill_state(self) -> str:
         """``reading 4,096/16,000 tokens · 812 tok/s · esc stops`` while reading."""

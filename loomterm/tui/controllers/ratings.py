@@ -85,6 +85,15 @@ class Ratings:
         self.weave = weave
         self.mode = "all"  # one of FILTERS
 
+    # -- actions (the key table's: ``LoomApp.run_action`` finds them here) --------
+    def action_rate(self, value: int) -> None:
+        """Rate the branch the caret is in good (1) or bad (-1)."""
+        self.rate(value)
+
+    def action_rating_filter(self) -> None:
+        """The branch pane's next rating filter."""
+        self.next_filter()
+
     def rate(self, value: int) -> None:
         """Rate the caret's branch ``value`` (GOOD or BAD); the same again clears it."""
         app = self.app
@@ -107,7 +116,7 @@ class Ratings:
         self.mode = FILTERS[(FILTERS.index(self.mode) + 1) % len(FILTERS)]
         app = self.app
         app.branches.row_filter = rating_filter(self.mode, lambda: {n.id for n in app.doc.path})
-        app.rebuild_tree()
+        app.panes.rebuild_tree()
         note = FILTER_NOTES[self.mode]
         rows = app.branches.row_filter
         if rows is not None:

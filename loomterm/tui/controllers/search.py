@@ -41,6 +41,15 @@ class Search:
         self.running = 0  # searches whose result has not come back yet
         self.deadline_s = DEADLINE_S
 
+    # -- actions (the key table's: ``LoomApp.run_action`` finds them here) --------
+    def action_search(self) -> None:
+        """Search every branch."""
+        self.ask()
+
+    def action_search_step(self, step: int) -> None:
+        """Go to the next (1) or previous (-1) hit."""
+        self.step(step)
+
     def start(self, query: Query, done: Callable[[SearchResult | InputError], None]) -> None:
         """Search ``query`` over the whole tree on a thread; ``done`` gets the result or
         the one-line error on the UI thread, unless a newer search started meanwhile."""

@@ -4,7 +4,7 @@ back to the previous session, and putting another session in place of the open o
 
 The file work is in ``loomterm.tui.sessions``; opening a session reads its tree (and
 perhaps loads its model), so it runs as a worker job that ends in
-:class:`~loomterm.tui.messages.SessionSwitched`.
+:class:`~Sessions.Switched`.
 """
 
 from __future__ import annotations
@@ -12,14 +12,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from textual.message import Message
+
 from loomterm.errors import SessionError
 from loomterm.tui import sessions
-from loomterm.tui.messages import SessionPreviewed, SessionSwitched
 from loomterm.tui.widgets.sessions import SessionChoice, SessionsScreen
 
 if TYPE_CHECKING:
     from loomterm.engine import Loom
     from loomterm.sessions.opening import SessionOpening
+    from loomterm.tree import Node
     from loomterm.tui.controllers.caret import Caret
     from loomterm.tui.controllers.editor import Editor
     from loomterm.tui.controllers.generation import Generation
@@ -34,6 +36,25 @@ def name_of(path: Path) -> str:
 
 class Sessions:
     """Sessions switched in place; remembers the one open before."""
+
+    class Switched(Message):
+        """A new session (a new chat) replaces the open one; ``node`` is where to stand."""
+
+        def __init__(self, loom: Loom, name: str, node: Node, then_generate: bool) -> None:
+            super().__init__()
+            self.loom = loom
+            self.name = name
+            self.node = node
+            self.then_generate = then_generate
+
+    class Previewed(Message):
+        """Another session replaces the open one before its model is loaded: ``opening``'s
+        preview is shown at once and its model loads in the background."""
+
+        def __init__(self, opening: SessionOpening, name: str) -> None:
+            super().__init__()
+            self.opening = opening
+            self.name = name
 
     def __init__(
         self,
@@ -56,6 +77,15 @@ class Sessions:
         """While a session switched to loads its model: the session left (its closed
         Loom, whose models are still in memory, and its file), to go back to if the
         model cannot load, and the previous session before the switch."""
+
+    # -- actions (the key table's: ``LoomApp.run_action`` finds them here) --------
+    def action_sessions(self) -> None:
+        """The session picker."""
+        self.pick()
+
+    def action_previous_session(self) -> None:
+        """Back to the session open before this one."""
+        self.back()
 
     def pick(self) -> None:
         """The session picker; its choice is opened, made or renamed."""
@@ -87,7 +117,7 @@ class Sessions:
         def job() -> None:
             if choice.kind == "new":
                 new = sessions.create_like(old, choice.name)
-                app.post_message(SessionSwitched(new, choice.name, new.root, False))
+                app.post_message(Sessions.Switched(new, choice.name, new.root, False))
                 return
             path = choice.path
             assert path is not None
@@ -97,10 +127,10 @@ class Sessions:
             else:
                 opening = sessions.opening_elsewhere(old, path)
                 if opening is not None:  # on a model not in memory: shown first
-                    app.post_message(SessionPreviewed(opening, name))
+                    app.post_message(Sessions.Previewed(opening, name))
                     return
             new = sessions.open_in_place(old, path, progress=self.progress.report)
-            app.post_message(SessionSwitched(new, name, new.cursor, False))
+            app.post_message(Sessions.Switched(new, name, new.cursor, False))
 
         def submit() -> None:
             self.caret.report()  # before a rename closes the session in the worker
@@ -142,7 +172,7 @@ class Sessions:
         old = app.loom
         old_path = sessions.session_file(old)
         self.caret.report()  # the old session keeps where its caret was
-        app.let_go(old)
+        app.swap.let_go(old)
         close_session(old)
         if sessions.discard_if_empty(old):
             old_path = None
@@ -151,14 +181,14 @@ class Sessions:
             self.previous = old_path
         return old, old_path
 
-    def switched(self, message: SessionSwitched) -> None:
+    def switched(self, message: Sessions.Switched) -> None:
         """Put the new session in place of the old one, which is saved and closed (and
         deleted if nothing was ever written in it)."""
         app = self.app
         new = message.loom
-        self.let_go_of_open(sessions.session_file(new))  # type: ignore[arg-type]
+        self.let_go_of_open(sessions.session_file(new))
         self.fallback = None
-        app.open_loom(new, message.name)  # type: ignore[arg-type]
+        app.swap.open_loom(new, message.name)
         caret = self.caret.saved(message.node)
         if caret is None:
             self.navigation.show_node(message.node)
@@ -175,16 +205,16 @@ class Sessions:
             back = f"; 'Back to previous session' returns to {name_of(self.previous)!r}"
         self.app.notify(f"Now in session {self.app.session_name!r}{back}", timeout=5)
 
-    def previewed(self, message: SessionPreviewed) -> None:
+    def previewed(self, message: Sessions.Previewed) -> None:
         """A session on a model not in memory: on the screen at once (its file's
         preview), its model loading in the background as at start; what needs the
         model waits for it, in order. If it cannot load, the session left is opened
         again (:meth:`load_failed`)."""
-        opening: SessionOpening = message.opening  # type: ignore[assignment]
+        opening: SessionOpening = message.opening
         before = self.previous
         old, old_path = self.let_go_of_open(opening.path)
         self.fallback = (old, old_path, before)
-        self.app.open_preview(opening, message.name)
+        self.app.swap.open_preview(opening, message.name)
         self.say_where()
 
     def load_failed(self, error: BaseException) -> bool:
@@ -202,11 +232,11 @@ class Sessions:
         def job() -> None:
             if old_path is not None and old_path.exists():
                 new = sessions.open_in_place(old, old_path, progress=self.progress.report)
-                app.post_message(SessionSwitched(new, name_of(old_path), new.cursor, False))
+                app.post_message(Sessions.Switched(new, name_of(old_path), new.cursor, False))
             else:
                 name = sessions.new_name()
                 new = sessions.create_like(old, name)
-                app.post_message(SessionSwitched(new, name, new.root, False))
+                app.post_message(Sessions.Switched(new, name, new.root, False))
 
         self.jobs.submit("session", job, lock=True)
         return True

@@ -116,7 +116,7 @@ class ThinkAhead:
                 done.set()
 
         self.jobs.submit(LABEL, job, low=cancel)
-        app.refresh_status_soon()
+        app.status_line.soon()
 
     # -- what --------------------------------------------------------------------------------
     def plan(self) -> list[Ask]:

@@ -62,6 +62,31 @@ class Tidy:
         self.looks = looks
         self.picked_up: Node | None = None  # the branch alt+c picked up, to move
 
+    # -- actions (the key table's: ``LoomApp.run_action`` finds them here) --------
+    def action_undo(self) -> None:
+        """Undo the last edit, generation or tree change."""
+        self.jobs.when_idle(self.undo, stop=True)
+
+    def action_redo(self) -> None:
+        """Redo after an undo."""
+        self.jobs.when_idle(self.redo, stop=True)
+
+    def action_split_node(self) -> None:
+        """Cut the node at the caret in two there."""
+        self.jobs.when_idle(self.split, stop=True)
+
+    def action_merge_node(self) -> None:
+        """Merge the node at the caret into its parent."""
+        self.jobs.when_idle(self.merge, stop=True)
+
+    def action_pick_up_branch(self) -> None:
+        """Pick up the branch the caret is in, to move it."""
+        self.pick_up()
+
+    def action_move_branch_here(self) -> None:
+        """Hang the picked-up branch at the caret."""
+        self.jobs.when_idle(self.move_here, stop=True)
+
     # -- the three operations ----------------------------------------------------------
     def caret_position(self) -> tuple[Node, int] | None:
         """The path's last node and the whole tokens before the caret (synced text)."""
@@ -111,7 +136,7 @@ class Tidy:
             refuse(app, NO_BRANCH)
             return
         self.picked_up = branch_of(node, show_hidden=True)
-        preview = safe_line(app.node_text(self.picked_up).strip())[:30]
+        preview = safe_line(app.panes.node_text(self.picked_up).strip())[:30]
         key = self.looks.key_for("move_branch_here")
         app.notify(f"Picked up {preview!r}: put the caret where it goes, then {key}", timeout=5)
 
@@ -142,8 +167,8 @@ class Tidy:
         app = self.app
         if message.change is not None and isinstance(message.change, tidy_changes.Move):
             self.picked_up = None
-        app.note_change()
-        app.rebuild_tree_soon()
+        app.lifecycle.note_change()
+        app.panes.rebuild_tree_soon()
         node = message.node
         if node.id not in app.loom.tree.nodes:  # merged away: show what took it in
             node = app.loom.cursor

@@ -58,6 +58,10 @@ class TreeMapper:
         if screen is not None and screen.is_attached:
             screen.tree_map.use(self.layout(), self.app.doc.node)
 
+    def action_tree_map(self) -> None:
+        """The tree map key."""
+        self.open()
+
     def open(self) -> None:
         """Open the map, its cursor on the document's branch."""
         app = self.app
@@ -65,7 +69,9 @@ class TreeMapper:
         title = "Tree map"
         if hoisted is not None:
             title += f" \u00b7 hoisted at {self.hoist.label()}"
-        self.screen = screen = TreeMapScreen(self.layout(), app.doc.node, app.node_text, title)
+        self.screen = screen = TreeMapScreen(
+            self.layout(), app.doc.node, app.panes.node_text, title
+        )
 
         def chosen(node: Node | None) -> None:
             self.screen = None

@@ -105,6 +105,11 @@ class Weave:
         self.progress: WeaveProgress | None = None  # None: no weave running
         self.ratings: queue.SimpleQueue | None = None  # ratings for the running weave
 
+    # -- actions (the key table's: ``LoomApp.run_action`` finds them here) --------
+    def action_weave(self) -> None:
+        """Ask for a weave from the caret."""
+        self.ask()
+
     @property
     def weaving(self) -> bool:
         """True while a weave runs."""
@@ -153,7 +158,7 @@ class Weave:
         self.progress = WeaveProgress(1, choice.depth, 0, choice.n, 0)
         ratings = self.ratings = queue.SimpleQueue()
         self.jobs.lock()  # the document holds still until the weave is over
-        app.refresh_status_soon()
+        app.status_line.soon()
 
         def job() -> None:
             from loomterm.engine.loom.weave import WeaveRequest, weave
@@ -200,7 +205,7 @@ class Weave:
     def progressed(self, message: WeaveProgress) -> None:
         if self.progress is not None:
             self.progress = message
-            self.app.refresh_status_soon()
+            self.app.status_line.soon()
 
     def done(self, message: WeaveDone) -> None:
         """On the UI thread: the weave ended; show its best branch and what it made."""
@@ -219,7 +224,7 @@ class Weave:
             if target is not app.doc.node:
                 self.navigation.show_node(target)
             app.notify(weave_summary(result), timeout=6)
-        app.refresh_status_soon()
+        app.status_line.soon()
         self.jobs.drain()
 
 

@@ -416,8 +416,8 @@ class BranchTree(ScrollView, can_focus=True):
         self.rebuild(self._root)
         self.move_cursor(self.entries.get(key, self.cursor_row))
 
-    def action_back_to_text(self) -> None:
-        self.app.action_focus_document()  # type: ignore[attr-defined]
+    async def action_back_to_text(self) -> None:
+        await self.app.run_action("focus_document")
 
     def on_click(self, event: events.Click) -> None:
         offset = event.get_content_offset(self)
