@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from loomterm.config.injection import ContextSpec
-from loomterm.engine.context import PATH, Assembled, ContextBook, Piece
+from loomterm.engine.context import PATH, Assembled, Assembly, ContextBook, Piece
 
 if TYPE_CHECKING:
     import threading
@@ -28,7 +28,6 @@ class LoomContext:
     models: dict[str, Runner]  # LoomModels': every attached runner
     n_ctx: int
     _lock: threading.RLock
-    _context_version: str | None
 
     def _check_node(self, node: Node) -> None:  # the Loom's
         raise NotImplementedError
@@ -61,16 +60,10 @@ class LoomContext:
         """The context version ``node`` was generated with ("" none, or typed text)."""
         return str(node.meta.get("context", ""))
 
-    def _provide_context(
-        self, node: Node, reserve: int = 0, world_info: list[tuple[int, ...]] | None = None
-    ) -> Assembled | None:
-        """The runners' ``context_provider``: the sequence for ``node`` under the
-        running generation's context (or the settings'). ``world_info``: entries to keep
-        instead of scanning (``ContextKV.refill``)."""
-        spec = self.context_spec(self._context_version)
-        if not spec.active:  # the plain path: nothing more to read
-            return None
-        return self.contexts.assemble(node.path_tokens(), spec, self.n_ctx, reserve, world_info)
+    def assembly(self, version: str | None = None) -> Assembly:
+        """What the model sees under the settings' context (None) or a recorded
+        version: handed to a runner with each operation (``Runner.context``)."""
+        return Assembly(self.contexts, self.context_spec(version), self.n_ctx)
 
     def context_layout(self, node: Node, version: str | None = None) -> Assembled:
         """What the model sees for ``node``'s path, as runs of path tokens and injected

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Collection, Iterator, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -34,7 +35,7 @@ from loomterm.engine.events import Event
 from loomterm.engine.generation import GenerateRequest, GenerateResult, OnToken
 from loomterm.engine.kv.window import segments
 from loomterm.engine.loom.context import LoomContext
-from loomterm.engine.loom.edits import plan_edit, plan_retype
+from loomterm.engine.loom.edits import in_run, plan_edit, plan_retype
 from loomterm.engine.loom.events import EventBus, Listener
 from loomterm.engine.loom.models import LoomModels, ModelWriter
 from loomterm.engine.loom.registry import Models
@@ -43,7 +44,7 @@ from loomterm.engine.runner import Capabilities, Runner
 from loomterm.engine.sample.chain import SamplingParams, resolve_logit_bias
 from loomterm.engine.text import TokenText
 from loomterm.errors import EditRangeError, EmptyEditError, InputError, PrefillCancelled
-from loomterm.tree import WRITER, Node, Origin, Tree
+from loomterm.tree import Node, Origin, Tree
 
 if TYPE_CHECKING:
     from loomterm.engine.models.load import LoadedModel
@@ -77,8 +78,6 @@ class Loom(LoomModels, LoomContext, LoomTidy):
             self.tree.split_kv = split_kv
         runner.attach(self.tree, self._events.emit)
         self.contexts = ContextBook(runner.encode, runner.codec.decode)
-        self._context_version: str | None = None  # a generation's own, while it runs
-        runner.context_provider = self._provide_context
 
     @classmethod
     def load(
@@ -189,7 +188,7 @@ class Loom(LoomModels, LoomContext, LoomTidy):
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:
         """Hold the engine: no operation runs, and no change slips by, inside."""
-        with self._lock, self.runner.context():
+        with self._lock, self.runner.context(self.assembly()):
             yield
 
     # -- events ----------------------------------------------------------------------
@@ -455,26 +454,12 @@ class Loom(LoomModels, LoomContext, LoomTidy):
             if not isinstance(new_text, str):
                 raise InputError("text must be a string")
             path = node.path()[1:]
-            ids = set(run)
-
-            def rewritable(index: int) -> bool:
-                target, below = path[index], path[index + 1 :]
-                if not below:
-                    return (not target.children and target.origin in WRITER) or target.id in ids
-                return (
-                    target.id in ids
-                    and len(target.children) == 1
-                    and all(item.id in ids and len(item.children) <= 1 for item in below[:-1])
-                    and below[-1].id in ids
-                    and not below[-1].children
-                )
-
             plan = plan_retype(
                 self.codec,
                 lambda text, first: self.encode(text, at_start=first),
                 path,
                 new_text,
-                rewritable,
+                in_run(path, run),
             )
             if plan is None:
                 return None
@@ -490,14 +475,7 @@ class Loom(LoomModels, LoomContext, LoomTidy):
                 and self.runner.can_move([(item, 0, len(item.tokens)) for item in below])
             )
             for item in below:  # before the target's columns go: their KV may alias them
-                if moved:
-                    if delta:
-                        item.kv = self.runner.moved_kv(item, 0, len(item.tokens), delta)
-                    item.approx = True
-                else:
-                    item.kv = None
-                    item.logprobs = [None] * len(item.tokens)
-                    item.top = [None] * len(item.tokens)
+                self._shift(item, delta, moved)
             for runner in self._each_runner():
                 runner.rewrite(target, plan.keep)
             keep = plan.keep
@@ -512,6 +490,18 @@ class Loom(LoomModels, LoomContext, LoomTidy):
                 raise self._stopped(stopped, node)
             return node
 
+    def _shift(self, item: Node, delta: int, moved: bool) -> None:
+        """``item`` follows a retyped node: its KV re-roped by ``delta`` and flagged
+        approximate (``moved``), else dropped with its records, to be computed again."""
+        if moved:
+            if delta:
+                item.kv = self.runner.moved_kv(item, 0, len(item.tokens), delta)
+            item.approx = True
+        else:
+            item.kv = None
+            item.logprobs = [None] * len(item.tokens)
+            item.top = [None] * len(item.tokens)
+
     def refresh(self, node: Node) -> Node:
         """Recompute, exactly, the KV of every approximate node on the path (and of
         everything after the first one). Returns ``node``."""
@@ -519,7 +509,8 @@ class Loom(LoomModels, LoomContext, LoomTidy):
             self._check_node(node)
             owner = self._kv_runner()
             if owner is not None:
-                owner.refresh(node)
+                with owner.context(self.assembly()):  # every model sees one context
+                    owner.refresh(node)
             if owner is not self.runner:
                 self.runner.refresh(node)
             return node
@@ -577,21 +568,31 @@ class Loom(LoomModels, LoomContext, LoomTidy):
             max_new_tokens = settings.max_new_tokens
         if max_new_tokens < 0 or n < 1:
             raise InputError("max_new_tokens must be >= 0 and n >= 1")
-        request = GenerateRequest(
+        request = self._request(settings, node, max_new_tokens, n, seed=seed, context=context)
+        request = replace(request, on_token=on_token, cancel=cancel, on_take_back=on_take_back)
+        return self.run(request, model=model, meta=meta).children
+
+    def _request(
+        self,
+        settings: Settings,
+        node: Node,
+        max_new_tokens: int,
+        n: int,
+        seed: int | None,
+        context: str | None,
+    ) -> GenerateRequest:
+        """One ``GenerateRequest`` from the merged ``settings`` (no callbacks yet)."""
+        return GenerateRequest(
             node=node,
             max_new_tokens=max_new_tokens,
             n=n,
             sampling=self._sampling(settings),
             seed=seed,
             drafting=settings.drafting,
-            on_token=on_token,
-            cancel=cancel,
             banned=settings.banned_strings,
             banned_ignore_case=settings.banned_strings_ignore_case,
-            on_take_back=on_take_back,
             context=context,
         )
-        return self.run(request, model=model, meta=meta).children
 
     def _sampling(self, settings: Settings) -> SamplingParams:
         """The settings' sampling knobs, with text in ``logit_bias`` turned into tokens."""
@@ -608,7 +609,7 @@ class Loom(LoomModels, LoomContext, LoomTidy):
         with self._lock:
             key = self.active_model if model is None else model
             runner = self._models.runner(key)
-        with self._lock, runner.context():
+        with self._lock, runner.context(self.assembly(request.context)):
             self._check_node(request.node)
             writer = ModelWriter(self.tree, self._events.emit, {**(meta or {}), "model": key})
             spec = self.context_spec(request.context)
@@ -618,12 +619,10 @@ class Loom(LoomModels, LoomContext, LoomTidy):
                 if new:
                     self._events.emit(Event.CONTEXTS, None)
             try:
-                self._context_version = request.context
                 self.last_result = runner.decode(request, writer)
             except PrefillCancelled as stopped:  # before any token: no child was made
                 raise self._stopped(stopped, request.node) from None
             finally:
-                self._context_version = None
                 for kid in writer.children:
                     self._events.emit(Event.DONE, kid)
             return self.last_result
