@@ -29,7 +29,7 @@ class LoomContext:
     n_ctx: int
     _lock: threading.RLock
 
-    def _check_node(self, node: Node) -> None:  # the Loom's
+    def check_node(self, node: Node) -> None:  # the Loom's
         raise NotImplementedError
 
     def _context_settings_changed(self) -> None:
@@ -70,7 +70,7 @@ class LoomContext:
         text (``engine.context.Assembled``: ``.tokens``, ``.pieces``, ``.injected()``).
         Without injection: the path, or the window of it the model sees."""
         with self._lock:
-            self._check_node(node)
+            self.check_node(node)
             spec = self.context_spec(version)
             made = self.contexts.assemble(node.path_tokens(), spec, self.n_ctx)
             if made is not None:

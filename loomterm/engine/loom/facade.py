@@ -44,14 +44,14 @@ from loomterm.engine.runner import Capabilities, Runner
 from loomterm.engine.sample.chain import SamplingParams, resolve_logit_bias
 from loomterm.engine.text import TokenText
 from loomterm.errors import EditRangeError, EmptyEditError, InputError, PrefillCancelled
-from loomterm.tree import Node, Origin, Tree
+from loomterm.tree import Merged, Node, Origin, Tree
 
 if TYPE_CHECKING:
     from loomterm.engine.models.load import LoadedModel
     from loomterm.engine.runner import Progress
 
 
-class Loom(LoomModels, LoomContext, LoomTidy):
+class Loom(LoomModels, LoomContext):
     """A session's tree and the runner that extends it. See the module docstring.
 
     Attributes:
@@ -72,6 +72,7 @@ class Loom(LoomModels, LoomContext, LoomTidy):
         self._lock = threading.RLock()
         self._cursor = self.tree.root
         self._models = Models(runner)
+        self._tidy = LoomTidy(self)
         if runner.capabilities.node_kv:
             from loomterm.engine.kv.cache import split_kv
 
@@ -216,7 +217,7 @@ class Loom(LoomModels, LoomContext, LoomTidy):
     @cursor.setter
     def cursor(self, node: Node) -> None:
         with self._lock:
-            self._check_node(node)
+            self.check_node(node)
             self._cursor = node
             self._events.emit(Event.CURSOR, node)
 
@@ -224,7 +225,7 @@ class Loom(LoomModels, LoomContext, LoomTidy):
         """Change ``node.meta`` (bookmark, hidden, role...) and tell the listeners, so
         the session file saves it. A value of None removes the key."""
         with self._lock:
-            self._check_node(node)
+            self.check_node(node)
             for key, value in changes.items():
                 if value is None:
                     node.meta.pop(key, None)
@@ -269,13 +270,33 @@ class Loom(LoomModels, LoomContext, LoomTidy):
         if not self.capabilities.full_logits:
             raise InputError(f"{self.runner.name} does not give next-token logits")
         with self.exclusive():
-            self._check_node(node)
+            self.check_node(node)
             return self.runner.prepare(node).float().clone()
 
     # -- structure -------------------------------------------------------------------
-    def _check_node(self, node: Node) -> None:
+    def check_node(self, node: Node) -> None:
+        """Raise ``InputError`` unless ``node`` is in this loom's tree."""
         if self.tree.nodes.get(node.id) is not node:
             raise InputError("that node does not belong to this loom")
+
+    _check_node = check_node
+
+    # -- tidying (``tidy.LoomTidy``) -------------------------------------------------
+    def split(self, node: Node, offset: int) -> Node:
+        """``LoomTidy.split``: cut ``node`` after its first ``offset`` tokens."""
+        return self._tidy.split(node, offset)
+
+    def merge(self, node: Node) -> Merged:
+        """``LoomTidy.merge``: fold ``node``'s parent into ``node``."""
+        return self._tidy.merge(node)
+
+    def unmerge(self, record: Merged) -> Node:
+        """``LoomTidy.unmerge``: undo a merge."""
+        return self._tidy.unmerge(record)
+
+    def move(self, node: Node, new_parent: Node, index: int | None = None) -> tuple[Node, int]:
+        """``LoomTidy.move``: make ``node``'s branch a child of ``new_parent``."""
+        return self._tidy.move(node, new_parent, index)
 
     def _check_tokens(self, tokens: list[int]) -> None:
         bad = [t for t in tokens if not 0 <= int(t) < self.runner.vocab_size]
@@ -293,7 +314,7 @@ class Loom(LoomModels, LoomContext, LoomTidy):
         """The node whose path is the first ``length`` tokens of ``node``'s path.
         Splits a node if needed; runs no forward pass."""
         with self.exclusive():
-            self._check_node(node)
+            self.check_node(node)
             total = node.end
             if not 0 <= length <= total:
                 raise EditRangeError(f"length {length} is outside the path (0..{total})")
@@ -313,7 +334,7 @@ class Loom(LoomModels, LoomContext, LoomTidy):
     def append(self, node: Node, text: str, origin: Origin = Origin.USER, **meta: Any) -> Node:
         """A new child of ``node`` holding ``text``'s tokens, with its KV computed."""
         with self.exclusive():
-            self._check_node(node)
+            self.check_node(node)
             tokens = self.encode(text, at_start=node.end == 0)
             if not tokens:
                 raise EmptyEditError("nothing to append: the text is empty")
@@ -324,7 +345,7 @@ class Loom(LoomModels, LoomContext, LoomTidy):
     ) -> Node:
         """Like ``append``, for token ids."""
         with self.exclusive():
-            self._check_node(node)
+            self.check_node(node)
             self._check_tokens(tokens)
             child = self._add(node, list(tokens), origin, meta=dict(meta))
             stopped = self._prepare(child)
@@ -337,7 +358,7 @@ class Loom(LoomModels, LoomContext, LoomTidy):
         from the top list) and nothing follows. Costs no forward pass; an existing
         branch with that token is reused."""
         with self.exclusive():
-            self._check_node(node)
+            self.check_node(node)
             if not 0 <= position < node.end:
                 raise EditRangeError(f"position {position} is outside the path (0..{node.end - 1})")
             self._check_tokens([token_id])
@@ -361,7 +382,7 @@ class Loom(LoomModels, LoomContext, LoomTidy):
     def splice(self, node: Node, start: int, end: int, text: str, exact: bool = False) -> Node:
         """Replace path tokens ``[start, end)`` with ``text``'s tokens, on a new branch."""
         with self.exclusive():
-            self._check_node(node)
+            self.check_node(node)
             return self.splice_tokens(node, start, end, self.encode(text), exact)
 
     def splice_tokens(
@@ -372,7 +393,7 @@ class Loom(LoomModels, LoomContext, LoomTidy):
         Fast (``exact=False``) only where the runner can move cached keys, the suffix's
         KV is all stored and the result fits the context window; otherwise exact."""
         with self.exclusive():
-            self._check_node(node)
+            self.check_node(node)
             total = node.end
             if not 0 <= start <= end <= total:
                 raise EditRangeError(f"range {start}..{end} is outside the path (0..{total})")
@@ -427,7 +448,7 @@ class Loom(LoomModels, LoomContext, LoomTidy):
         """The path's whole text changed to ``new_text``: re-tokenize the changed region
         and splice only the tokens between the longest common token prefix and suffix."""
         with self.exclusive():
-            self._check_node(node)
+            self.check_node(node)
             if not isinstance(new_text, str):
                 raise InputError("text must be a string")
             start, end, inserted = plan_edit(
@@ -450,7 +471,7 @@ class Loom(LoomModels, LoomContext, LoomTidy):
         logits included), as an append of them would; an ``rewrite`` event tells the
         session file."""
         with self.exclusive():
-            self._check_node(node)
+            self.check_node(node)
             if not isinstance(new_text, str):
                 raise InputError("text must be a string")
             path = node.path()[1:]
@@ -506,7 +527,7 @@ class Loom(LoomModels, LoomContext, LoomTidy):
         """Recompute, exactly, the KV of every approximate node on the path (and of
         everything after the first one). Returns ``node``."""
         with self.exclusive():
-            self._check_node(node)
+            self.check_node(node)
             owner = self._kv_runner()
             if owner is not None:
                 with owner.context(self.assembly()):  # every model sees one context
@@ -610,7 +631,7 @@ class Loom(LoomModels, LoomContext, LoomTidy):
             key = self.active_model if model is None else model
             runner = self._models.runner(key)
         with self._lock, runner.context(self.assembly(request.context)):
-            self._check_node(request.node)
+            self.check_node(request.node)
             writer = ModelWriter(self.tree, self._events.emit, {**(meta or {}), "model": key})
             spec = self.context_spec(request.context)
             if spec.active:  # the children record what they were generated with
