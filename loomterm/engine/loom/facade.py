@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from loomterm.config.settings import Settings
-from loomterm.engine.context import ContextBook
+from loomterm.engine.context import Assembled, Assembly, ContextBook
 from loomterm.engine.events import Event
 from loomterm.engine.generation import GenerateRequest, GenerateResult, OnToken
 from loomterm.engine.kv.window import segments
@@ -47,11 +47,12 @@ from loomterm.errors import EditRangeError, EmptyEditError, InputError, PrefillC
 from loomterm.tree import Merged, Node, Origin, Tree
 
 if TYPE_CHECKING:
+    from loomterm.config.injection import ContextSpec
     from loomterm.engine.models.load import LoadedModel
     from loomterm.engine.runner import Progress
 
 
-class Loom(LoomModels, LoomContext):
+class Loom(LoomModels):
     """A session's tree and the runner that extends it. See the module docstring.
 
     Attributes:
@@ -79,6 +80,7 @@ class Loom(LoomModels, LoomContext):
             self.tree.split_kv = split_kv
         runner.attach(self.tree, self._events.emit)
         self.contexts = ContextBook(runner.encode, runner.codec.decode)
+        self._context = LoomContext(self, self.contexts)
 
     @classmethod
     def load(
@@ -192,6 +194,33 @@ class Loom(LoomModels, LoomContext):
         with self._lock, self.runner.context(self.assembly()):
             yield
 
+    @property
+    def lock(self) -> threading.RLock:
+        """The re-entrant lock every tree operation holds (``exclusive`` takes the
+        runner's context too)."""
+        return self._lock
+
+    # -- what the model sees (``context.LoomContext``) -------------------------------
+    def context_spec(self, version: str | None = None) -> ContextSpec:
+        """``LoomContext.context_spec``: the settings' context (None) or a version's."""
+        return self._context.context_spec(version)
+
+    def context_version(self, node: Node) -> str:
+        """``LoomContext.context_version``: the version ``node`` was generated with."""
+        return self._context.context_version(node)
+
+    def assembly(self, version: str | None = None) -> Assembly:
+        """``LoomContext.assembly``: what a runner is handed with each operation."""
+        return self._context.assembly(version)
+
+    def context_layout(self, node: Node, version: str | None = None) -> Assembled:
+        """``LoomContext.context_layout``: what the model sees, in runs."""
+        return self._context.context_layout(node, version)
+
+    def context_tokens(self, node: Node, version: str | None = None) -> list[int]:
+        """``LoomContext.context_tokens``: the exact ids the model sees for ``node``."""
+        return self._context.context_tokens(node, version)
+
     # -- events ----------------------------------------------------------------------
     def subscribe(self, listener: Listener) -> None:
         """Call ``listener(event, node)`` on every change (``events`` lists them)."""
@@ -238,7 +267,7 @@ class Loom(LoomModels, LoomContext):
         changes nothing (``loomterm.config.settings``)."""
         with self._lock:
             self.settings = self.settings.replace(**changes)
-            self._context_settings_changed()
+            self._context.settings_changed()
             self._events.emit(Event.SETTINGS, None)
 
     def tokens(self, node: Node) -> list[int]:
@@ -413,7 +442,7 @@ class Loom(LoomModels, LoomContext):
             )
             movable = fast and self.runner.can_move(suffix)
             # Under memory, world info or a note: the buffer's suffix columns are moved.
-            held = fast and self._hold_moved(suffix, start + len(tokens))
+            held = fast and self._context.hold_moved(suffix, start + len(tokens))
             fast = movable or held
             delta = len(tokens) - (end - start)
             stopped = None  # a stopped prefill: the branch is still made whole
