@@ -219,6 +219,37 @@ def assemble(
     return Assembled(tokens, pieces, encoded.version, kept, skipped, note_at, plain)
 
 
+@dataclass(frozen=True)
+class Assembly:
+    """What the model sees during one Loom operation: the loom's contexts (``book``),
+    the spec in force (the settings' memory, author's note and world info, or a
+    generation's recorded version) and the window. The Loom hands one to its runner
+    with every operation (``Runner.context``); a runner calls it for a path's sequence.
+
+    Attributes:
+        book: The loom's :class:`ContextBook` (encodings and tokenizer facts).
+        spec: The context in force; an inactive one injects nothing.
+        n_ctx: The window the sequence must fit.
+    """
+
+    book: ContextBook
+    spec: ContextSpec
+    n_ctx: int
+
+    def __call__(
+        self,
+        path: list[int],
+        reserve: int = 0,
+        world_info: list[tuple[int, ...]] | None = None,
+    ) -> Assembled | None:
+        """The sequence for ``path`` (None when nothing is injected: the plain path),
+        leaving ``reserve`` positions free; ``world_info``: entries to keep instead of
+        scanning (``ContextKV.refill``)."""
+        if not self.spec.active:  # the plain path: nothing more to read
+            return None
+        return self.book.assemble(path, self.spec, self.n_ctx, reserve, world_info)
+
+
 class ContextBook:
     """A loom's contexts: the versions nodes recorded, each encoded once, and what the
     tokenizer says about line breaks and start tokens (looked up once per token).

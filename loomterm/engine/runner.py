@@ -28,14 +28,12 @@ from loomterm.engine.kv.resident import KVBytes
 if TYPE_CHECKING:
     import torch
 
-    from loomterm.engine.context import Assembled
+    from loomterm.engine.context import Assembled, Assembly
     from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter
     from loomterm.engine.text import TokenText
     from loomterm.tree import Node, Tree
 
 Progress = Callable[[str, int, "int | None"], None]
-# node, reserve -> what the model sees besides the path (None: the plain path).
-ContextProvider = Callable[["Node", int], "Assembled | None"]
 
 
 @dataclass(frozen=True)
@@ -89,8 +87,6 @@ class Runner(ABC):
         interrupt: When set, a long prefill stops between two chunks by raising
             :class:`~loomterm.errors.PrefillCancelled` (runners that cannot stop
             ignore it).
-        context_provider: Set by the Loom: the sequence the model sees for a node
-            when memory, an author's note or world info is injected (``context``).
     """
 
     name: str
@@ -102,16 +98,21 @@ class Runner(ABC):
     n_ctx: int
     progress: Progress | None = None
     interrupt: threading.Event | None = None
-    context_provider: ContextProvider | None = None
     tree: Tree | None = None  # set by ``attach``
     backend: str = "server"
     threads: int | None = None
     options: Any = None  # ``engine.open.RunnerOptions``: a lower layer cannot name it
 
-    def context_for(self, node: Node, reserve: int = 0) -> Assembled | None:
-        """The injected sequence for ``node`` (``engine.context``), None when plain."""
-        provider = self.context_provider
-        return None if provider is None else provider(node, reserve)
+    _assembly: Assembly | None = None  # the one given to the operation running now
+
+    def context_for(
+        self, node: Node, reserve: int = 0, world_info: list[tuple[int, ...]] | None = None
+    ) -> Assembled | None:
+        """The injected sequence for ``node`` under the running operation's assembly
+        (``Runner.context``; ``engine.context``), None when plain. ``world_info``:
+        entries to keep instead of scanning (``ContextKV.refill``)."""
+        assembly = self._assembly
+        return None if assembly is None else assembly(node.path_tokens(), reserve, world_info)
 
     def attach(self, tree: Tree, emit: Callable[[Event, Node | None], None]) -> None:
         """Called once by the Loom: the tree this runner computes for, and where to
@@ -128,9 +129,20 @@ class Runner(ABC):
     def encode(self, text: str, at_start: bool = False) -> list[int]:
         """Token ids of ``text``; ``at_start`` lets the tokenizer add its start token."""
 
-    def context(self) -> contextlib.AbstractContextManager:
-        """Held around every Loom operation (the local runner: inference mode)."""
-        return contextlib.nullcontext()
+    def context(self, assembly: Assembly | None = None) -> contextlib.AbstractContextManager:
+        """Held around every Loom operation (the local runner: inference mode).
+        ``assembly``: what the model sees for a node during it (``context.Assembly``;
+        None: the plain path), handed in by the Loom, the part that knows it."""
+        return self.assembling(assembly)
+
+    @contextlib.contextmanager
+    def assembling(self, assembly: Assembly | None) -> Iterator[None]:
+        """Use ``assembly`` for ``context_for`` for the duration of the block."""
+        previous, self._assembly = self._assembly, assembly
+        try:
+            yield
+        finally:
+            self._assembly = previous
 
     @abstractmethod
     def prepare(self, node: Node) -> torch.Tensor | None:

@@ -222,12 +222,14 @@ class ContextKV:
         koboldcpp scans once per request. The next operation assembles afresh."""
         cache, work, runner = self.cache, self.work, self.runner
         old = cache.assembled
-        assert old is not None and runner.context_provider is not None
+        assert old is not None
         wi = [piece.tokens for piece in old.pieces if piece.kind == WORLD_INFO]
         made: dict[int, Assembled] = {}
         for row, kid in enumerate(kids):
             if live[row]:
-                made[row] = runner.context_provider(kid, 0, world_info=wi)  # type: ignore[call-arg]
+                kid_made = runner.context_for(kid, 0, world_info=wi)
+                assert kid_made is not None  # the generation's assembly injects
+                made[row] = kid_made
         first = min(made)
         rows = [made.get(row, made[first]) for row in range(len(kids))]
         keep = old.kept

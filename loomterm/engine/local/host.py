@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from loomterm.engine.kv.cache import WorkingCache
     from loomterm.engine.kv.rope import RopeSpec
     from loomterm.engine.kv.window import Window
-    from loomterm.engine.runner import ContextProvider, Progress
+    from loomterm.engine.runner import Progress
     from loomterm.tree import Node
 
 
@@ -35,7 +35,6 @@ class LocalHost(Protocol):
     rerotate_window: bool  # past n_ctx, re-rotate a held window rather than recompute
     progress: Progress | None
     interrupt: threading.Event | None
-    context_provider: ContextProvider | None
 
     def emit(self, event: Event, node: Node | None) -> None: ...
 
@@ -45,4 +44,6 @@ class LocalHost(Protocol):
 
     def enforce_budget(self, protect: list[Node]) -> int: ...
 
-    def context_for(self, node: Node, reserve: int = 0) -> Assembled | None: ...
+    def context_for(
+        self, node: Node, reserve: int = 0, world_info: list[tuple[int, ...]] | None = None
+    ) -> Assembled | None: ...

@@ -43,6 +43,7 @@ from loomterm.errors import ContextError, InputError, LoomError, ModelLoadError
 from loomterm.tree import Node
 
 if TYPE_CHECKING:
+    from loomterm.engine.context import Assembly
     from loomterm.engine.models.load import LoadedModel
 
 log = logging.getLogger("loomterm")
@@ -183,12 +184,12 @@ class LocalRunner(Runner):
 
     # -- the model ---------------------------------------------------------------------
     @contextlib.contextmanager
-    def context(self) -> Iterator[None]:
+    def context(self, assembly: Assembly | None = None) -> Iterator[None]:
         """No autograd: KV buffers are created and updated in place under inference
-        mode, so every operation must run inside it."""
+        mode, so every operation must run inside it. ``assembly``: ``Runner.context``."""
         if self.threads and torch.get_num_threads() != self.threads:
             torch.set_num_threads(self.threads)
-        with torch.inference_mode():
+        with self.assembling(assembly), torch.inference_mode():
             # Softmax tails underflow into subnormal floats, which x86 CPUs multiply up
             # to 100x slower; flush them to zero during engine work only (the mode is
             # per thread and would otherwise leak into the caller's code).

@@ -1,88 +1,96 @@
 """The Loom's view of what the model sees: memory, author's note and world info.
 
-Mixed into :class:`~loomterm.engine.loom.facade.Loom` (which holds ``settings``, ``contexts``,
-the runner and the lock); the assembly itself is ``engine.context``.
+A part the :class:`~loomterm.engine.loom.facade.Loom` holds and delegates to; it owns
+the context book (``contexts``) and reaches the Loom only through the public
+:class:`ContextHost` (settings, runners, lock). The assembly itself is ``engine.context``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import threading
+from typing import TYPE_CHECKING, Protocol
 
 from loomterm.config.injection import ContextSpec
-from loomterm.engine.context import PATH, Assembled, ContextBook, Piece
+from loomterm.engine.context import PATH, Assembled, Assembly, ContextBook, Piece
 
 if TYPE_CHECKING:
-    import threading
-
     from loomterm.config.settings import Settings
     from loomterm.engine.runner import Runner
     from loomterm.tree import Node
 
 
-class LoomContext:
-    """``context_tokens`` and its kin, for the Loom (see the module docstring)."""
+class ContextHost(Protocol):
+    """What the context part needs of the Loom: all of it public."""
 
     settings: Settings
-    contexts: ContextBook
     runner: Runner
-    models: dict[str, Runner]  # LoomModels': every attached runner
-    n_ctx: int
-    _lock: threading.RLock
-    _context_version: str | None
+    lock: threading.RLock
 
-    def _check_node(self, node: Node) -> None:  # the Loom's
-        raise NotImplementedError
+    @property
+    def models(self) -> dict[str, Runner]: ...
 
-    def _context_settings_changed(self) -> None:
+    @property
+    def n_ctx(self) -> int: ...
+
+    def check_node(self, node: Node) -> None: ...
+
+
+class LoomContext:
+    """``context_tokens`` and its kin, for the Loom (see the module docstring).
+
+    Attributes:
+        contexts: The context versions nodes were generated with (``ContextBook``).
+    """
+
+    def __init__(self, loom: ContextHost, contexts: ContextBook) -> None:
+        self.loom = loom
+        self.contexts = contexts
+
+    def settings_changed(self) -> None:
         """After a settings change: a cleared memory frees the memory KV the local
         runners keep beside their buffers (``ContextKV.release_memory``), so the KV
         figures and the budget drop it too."""
-        if self.settings.memory:
+        if self.loom.settings.memory:
             return
-        for runner in self.models.values():
+        for runner in self.loom.models.values():
             kept = getattr(getattr(runner, "cache", None), "context", None)
             if kept is not None:
                 kept.release_memory()
 
-    def _hold_moved(self, suffix: list[tuple[Node, int, int]], at: int) -> bool:
+    def hold_moved(self, suffix: list[tuple[Node, int, int]], at: int) -> bool:
         """A fast splice under an injected context: the active local runner keeps the
         working buffer's columns of ``suffix`` to move them (re-rotated) to the new
         branch, which starts them at path position ``at`` (``ContextKV.hold``).
         False when there is nothing to hold (no injection, no RoPE, a server)."""
-        kept = getattr(getattr(self.runner, "cache", None), "context", None)
+        kept = getattr(getattr(self.loom.runner, "cache", None), "context", None)
         return kept is not None and kept.hold(suffix, at)
 
     def context_spec(self, version: str | None = None) -> ContextSpec:
         """The memory, author's note and world info of the settings (None) or of a
         recorded version ("" is none; ``InputError`` for an unknown one)."""
-        return self.contexts.spec(ContextSpec.from_settings(self.settings), version)
+        return self.contexts.spec(ContextSpec.from_settings(self.loom.settings), version)
 
     def context_version(self, node: Node) -> str:
         """The context version ``node`` was generated with ("" none, or typed text)."""
         return str(node.meta.get("context", ""))
 
-    def _provide_context(
-        self, node: Node, reserve: int = 0, world_info: list[tuple[int, ...]] | None = None
-    ) -> Assembled | None:
-        """The runners' ``context_provider``: the sequence for ``node`` under the
-        running generation's context (or the settings'). ``world_info``: entries to keep
-        instead of scanning (``ContextKV.refill``)."""
-        spec = self.context_spec(self._context_version)
-        if not spec.active:  # the plain path: nothing more to read
-            return None
-        return self.contexts.assemble(node.path_tokens(), spec, self.n_ctx, reserve, world_info)
+    def assembly(self, version: str | None = None) -> Assembly:
+        """What the model sees under the settings' context (None) or a recorded
+        version: handed to a runner with each operation (``Runner.context``)."""
+        return Assembly(self.contexts, self.context_spec(version), self.loom.n_ctx)
 
     def context_layout(self, node: Node, version: str | None = None) -> Assembled:
         """What the model sees for ``node``'s path, as runs of path tokens and injected
         text (``engine.context.Assembled``: ``.tokens``, ``.pieces``, ``.injected()``).
         Without injection: the path, or the window of it the model sees."""
-        with self._lock:
-            self._check_node(node)
+        loom = self.loom
+        with loom.lock:
+            loom.check_node(node)
             spec = self.context_spec(version)
-            made = self.contexts.assemble(node.path_tokens(), spec, self.n_ctx)
+            made = self.contexts.assemble(node.path_tokens(), spec, loom.n_ctx)
             if made is not None:
                 return made
-            runs = [(seg.node.start + seg.lo, seg.node.start + seg.hi) for seg in self.runner.window.layout(node)]  # fmt: skip
+            runs = [(seg.node.start + seg.lo, seg.node.start + seg.hi) for seg in loom.runner.window.layout(node)]  # fmt: skip
             pieces, path = [], node.path_tokens()
             for lo, hi in runs:
                 if pieces and pieces[-1].hi == lo:

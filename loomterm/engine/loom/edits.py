@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from loomterm.engine.text import TokenText, common_prefix, common_suffix
 from loomterm.errors import EmptyEditError
-from loomterm.tree import Node
+from loomterm.tree import WRITER, Node
 
 
 def plan_edit(
@@ -127,6 +127,28 @@ class Retype:
     index: int
     keep: int
     tokens: list[int]
+
+
+def in_run(path: list[Node], run: Collection[int]) -> Callable[[int], bool]:
+    """Which nodes of ``path`` (the root left off) a retype may change in place: the
+    last one when the writer wrote it (origin user or edit) and it has no children, or
+    one of ``run`` (ids of the nodes the current typing run made) whose nodes below are
+    all the run's, one chain, ending in a leaf (``Loom.retype``)."""
+    ids = set(run)
+
+    def rewritable(index: int) -> bool:
+        target, below = path[index], path[index + 1 :]
+        if not below:
+            return (not target.children and target.origin in WRITER) or target.id in ids
+        return (
+            target.id in ids
+            and len(target.children) == 1
+            and all(item.id in ids and len(item.children) <= 1 for item in below[:-1])
+            and below[-1].id in ids
+            and not below[-1].children
+        )
+
+    return rewritable
 
 
 def plan_retype(

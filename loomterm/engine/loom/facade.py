@@ -24,17 +24,18 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Collection, Iterator, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from loomterm.config.settings import Settings
-from loomterm.engine.context import ContextBook
+from loomterm.engine.context import Assembled, Assembly, ContextBook
 from loomterm.engine.events import Event
 from loomterm.engine.generation import GenerateRequest, GenerateResult, OnToken
 from loomterm.engine.kv.window import segments
 from loomterm.engine.loom.context import LoomContext
-from loomterm.engine.loom.edits import plan_edit, plan_retype
+from loomterm.engine.loom.edits import in_run, plan_edit, plan_retype
 from loomterm.engine.loom.events import EventBus, Listener
 from loomterm.engine.loom.foresight import LoomForesight
 from loomterm.engine.loom.healing import healed
@@ -45,14 +46,15 @@ from loomterm.engine.runner import Capabilities, Runner
 from loomterm.engine.sample.chain import SamplingParams, resolve_logit_bias
 from loomterm.engine.text import TokenText
 from loomterm.errors import EditRangeError, EmptyEditError, InputError, PrefillCancelled
-from loomterm.tree import WRITER, Node, Origin, Tree
+from loomterm.tree import Merged, Node, Origin, Tree
 
 if TYPE_CHECKING:
+    from loomterm.config.injection import ContextSpec
     from loomterm.engine.models.load import LoadedModel
     from loomterm.engine.runner import Progress
 
 
-class Loom(LoomModels, LoomContext, LoomTidy, LoomForesight):
+class Loom(LoomModels, LoomForesight):
     """A session's tree and the runner that extends it. See the module docstring.
 
     Attributes:
@@ -73,14 +75,14 @@ class Loom(LoomModels, LoomContext, LoomTidy, LoomForesight):
         self._lock = threading.RLock()
         self._cursor = self.tree.root
         self._models = Models(runner)
+        self._tidy = LoomTidy(self)
         if runner.capabilities.node_kv:
             from loomterm.engine.kv.cache import split_kv
 
             self.tree.split_kv = split_kv
         runner.attach(self.tree, self._events.emit)
         self.contexts = ContextBook(runner.encode, runner.codec.decode)
-        self._context_version: str | None = None  # a generation's own, while it runs
-        runner.context_provider = self._provide_context
+        self._context = LoomContext(self, self.contexts)
 
     @classmethod
     def load(
@@ -191,8 +193,35 @@ class Loom(LoomModels, LoomContext, LoomTidy, LoomForesight):
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:
         """Hold the engine: no operation runs, and no change slips by, inside."""
-        with self._lock, self.runner.context():
+        with self._lock, self.runner.context(self.assembly()):
             yield
+
+    @property
+    def lock(self) -> threading.RLock:
+        """The re-entrant lock every tree operation holds (``exclusive`` takes the
+        runner's context too)."""
+        return self._lock
+
+    # -- what the model sees (``context.LoomContext``) -------------------------------
+    def context_spec(self, version: str | None = None) -> ContextSpec:
+        """``LoomContext.context_spec``: the settings' context (None) or a version's."""
+        return self._context.context_spec(version)
+
+    def context_version(self, node: Node) -> str:
+        """``LoomContext.context_version``: the version ``node`` was generated with."""
+        return self._context.context_version(node)
+
+    def assembly(self, version: str | None = None) -> Assembly:
+        """``LoomContext.assembly``: what a runner is handed with each operation."""
+        return self._context.assembly(version)
+
+    def context_layout(self, node: Node, version: str | None = None) -> Assembled:
+        """``LoomContext.context_layout``: what the model sees, in runs."""
+        return self._context.context_layout(node, version)
+
+    def context_tokens(self, node: Node, version: str | None = None) -> list[int]:
+        """``LoomContext.context_tokens``: the exact ids the model sees for ``node``."""
+        return self._context.context_tokens(node, version)
 
     # -- events ----------------------------------------------------------------------
     def subscribe(self, listener: Listener) -> None:
@@ -219,7 +248,7 @@ class Loom(LoomModels, LoomContext, LoomTidy, LoomForesight):
     @cursor.setter
     def cursor(self, node: Node) -> None:
         with self._lock:
-            self._check_node(node)
+            self.check_node(node)
             self._cursor = node
             self._events.emit(Event.CURSOR, node)
 
@@ -227,7 +256,7 @@ class Loom(LoomModels, LoomContext, LoomTidy, LoomForesight):
         """Change ``node.meta`` (bookmark, hidden, role...) and tell the listeners, so
         the session file saves it. A value of None removes the key."""
         with self._lock:
-            self._check_node(node)
+            self.check_node(node)
             for key, value in changes.items():
                 if value is None:
                     node.meta.pop(key, None)
@@ -240,7 +269,7 @@ class Loom(LoomModels, LoomContext, LoomTidy, LoomForesight):
         changes nothing (``loomterm.config.settings``)."""
         with self._lock:
             self.settings = self.settings.replace(**changes)
-            self._context_settings_changed()
+            self._context.settings_changed()
             self._events.emit(Event.SETTINGS, None)
 
     def tokens(self, node: Node) -> list[int]:
@@ -272,13 +301,33 @@ class Loom(LoomModels, LoomContext, LoomTidy, LoomForesight):
         if not self.capabilities.full_logits:
             raise InputError(f"{self.runner.name} does not give next-token logits")
         with self.exclusive():
-            self._check_node(node)
+            self.check_node(node)
             return self.runner.prepare(node).float().clone()
 
     # -- structure -------------------------------------------------------------------
-    def _check_node(self, node: Node) -> None:
+    def check_node(self, node: Node) -> None:
+        """Raise ``InputError`` unless ``node`` is in this loom's tree."""
         if self.tree.nodes.get(node.id) is not node:
             raise InputError("that node does not belong to this loom")
+
+    _check_node = check_node
+
+    # -- tidying (``tidy.LoomTidy``) -------------------------------------------------
+    def split(self, node: Node, offset: int) -> Node:
+        """``LoomTidy.split``: cut ``node`` after its first ``offset`` tokens."""
+        return self._tidy.split(node, offset)
+
+    def merge(self, node: Node) -> Merged:
+        """``LoomTidy.merge``: fold ``node``'s parent into ``node``."""
+        return self._tidy.merge(node)
+
+    def unmerge(self, record: Merged) -> Node:
+        """``LoomTidy.unmerge``: undo a merge."""
+        return self._tidy.unmerge(record)
+
+    def move(self, node: Node, new_parent: Node, index: int | None = None) -> tuple[Node, int]:
+        """``LoomTidy.move``: make ``node``'s branch a child of ``new_parent``."""
+        return self._tidy.move(node, new_parent, index)
 
     def _check_tokens(self, tokens: list[int]) -> None:
         bad = [t for t in tokens if not 0 <= int(t) < self.runner.vocab_size]
@@ -296,7 +345,7 @@ class Loom(LoomModels, LoomContext, LoomTidy, LoomForesight):
         """The node whose path is the first ``length`` tokens of ``node``'s path.
         Splits a node if needed; runs no forward pass."""
         with self.exclusive():
-            self._check_node(node)
+            self.check_node(node)
             total = node.end
             if not 0 <= length <= total:
                 raise EditRangeError(f"length {length} is outside the path (0..{total})")
@@ -316,7 +365,7 @@ class Loom(LoomModels, LoomContext, LoomTidy, LoomForesight):
     def append(self, node: Node, text: str, origin: Origin = Origin.USER, **meta: Any) -> Node:
         """A new child of ``node`` holding ``text``'s tokens, with its KV computed."""
         with self.exclusive():
-            self._check_node(node)
+            self.check_node(node)
             tokens = self.encode(text, at_start=node.end == 0)
             if not tokens:
                 raise EmptyEditError("nothing to append: the text is empty")
@@ -327,7 +376,7 @@ class Loom(LoomModels, LoomContext, LoomTidy, LoomForesight):
     ) -> Node:
         """Like ``append``, for token ids."""
         with self.exclusive():
-            self._check_node(node)
+            self.check_node(node)
             self._check_tokens(tokens)
             child = self._add(node, list(tokens), origin, meta=dict(meta))
             stopped = self._prepare(child)
@@ -340,7 +389,7 @@ class Loom(LoomModels, LoomContext, LoomTidy, LoomForesight):
         from the top list) and nothing follows. Costs no forward pass; an existing
         branch with that token is reused."""
         with self.exclusive():
-            self._check_node(node)
+            self.check_node(node)
             if not 0 <= position < node.end:
                 raise EditRangeError(f"position {position} is outside the path (0..{node.end - 1})")
             self._check_tokens([token_id])
@@ -364,7 +413,7 @@ class Loom(LoomModels, LoomContext, LoomTidy, LoomForesight):
     def splice(self, node: Node, start: int, end: int, text: str, exact: bool = False) -> Node:
         """Replace path tokens ``[start, end)`` with ``text``'s tokens, on a new branch."""
         with self.exclusive():
-            self._check_node(node)
+            self.check_node(node)
             return self.splice_tokens(node, start, end, self.encode(text), exact)
 
     def splice_tokens(
@@ -375,7 +424,7 @@ class Loom(LoomModels, LoomContext, LoomTidy, LoomForesight):
         Fast (``exact=False``) only where the runner can move cached keys, the suffix's
         KV is all stored and the result fits the context window; otherwise exact."""
         with self.exclusive():
-            self._check_node(node)
+            self.check_node(node)
             total = node.end
             if not 0 <= start <= end <= total:
                 raise EditRangeError(f"range {start}..{end} is outside the path (0..{total})")
@@ -395,7 +444,7 @@ class Loom(LoomModels, LoomContext, LoomTidy, LoomForesight):
             )
             movable = fast and self.runner.can_move(suffix)
             # Under memory, world info or a note: the buffer's suffix columns are moved.
-            held = fast and self._hold_moved(suffix, start + len(tokens))
+            held = fast and self._context.hold_moved(suffix, start + len(tokens))
             fast = movable or held
             delta = len(tokens) - (end - start)
             stopped = None  # a stopped prefill: the branch is still made whole
@@ -430,7 +479,7 @@ class Loom(LoomModels, LoomContext, LoomTidy, LoomForesight):
         """The path's whole text changed to ``new_text``: re-tokenize the changed region
         and splice only the tokens between the longest common token prefix and suffix."""
         with self.exclusive():
-            self._check_node(node)
+            self.check_node(node)
             if not isinstance(new_text, str):
                 raise InputError("text must be a string")
             start, end, inserted = plan_edit(
@@ -453,30 +502,16 @@ class Loom(LoomModels, LoomContext, LoomTidy, LoomForesight):
         logits included), as an append of them would; an ``rewrite`` event tells the
         session file."""
         with self.exclusive():
-            self._check_node(node)
+            self.check_node(node)
             if not isinstance(new_text, str):
                 raise InputError("text must be a string")
             path = node.path()[1:]
-            ids = set(run)
-
-            def rewritable(index: int) -> bool:
-                target, below = path[index], path[index + 1 :]
-                if not below:
-                    return (not target.children and target.origin in WRITER) or target.id in ids
-                return (
-                    target.id in ids
-                    and len(target.children) == 1
-                    and all(item.id in ids and len(item.children) <= 1 for item in below[:-1])
-                    and below[-1].id in ids
-                    and not below[-1].children
-                )
-
             plan = plan_retype(
                 self.codec,
                 lambda text, first: self.encode(text, at_start=first),
                 path,
                 new_text,
-                rewritable,
+                in_run(path, run),
             )
             if plan is None:
                 return None
@@ -492,14 +527,7 @@ class Loom(LoomModels, LoomContext, LoomTidy, LoomForesight):
                 and self.runner.can_move([(item, 0, len(item.tokens)) for item in below])
             )
             for item in below:  # before the target's columns go: their KV may alias them
-                if moved:
-                    if delta:
-                        item.kv = self.runner.moved_kv(item, 0, len(item.tokens), delta)
-                    item.approx = True
-                else:
-                    item.kv = None
-                    item.logprobs = [None] * len(item.tokens)
-                    item.top = [None] * len(item.tokens)
+                self._shift(item, delta, moved)
             for runner in self._each_runner():
                 runner.rewrite(target, plan.keep)
             keep = plan.keep
@@ -514,14 +542,27 @@ class Loom(LoomModels, LoomContext, LoomTidy, LoomForesight):
                 raise self._stopped(stopped, node)
             return node
 
+    def _shift(self, item: Node, delta: int, moved: bool) -> None:
+        """``item`` follows a retyped node: its KV re-roped by ``delta`` and flagged
+        approximate (``moved``), else dropped with its records, to be computed again."""
+        if moved:
+            if delta:
+                item.kv = self.runner.moved_kv(item, 0, len(item.tokens), delta)
+            item.approx = True
+        else:
+            item.kv = None
+            item.logprobs = [None] * len(item.tokens)
+            item.top = [None] * len(item.tokens)
+
     def refresh(self, node: Node) -> Node:
         """Recompute, exactly, the KV of every approximate node on the path (and of
         everything after the first one). Returns ``node``."""
         with self.exclusive():
-            self._check_node(node)
+            self.check_node(node)
             owner = self._kv_runner()
             if owner is not None:
-                owner.refresh(node)
+                with owner.context(self.assembly()):  # every model sees one context
+                    owner.refresh(node)
             if owner is not self.runner:
                 self.runner.refresh(node)
             return node
@@ -579,22 +620,32 @@ class Loom(LoomModels, LoomContext, LoomTidy, LoomForesight):
             max_new_tokens = settings.max_new_tokens
         if max_new_tokens < 0 or n < 1:
             raise InputError("max_new_tokens must be >= 0 and n >= 1")
-        request = GenerateRequest(
+        request = self._request(settings, node, max_new_tokens, n, seed=seed, context=context)
+        request = replace(request, on_token=on_token, cancel=cancel, on_take_back=on_take_back)
+        return self.run(request, model=model, meta=meta).children
+
+    def _request(
+        self,
+        settings: Settings,
+        node: Node,
+        max_new_tokens: int,
+        n: int,
+        seed: int | None,
+        context: str | None,
+    ) -> GenerateRequest:
+        """One ``GenerateRequest`` from the merged ``settings`` (no callbacks yet)."""
+        return GenerateRequest(
             node=node,
             max_new_tokens=max_new_tokens,
             n=n,
             sampling=self._sampling(settings),
             seed=seed,
             drafting=settings.drafting,
-            on_token=on_token,
-            cancel=cancel,
             banned=settings.banned_strings,
             banned_ignore_case=settings.banned_strings_ignore_case,
-            on_take_back=on_take_back,
             context=context,
             healing=settings.token_healing,
         )
-        return self.run(request, model=model, meta=meta).children
 
     def _sampling(self, settings: Settings) -> SamplingParams:
         """The settings' sampling knobs, with text in ``logit_bias`` turned into tokens."""
@@ -611,8 +662,8 @@ class Loom(LoomModels, LoomContext, LoomTidy, LoomForesight):
         with self._lock:
             key = self.active_model if model is None else model
             runner = self._models.runner(key)
-        with self._lock, runner.context():
-            self._check_node(request.node)
+        with self._lock, runner.context(self.assembly(request.context)):
+            self.check_node(request.node)
             request = healed(request, runner, self.truncate)  # typed word: backed up
             writer = ModelWriter(self.tree, self._events.emit, {**(meta or {}), "model": key})
             if request.heal is not None:  # the first tokens spell the typed text again
@@ -624,12 +675,10 @@ class Loom(LoomModels, LoomContext, LoomTidy, LoomForesight):
                 if new:
                     self._events.emit(Event.CONTEXTS, None)
             try:
-                self._context_version = request.context
                 self.last_result = runner.decode(request, writer)
             except PrefillCancelled as stopped:  # before any token: no child was made
                 raise self._stopped(stopped, request.node) from None
             finally:
-                self._context_version = None
                 for kid in writer.children:
                     self._events.emit(Event.DONE, kid)
             return self.last_result

@@ -169,7 +169,7 @@ class LoomForesight:
                 raise InputError("nothing to foresee: the path is empty or n < 1")
             runner = self._models.runner(ask.model)
             spec = self.context_spec(ask.context)
-        with self._lock, runner.context():
+        with self._lock, runner.context(self.assembly(ask.context)):
             if tuple(ask.node.path_tokens()) != ask.path:
                 return None
             meta: dict[str, Any] = {"model": ask.model}
@@ -193,13 +193,11 @@ class LoomForesight:
                 return None
             whole = False
             try:
-                self._context_version = ask.context
                 result = runner.decode(request, writer)
                 whole = not request.cancelled and len(result.children) == ask.n
             except PrefillCancelled:
                 return None
             finally:
-                self._context_version = None
                 if not whole:
                     for kid in writer.children:
                         self.tree.discard(kid)

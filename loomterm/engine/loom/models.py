@@ -19,6 +19,7 @@ from loomterm.tree import Node, Origin, Tree
 if TYPE_CHECKING:
     from loomterm.engine.loom.events import EventBus
     from loomterm.engine.loom.registry import Models
+    from loomterm.engine.open import RunnerOptions
     from loomterm.engine.runner import Runner
 
 
@@ -129,8 +130,6 @@ class LoomModels:
             if runner.capabilities.node_kv:
                 self._models.kv_owner = slot.key
             runner.attach(self.tree, self._events.emit)
-            # Every model sees the same memory, author's note and world info.
-            runner.context_provider = self._provide_context  # type: ignore[attr-defined]
             self._events.emit(Event.MODELS, None)
             return slot.key
 
@@ -159,12 +158,7 @@ class LoomModels:
         keeps the backend it recorded; otherwise ``auto``'s llama.cpp gives way to torch
         where llama.cpp's tokenizer is not the tree's. A model that cannot join is let
         go again, with the one-line error."""
-        from loomterm.engine.loom.registry import (
-            model_record,
-            same_record,
-            vocab_key,
-            vocab_mismatch,
-        )
+        from loomterm.engine.loom.registry import model_record, same_record
         from loomterm.engine.open import RunnerOptions, open_runner
 
         if not isinstance(source, str) or not source.strip():
@@ -186,13 +180,7 @@ class LoomModels:
             recorded = str(record.get("backend") or "torch")
         runner = open_runner(source.strip(), options, progress, recorded)
         if options.backend == "auto" and recorded is None and runner.backend == "llama.cpp":
-            # auto's choice must fit the tree: llama.cpp's tokenizer can split text
-            # otherwise than transformers' for the same file; torch reads it as the tree's.
-            with self._lock:
-                fits = vocab_mismatch(self._models.tree_vocab(), vocab_key(runner)) is None
-            if not fits:
-                runner.close()
-                runner = open_runner(source.strip(), options.but(backend="torch"), progress)
+            runner = self._fitting(runner, source.strip(), options, progress)
         try:
             if record is not None and not same_record(record, model_record(runner)):
                 raise InputError(
@@ -203,6 +191,26 @@ class LoomModels:
         except BaseException:
             runner.close()
             raise
+
+    def _fitting(
+        self,
+        runner: Runner,
+        source: str,
+        options: RunnerOptions,
+        progress: Callable[..., None] | None,
+    ) -> Runner:
+        """``runner`` (auto's llama.cpp choice) when its tokenizer is the tree's, else
+        ``source`` opened again on torch: llama.cpp's tokenizer can split text otherwise
+        than transformers' for the same file; torch reads it as the tree's."""
+        from loomterm.engine.loom.registry import vocab_key, vocab_mismatch
+        from loomterm.engine.open import open_runner
+
+        with self._lock:
+            fits = vocab_mismatch(self._models.tree_vocab(), vocab_key(runner)) is None
+        if fits:
+            return runner
+        runner.close()
+        return open_runner(source, options.but(backend="torch"), progress)
 
     @property
     def model_state(self) -> dict[str, Any]:
