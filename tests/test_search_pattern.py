@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import re
 import time
+import warnings
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loomterm.errors import InputError
-from loomterm.search import NodeTexts, Query, search_tree
+from loomterm.search import NodeTexts, Query, search_tree, syntax
 from loomterm.search.pattern import (
     UNICODE_DIGIT,
     UNICODE_SPACE,
@@ -20,7 +21,9 @@ from loomterm.search.pattern import (
     PatternTooSlow,
     SearchStopped,
     compile_query,
+    to_re2,
 )
+from loomterm.search.reach import analyse
 from loomterm.tree import Origin, Tree
 
 re2 = pytest.importorskip("re2")
@@ -69,7 +72,10 @@ def test_unicode_classes_spelled_for_re2_are_pythons(spelled, python):
 ATOMS = st.sampled_from(
     ["a", "b", "é", "É", "ß", "1", "٣", " ", ".", r"\w", r"\W", r"\d", r"\D", r"\s", r"\S"]
     + ["[ab]", "[^a\n]", "[a-fé]", r"[\d_]", "^", "$", r"\A", r"\Z", "\n", r"\.", "[É-é]"]
+    + ["{", "}", "]", r"\x61", r"\u00e9", r"\U000000c9", r"\t", "[]a]", "[^]a]", "[a-]"]
+    + [r"[\]b]", r"\-", r"[\b\n]", r"[\s\S]", r"\b", r"\B", "[-a]", r"[\w.]", r"\{"]
 )
+ANCHORS = ("^", "$", r"\A", r"\Z", r"\b", r"\B")
 
 
 @st.composite
@@ -78,19 +84,40 @@ def patterns(draw, depth: int = 2) -> str:
     for _ in range(draw(st.integers(1, 4))):
         if depth and draw(st.booleans()):
             inner = draw(patterns(depth - 1))
-            kind = draw(st.sampled_from(["(?:{})", "({})", "{}|a", "(?i:{})", "(?s:{})"]))
+            kind = draw(st.sampled_from(GROUPS))
             part = kind.format(inner)
         else:
             part = draw(ATOMS)
-        if part not in ("^", "$", r"\A", r"\Z"):
-            part += draw(st.sampled_from(["", "", "*", "+", "?", "{1,3}", "{,2}", "*?", "+?"]))
+        if part not in ANCHORS:
+            part += draw(st.sampled_from(REPEATS))
         parts.append(part)
     return "".join(parts)
 
 
+# a whole pattern: global flags may lead it
+WHOLE = (
+    st.tuples(st.sampled_from(["", "", "(?i)", "(?s)", "(?a)", "(?m)"]), patterns())
+    .map("".join)
+    .filter(lambda pattern: _compiles(pattern))  # a group name used twice: refused
+)
+
+
+def _compiles(pattern: str) -> bool:
+    try:
+        re.compile(pattern)
+    except re.error:
+        return False
+    return True
+
+
+GROUPS = ["(?:{})", "({})", "{}|a", "(?i:{})", "(?s:{})", "(?-i:{})", "(?a:{})", "(?P<n>{})"]
+GROUPS += ["(?={})", "(?!{})", "(?:(?<=a){})", "(?:(?<!b){})"]
+REPEATS = ["", "", "*", "+", "?", "{1,3}", "{,2}", "*?", "+?", "??", "{2}", "{,}", "{1,}?"]
+
+
 @settings(max_examples=300, deadline=None)
 @given(
-    pattern=patterns(),
+    pattern=WHOLE,
     text=st.text(alphabet="aAbBéÉßẞ1٣_ \n\t\u00a0.-", max_size=40),
     case=st.booleans(),
     pos=st.integers(0, 5),
@@ -106,6 +133,62 @@ def test_re2_finds_what_python_finds(pattern, text, case, pos):
     want = [m.span() for m in python.finditer(text, pos) if m.end() > m.start()]
     got = [span for span in matcher.spans(text, pos) if span[1] > span[0]]
     assert got == want
+
+
+@settings(max_examples=300, deadline=None)
+@given(pattern=WHOLE)
+def test_the_reader_reads_every_pattern_of_its_grammar(pattern):
+    """``search.syntax`` reads the grammar it claims (what Python's ``re`` compiles)."""
+    re.compile(pattern)
+    tree, _flags = syntax.parse(pattern)
+    assert tree
+
+
+# Python's regular expression alphabet, and characters that are ordinary in it
+HOSTILE = st.text(alphabet="ab.^$*+?{}[]\\|()-,0129:=!<>Piasmx#\n", max_size=14)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(
+    pattern=HOSTILE,
+    text=st.text(alphabet="ab\n{}[]-,129:=!<>P.*+?^$|()\\", max_size=30),
+    case=st.booleans(),
+)
+def test_whatever_both_read_re2_matches_as_python(pattern, text, case):
+    """Random strings of regex syntax: where ``re`` compiles one and the reader reads
+    it, the RE2 pattern written from the reader's tree matches what ``re`` matches, and
+    how far ``reach`` says an attempt reads holds (a wrong reading is caught here)."""
+    flags = re.MULTILINE | (0 if case else re.IGNORECASE)
+    try:
+        with warnings.catch_warnings():  # "possible nested set": still read as Python did
+            warnings.simplefilter("ignore", FutureWarning)
+            python = re.compile(pattern, flags)
+    except (re.error, RecursionError, OverflowError):
+        return
+    try:
+        syntax.parse(pattern)
+    except syntax.Unsupported:
+        return
+    want = [m.span() for m in python.finditer(text) if m.end() > m.start()]
+    translated = to_re2(pattern, python.flags)
+    if translated is not None:
+        got = [m.span() for m in re2.finditer(translated, text) if m.end() > m.start()]
+        assert got == want, translated
+    reach = analyse(pattern, python.flags)
+    for start, end in want:
+        _check_reach(reach, text, start, end)
+
+
+def _check_reach(reach, text: str, start: int, end: int) -> None:
+    """A match from ``start`` ends no further than ``reach`` says an attempt reads."""
+    if reach.endless:
+        return
+    if reach.bounded:
+        assert end <= start + reach.count
+        return
+    barriers = [i for i in range(start, len(text)) if reach.barriers.fullmatch(text[i])]
+    if len(barriers) >= reach.count:
+        assert end <= barriers[reach.count - 1] + 1
 
 
 def test_a_lone_surrogate_in_the_text_is_matched_by_the_other_engine():

@@ -4,7 +4,7 @@ A regular expression typed into the search dialog is read as Python reads it (it
 syntax, its Unicode ``\\w``, ``\\d`` and ``\\s``, ``(?i)``, ``{,n}``) and run by one of:
 
 - **RE2** (``google-re2``), in time linear in the text whatever the pattern: the
-  pattern's Python parse tree is written out again in RE2's syntax, with Python's
+  pattern's parse tree (``loomterm.search.syntax``, Python's syntax) is written out again in RE2's syntax, with Python's
   Unicode classes spelled out (RE2's own ``\\w`` is ASCII), so it matches what Python
   would. ``(a|a)+$`` over a long run of ``a`` takes milliseconds, not minutes;
 - the **regex** module (a backtracking engine, Python's syntax) for what RE2 cannot
@@ -26,12 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loomterm.errors import InputError
-
-try:  # Python's own parser (private, stable since 3.11): the one reading of a pattern
-    from re import _constants as _C
-    from re import _parser as _sre_parse
-except ImportError:  # pragma: no cover - an interpreter without them: no RE2
-    _sre_parse = _C = None
+from loomterm.search import syntax
 
 try:
     import re2
@@ -157,9 +152,11 @@ def _re2_options() -> Any:
 def _backtracking(text: str, flags: int) -> Any:
     import regex as backtracking  # transformers' own dependency: always here
 
-    keep = re.IGNORECASE | re.MULTILINE | re.DOTALL | re.ASCII | re.VERBOSE
+    keep = re.IGNORECASE | re.MULTILINE | re.DOTALL | re.VERBOSE  # the same bits in both
+    # re.ASCII's bit is regex's VERSION1: ``(?a)`` passed on as it is raised ValueError
+    ascii_ = backtracking.ASCII if flags & re.ASCII else 0
     try:
-        return backtracking.compile(text, (flags & keep) | backtracking.VERSION0)
+        return backtracking.compile(text, (flags & keep) | ascii_ | backtracking.VERSION0)
     except (backtracking.error, RecursionError, OverflowError, MemoryError) as exc:
         raise InputError(f"regular expression not supported here: {exc}") from None
 
@@ -167,99 +164,86 @@ def _backtracking(text: str, flags: int) -> Any:
 def to_re2(pattern: str, flags: int) -> str | None:
     """``pattern`` (Python's syntax, compiled with ``flags``) in RE2's syntax, matching
     the same text; None when RE2 cannot say it the same way."""
-    if _sre_parse is None or flags & (re.LOCALE | re.DEBUG):
+    if flags & (re.LOCALE | re.DEBUG | re.VERBOSE):
         return None
     try:
-        tree = _sre_parse.parse(pattern, flags)
-        if tree.getwidth()[0] == 0:
+        tree, global_flags = syntax.parse(pattern)
+        if syntax.min_width(tree) == 0:
             # It can match nothing: after an empty match Python tries a non-empty one
             # at the same place, RE2's scan moves on a character (``a*?b*`` on "a").
             return None
-        return _Writer(flags | tree.state.flags).seq(tree, flags | tree.state.flags)
-    except _Unsupported:
+        return _Writer().seq(tree, flags | global_flags)
+    except syntax.Unsupported:
         return None
     except Exception:  # noqa: BLE001 - anything not understood: the other engine
         return None
 
 
-class _Unsupported(Exception):
-    pass
-
-
 class _Writer:
-    """Writes a Python parse tree out in RE2's syntax."""
-
-    def __init__(self, flags: int) -> None:
-        self.flags = flags
+    """Writes a parse tree (``loomterm.search.syntax``) out in RE2's syntax; raises
+    :class:`syntax.Unsupported` for what RE2 cannot say the same way."""
 
     def seq(self, items, flags: int) -> str:
-        return "".join(self.item(op, av, flags) for op, av in items)
+        return "".join(self.item(kind, value, flags) for kind, value in items)
 
-    def item(self, op, av, flags: int) -> str:
-        name = str(op)
+    def item(self, kind: str, value, flags: int) -> str:
         fold = "(?i:{})" if flags & re.IGNORECASE else "{}"
-        if name == "LITERAL":
-            return fold.format(_char(av))
-        if name == "NOT_LITERAL":
-            return fold.format(f"[^{_char(av)}]")
-        if name == "ANY":
+        if kind == "literal":
+            return fold.format(_char(value))
+        if kind == "not_literal":
+            return fold.format(f"[^{_char(value)}]")
+        if kind == "any":
             return "(?s:.)" if flags & re.DOTALL else "(?-s:.)"
-        if name == "IN":
-            return fold.format(self.in_set(av, flags))
-        if name == "AT":
-            return self.at(str(av), flags)
-        if name == "BRANCH":
-            return "(?:" + "|".join(self.seq(alt, flags) for alt in av[1]) + ")"
-        if name == "SUBPATTERN":
-            _group, add, remove, sub = av
+        if kind == "in":
+            return fold.format(self.in_set(value, flags))
+        if kind == "at":
+            return self.at(value, flags)
+        if kind == "branch":
+            return "(?:" + "|".join(self.seq(alt, flags) for alt in value) + ")"
+        if kind == "group":
+            _group, add, remove, sub = value
             return "(?:" + self.seq(sub, (flags | add) & ~remove) + ")"
-        if name in ("MAX_REPEAT", "MIN_REPEAT"):
-            low, high, sub = av
-            if low > RE2_MAX_REPEAT or (high != _C.MAXREPEAT and high > RE2_MAX_REPEAT):
-                raise _Unsupported
-            count = f"{{{low},}}" if high == _C.MAXREPEAT else f"{{{low},{high}}}"
-            lazy = "?" if name == "MIN_REPEAT" else ""
-            return "(?:" + self.seq(sub, flags) + ")" + count + lazy
-        raise _Unsupported  # look-arounds, back-references, atomic, possessive, ...
+        if kind == "repeat":
+            low, high, lazy, sub = value
+            if low > RE2_MAX_REPEAT or (high is not None and high > RE2_MAX_REPEAT):
+                raise syntax.Unsupported("repeat over RE2's limit")
+            count = f"{{{low},}}" if high is None else f"{{{low},{high}}}"
+            return "(?:" + self.seq(sub, flags) + ")" + count + ("?" if lazy else "")
+        raise syntax.Unsupported(kind)  # look-arounds
 
     def at(self, where: str, flags: int) -> str:
-        if where == "AT_BEGINNING":
+        if where == "BEGINNING":
             return "(?m:^)" if flags & re.MULTILINE else r"\A"
-        if where == "AT_END" and flags & re.MULTILINE:
+        if where == "END" and flags & re.MULTILINE:
             return "(?m:$)"  # before any "\n" or at the end, as Python's multiline $
-        if where == "AT_BEGINNING_STRING":
+        if where == "BEGINNING_STRING":
             return r"\A"
-        if where == "AT_END_STRING":
+        if where == "END_STRING":
             return r"\z"
-        if where in ("AT_BOUNDARY", "AT_NON_BOUNDARY") and flags & re.ASCII:
-            return r"\b" if where == "AT_BOUNDARY" else r"\B"
-        raise _Unsupported  # Unicode \b; a single-line $ (it also matches before a final "\n")
+        if where in ("BOUNDARY", "NON_BOUNDARY") and flags & re.ASCII:
+            return r"\b" if where == "BOUNDARY" else r"\B"
+        raise syntax.Unsupported(
+            where
+        )  # Unicode \b; a single-line $ (it also matches before a final "\n")
 
-    def in_set(self, items, flags: int) -> str:
+    def in_set(self, value, flags: int) -> str:
         classes = ASCII_CLASSES if flags & re.ASCII else UNICODE_CLASSES
-        negate = False
+        negate, members = value
         parts = []
-        for op, av in items:
-            name = str(op)
-            if name == "NEGATE":
-                negate = True
-            elif name == "LITERAL":
-                parts.append(_char(av))
-            elif name == "RANGE":
-                parts.append(f"{_char(av[0])}-{_char(av[1])}")
-            elif name == "CATEGORY":
-                category = str(av).removeprefix("CATEGORY_")
+        for kind, member in members:
+            if kind == "literal":
+                parts.append(_char(member))
+            elif kind == "range":
+                parts.append(f"{_char(member[0])}-{_char(member[1])}")
+            else:  # a category
+                category = member
                 if category.startswith("NOT_"):
-                    if len(items) != 1:  # a complement inside a larger class
-                        raise _Unsupported
+                    if negate or len(members) != 1:  # a complement inside a larger class
+                        raise syntax.Unsupported("a complement inside a class")
                     negate, category = True, category.removeprefix("NOT_")
-                if category not in classes:
-                    raise _Unsupported
                 parts.append(classes[category])
-            else:
-                raise _Unsupported
         if not parts:
-            raise _Unsupported
+            raise syntax.Unsupported("an empty class")
         return "[" + ("^" if negate else "") + "".join(parts) + "]"
 
 

@@ -16,8 +16,8 @@ to know how far one attempt of the pattern may read from where the attempt start
   barrier: an attempt may read to the end of the text, and the search must start again
   from the top of the path for every node.
 
-The analysis reads the parse tree of Python's own regular expression parser and errs
-on the safe side: anything it does not know makes the pattern barrier-less, which is
+The analysis reads the parse tree of ``loomterm.search.syntax`` (Python's syntax) and
+errs on the safe side: anything it does not know makes the pattern barrier-less, which is
 slower but finds the same matches.
 """
 
@@ -26,12 +26,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-try:  # Python's own parser and compiler (private modules, stable since 3.11)
-    from re import _compiler as _sre_compile
-    from re import _constants as _C
-    from re import _parser as _sre_parse
-except ImportError:  # pragma: no cover - an interpreter without them: barrier-less
-    _sre_parse = _sre_compile = _C = None
+from loomterm.search import syntax
 
 # Characters tried as barriers; those a negated class names are tried too.
 CANDIDATES = " \n\t\r.,;:!?\"'()[]{}<>-_/\\|*#=+&%$@0123456789"
@@ -70,7 +65,6 @@ class Reach:
 @dataclass
 class _Walk:
     flags: int
-    width_of_group: dict[int, int] = field(default_factory=dict)
     atoms: list[tuple[tuple, int]] = field(default_factory=list)  # in unbounded repeats
     behind: int = 0
     unknown: bool = False  # met something not understood: barrier-less
@@ -88,12 +82,10 @@ class _Walk:
 
 def analyse(pattern: str, flags: int) -> Reach:
     """The :class:`Reach` of ``pattern`` compiled with ``flags``; a pattern this cannot
-    read (or an interpreter without ``re._parser``) is barrier-less and unbounded."""
-    if _sre_parse is None:
-        return Reach(0, 0, 0, False, None)
+    read is barrier-less and unbounded."""
     try:
-        tree = _sre_parse.parse(pattern, flags)
-        walk = _Walk(flags | tree.state.flags)
+        tree, global_flags = syntax.parse(pattern)
+        walk = _Walk(flags | global_flags)
         width, ahead = _width(tree, walk, walk.flags, False)
     except Exception:  # noqa: BLE001 - any surprise: the safe, slow answer
         return Reach(0, 0, 0, False, None)
@@ -119,57 +111,36 @@ def _width(items, walk: _Walk, flags: int, endless: bool) -> tuple[int, int]:
     """(chars consumed at most outside unbounded repeats, look-ahead chars at most) of a
     sequence of parse items; records the atoms of unbounded repeats in ``walk``."""
     total = ahead = 0
-    for op, av in items:
-        name = str(op)
-        if name in ("LITERAL", "NOT_LITERAL", "ANY", "IN", "CATEGORY"):
+    for kind, value in items:
+        if kind in ("literal", "not_literal", "any", "in"):
             if endless:
                 if walk.record:
-                    walk.atoms.append(((op, av), flags))
+                    walk.atoms.append(((kind, value), flags))
             else:
-                total += walk.weigh((op, av), flags)
-        elif name == "AT":
+                total += walk.weigh((kind, value), flags)
+        elif kind == "at":
             continue
-        elif name == "BRANCH":
-            widths = [_width(alt, walk, flags, endless) for alt in av[1]]
+        elif kind == "branch":
+            widths = [_width(alt, walk, flags, endless) for alt in value]
             total += max(w for w, _ in widths)
             ahead += max(a for _, a in widths)
-        elif name == "SUBPATTERN":
-            group, add, remove, sub = av
+        elif kind == "group":
+            _group, add, remove, sub = value
             w, a = _width(sub, walk, (flags | add) & ~remove, endless)
-            if group is not None:
-                # a reference consumes what the group did: its bounded part again, and
-                # inside an unbounded repeat only characters the repeat consumes
-                walk.width_of_group[group] = 0 if endless else w
             total, ahead = total + w, ahead + a
-        elif name == "ATOMIC_GROUP":
-            w, a = _width(av, walk, flags, endless)
-            total, ahead = total + w, ahead + a
-        elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
-            low, high, sub = av
-            unbounded = high == _C.MAXREPEAT
+        elif kind == "repeat":
+            _low, high, _lazy, sub = value
+            unbounded = high is None
             w, a = _width(sub, walk, flags, endless or unbounded)
             if not unbounded:
                 total, ahead = total + w * high, ahead + a * high
-        elif name in ("ASSERT", "ASSERT_NOT"):
-            direction, sub = av
+        elif kind == "assert":
+            direction, _negative, sub = value
             w, a = _width(sub, walk, flags, endless)
             if direction < 0:
                 walk.behind = max(walk.behind, w + a + 1)
             else:
                 ahead += w + a
-        elif name == "GROUPREF":
-            w = walk.width_of_group.get(av)
-            if w is None:
-                walk.unknown = True
-            else:
-                total += w
-        elif name == "GROUPREF_EXISTS":
-            _, yes, no = av
-            widths = [_width(yes, walk, flags, endless)]
-            if no is not None:
-                widths.append(_width(no, walk, flags, endless))
-            total += max(w for w, _ in widths)
-            ahead += max(a for _, a in widths)
         else:
             walk.unknown = True
     return total, ahead
@@ -178,23 +149,26 @@ def _width(items, walk: _Walk, flags: int, endless: bool) -> tuple[int, int]:
 def _barriers(walk: _Walk) -> str:
     """The candidate characters no atom of an unbounded repeat consumes ("": none)."""
     candidates = set(CANDIDATES)
-    for (op, av), _ in walk.atoms:  # a negated character names a likely barrier
-        if str(op) == "NOT_LITERAL":
-            candidates.add(chr(av))
-        elif str(op) == "IN" and av and str(av[0][0]) == "NEGATE":
-            candidates.update(chr(v) for o, v in av[1:] if str(o) == "LITERAL")
+    for (kind, value), _ in walk.atoms:  # a negated character names a likely barrier
+        if kind == "not_literal":
+            candidates.add(chr(value))
+        elif kind == "in" and value[0]:
+            candidates.update(chr(v) for k, v in value[1] if k == "literal")
     tests = [_atom_pattern(atom, flags) for atom, flags in walk.atoms]
     if any(test is None for test in tests):
         return ""  # an atom not understood consumes anything
     return "".join(sorted(c for c in candidates if not any(t.fullmatch(c) for t in tests)))
 
 
+# the flags that change what one character item matches
+ATOM_FLAGS = re.IGNORECASE | re.DOTALL | re.ASCII
+
+
 def _atom_pattern(atom: tuple, flags: int) -> re.Pattern[str] | None:
-    """One parse atom (a character, a class) compiled on its own, to try characters
-    against it with the flags it was written under (case folding included)."""
+    """One character item (a character, a class) written back out and compiled on its
+    own, to try characters against it with the flags it was read under (case folding
+    included)."""
     try:
-        state = _sre_parse.State()
-        state.flags = flags
-        return _sre_compile.compile(_sre_parse.SubPattern(state, [atom]), flags)
+        return re.compile(syntax.atom_source(atom), flags & ATOM_FLAGS)
     except Exception:  # noqa: BLE001 - not understood: the caller assumes the worst
         return None

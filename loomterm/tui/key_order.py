@@ -20,14 +20,20 @@ right after the enter that closed it) goes on to what has the focus now:
 
 from __future__ import annotations
 
+import unicodedata
+import weakref
+from functools import cache
 from typing import TYPE_CHECKING
 
 from textual import events
-from textual.binding import Binding
-from textual.dom import NoScreen
+from textual.actions import parse as parse_action
+from textual.binding import Binding, BindingsMap
+from textual.dom import DOMNode, NoScreen
+from textual.keys import ASCII_KEY_NAMES, KEY_NAME_REPLACEMENTS
+from textual.widgets import Static
 
 if TYPE_CHECKING:
-    from textual.dom import DOMNode
+    from textual.app import App
     from textual.widget import Widget
 
 FOCUS_BINDINGS = [
@@ -51,6 +57,84 @@ def is_text(event: events.Key) -> bool:
     )
 
 
+# The user's key map of each app, as given to ``App.set_keymap`` (Textual keeps its own
+# copy out of reach): applied here to the bindings of each node.
+_KEYMAPS: weakref.WeakKeyDictionary[App, dict[str, str]] = weakref.WeakKeyDictionary()
+
+
+def set_keymap(app: App, keymap: dict[str, str]) -> None:
+    """Apply ``keymap`` (binding id to keys) to ``app``, for Textual and for
+    :func:`bindings_now` alike."""
+    _KEYMAPS[app] = {
+        binding_id: ",".join(_key_name(key.strip()) for key in keys.split(","))
+        for binding_id, keys in keymap.items()
+    }
+    app.set_keymap(keymap)
+
+
+def _key_name(key: str) -> str:
+    """A key as Textual names it in a key map ("?" is "question_mark"), as
+    ``App.set_keymap`` normalises it."""
+    if len(key) != 1 or key.isalnum():
+        return key
+    try:
+        name = unicodedata.name(key).lower().replace("-", "_").replace(" ", "_")
+    except ValueError:
+        name = ASCII_KEY_NAMES.get(key, key)
+    return KEY_NAME_REPLACEMENTS.get(name, name)
+
+
+@cache
+def class_bindings(node_class: type[DOMNode]) -> BindingsMap:
+    """The bindings of a node class: the ``BINDINGS`` of each class of its MRO, later
+    classes' keys replacing earlier ones', as Textual merges them."""
+    maps: list[BindingsMap] = []
+    for base in reversed(node_class.__mro__):
+        if issubclass(base, DOMNode):
+            if base is Static:  # declared with inherit_bindings=False: starts afresh
+                maps.clear()
+            maps.append(BindingsMap(base.__dict__.get("BINDINGS", [])))
+    keys: dict[str, list[Binding]] = {}
+    for bindings in maps:
+        keys.update(bindings.key_to_bindings)
+    return BindingsMap.from_keys(keys)
+
+
+def node_bindings(node: DOMNode) -> BindingsMap:
+    """A fresh copy of ``node``'s bindings: its class's, and for an app with the
+    command palette the palette's priority binding Textual's ``App`` adds to them."""
+    bindings = class_bindings(type(node)).copy()
+    if getattr(node, "ENABLE_COMMAND_PALETTE", False):
+        palette = ("command_palette", "app.command_palette")
+        if not any(binding.action in palette for _key, binding in bindings):
+            bindings = BindingsMap.merge(
+                [
+                    bindings,
+                    BindingsMap(
+                        [Binding(node.COMMAND_PALETTE_BINDING, "command_palette", priority=True)]
+                    ),
+                ]
+            )
+    return bindings
+
+
+def action_on(node: DOMNode, action: str) -> bool | None:
+    """Whether ``action`` (as a binding of ``node`` names it) is on: its target's
+    ``check_action``, the target found as Textual's app finds it (no namespace: the
+    node; "app", "screen" or "focused": that one)."""
+    app = node.app
+    namespace, name, parameters = parse_action(action)
+    if not namespace:
+        target: DOMNode | None = node
+    elif namespace in ("app", "screen", "focused"):
+        target = getattr(app, namespace, None)
+    else:
+        return False  # a namespace Textual would refuse: never runs
+    if target is None:
+        return False
+    return target.check_action(name, parameters)
+
+
 def bindings_now(widget: Widget, key: str) -> list[tuple[DOMNode, str]]:
     """The actions ``key`` may run for ``widget`` here and now, and where, in the order
     Textual's app tries them once the key has bubbled up to it: the widget's bindings,
@@ -61,18 +145,18 @@ def bindings_now(widget: Widget, key: str) -> list[tuple[DOMNode, str]]:
 
     The widget may have lost the focus meanwhile (a tab the app ran as it read it, with
     keys typed before it still on their way here): its keys are still its own, so the
-    chain is walked from the widget, not from the focus, with Textual's own maps
-    (``_bindings``) and checks (``_check_action_state``), as its ``Screen`` does."""
-    app = widget.app
+    chain is walked from the widget, not from the focus, as Textual's ``Screen`` walks
+    it (the bindings of each node's class, the key map, each action's check)."""
+    keymap = _KEYMAPS.get(widget.app)
     found: list[tuple[DOMNode, str]] = []
     for node in widget.ancestors_with_self:  # up to the screen, then the app
-        bindings = node._bindings.copy()
-        if app._keymap:
-            bindings.apply_keymap(app._keymap)
+        bindings = node_bindings(node)
+        if keymap:
+            bindings.apply_keymap(keymap)
         for binding in bindings.key_to_bindings.get(key, ()):
             if binding.priority:
                 return []
-            if app._check_action_state(binding.action, node):  # False or None: off
+            if action_on(node, binding.action):  # False or None: off
                 found.append((node, binding.action))
         if node.is_modal:
             break  # a dialog's keys stop at its screen, as Textual's do

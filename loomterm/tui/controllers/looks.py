@@ -10,6 +10,7 @@ from textual.binding import Binding
 from textual.theme import BUILTIN_THEMES
 
 from loomterm.config.keymap import KeymapError, load_keymap
+from loomterm.tui.key_order import set_keymap
 from loomterm.tui.keymap import ACTION_BY_ID, ACTIONS
 from loomterm.tui.prefs import save_prefs
 from loomterm.tui.themes import DEFAULT_THEME, load_themes
@@ -71,7 +72,7 @@ class Looks:
         if unknown:
             app.notify(f"key map: unknown action ids {', '.join(unknown)}", severity="warning")
         self.keymap = {k: v for k, v in keymap.items() if k in known}
-        app.set_keymap(self.keymap)
+        set_keymap(app, self.keymap)
 
     def keys_by_id(self) -> dict[str, str]:
         """The key (as displayed) that runs each action now, key map applied."""
