@@ -41,7 +41,7 @@ async def test_regenerating_a_healed_branch_heals_the_same_typed_word(make_app, 
     async with app.run_test(size=TERMINAL) as pilot:
         await write_and_generate(pilot, TYPED)
         first = loom.cursor
-        app.action_regenerate()
+        await app.run_action("regenerate")
         await settle(pilot)
         second = loom.cursor
         assert second is not first and second.parent is first.parent

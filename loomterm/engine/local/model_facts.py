@@ -72,6 +72,7 @@ def capabilities(config, rope: RopeSpec | None, attention_note: str | None) -> C
         batched_siblings=True,
         drafting=no_drafts is None,
         prompt_logprobs=True,
+        healing=True,
         why_not=why_not,
     )
 

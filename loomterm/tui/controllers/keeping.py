@@ -167,8 +167,8 @@ class Keeping:
         from loomterm.store import Typed
 
         app = self.app
-        session = session_of(app.loom)  # type: ignore[arg-type]
-        if session is None or session.read_only or not app.text_waiting():
+        session = session_of(app.loom)
+        if session is None or session.read_only or not app.typing.waiting():
             return
         base = app.doc.node or app.loom.root
         session.recorder.keep_typed(Typed(base.id, app.doc.text))
