@@ -8,12 +8,21 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from loomterm.sessions.session import close_session, load_session, save_loom
 from tests.engine.test_records import assert_records_match
 from tests.helpers import ForwardCounter, assert_matches_recompute
 from tests.tui.conftest import TERMINAL, settle, write_and_generate
 
 PAUSE = 0.3
+
+
+@pytest.fixture(autouse=True)
+def no_healing(loom):
+    """The prompts end inside a word; healing would split them on the first generation
+    (``tests/engine/test_foresight.py`` checks that nothing is foreseen there)."""
+    loom.update_settings(token_healing=False)
 
 
 async def wait_for(pilot, condition, timeout: float = 30.0) -> None:
@@ -124,6 +133,7 @@ async def test_a_key_while_thinking_stops_it_within_one_step(make_app, loom):
         try:
             app.ahead.rest()
             await wait_for(pilot, lambda: app.ahead.thinking and seen["steps"] > 5)
+            ahead = set(loom.tree.foreseen)  # what thinking ahead is writing now
             await pilot.press("x")
             await settle(pilot)
         finally:
@@ -132,8 +142,10 @@ async def test_a_key_while_thinking_stops_it_within_one_step(make_app, loom):
         assert loom.tree.foreseen == {} and loom.foresights() == ()
         assert app.doc.text.endswith("x")
         assert loom.text(loom.cursor).endswith("x")
-        grown = set(loom.tree.nodes) - nodes
-        assert all(loom.tree.nodes[i].origin.value != "model" for i in grown)
+        # Nothing it wrote joined the tree (typing "x" may split the generated node
+        # where "x" joins its last token: that tail is the model's, not thought ahead).
+        assert ahead and not ahead & set(loom.tree.nodes)
+        assert nodes <= set(loom.tree.nodes)
 
 
 async def test_off_does_no_work(make_app, loom):
