@@ -434,6 +434,9 @@ def test_default_model_greedy_drafting_is_lossless():
     from loomterm.engine import Loom
 
     loom = Loom.load(device="cpu", dtype="float32")
+    loom.update_settings(
+        token_healing=False
+    )  # the prompt is cut mid-word; drafting is compared here
     corpus = resources.files("loomterm.bench").joinpath("corpus.txt").read_text()
     start = corpus.index("III. A Morning")
     node = loom.append(loom.root, corpus[start : start + 600])

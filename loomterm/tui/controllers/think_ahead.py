@@ -57,7 +57,10 @@ class ThinkAhead:
     # -- when ------------------------------------------------------------------------------
     @property
     def enabled(self) -> bool:
-        """Whether the setting asks for thinking ahead on this model."""
+        """Whether the setting asks for thinking ahead on this model (never while the
+        model loads: there is none to ask yet)."""
+        if self.app.loader is not None:
+            return False
         loom = self.app.loom
         mode = loom.settings.think_ahead
         return mode == "on" or (mode == "auto" and loom.runner.backend in LOCAL)
