@@ -41,7 +41,9 @@ def make_loom(loaded: LoadedModel, drafting: str = "off", n_ctx: int | None = No
     if n_ctx is not None:
         options["n_ctx"] = n_ctx
     loom = Loom.from_loaded(loaded, **options)
-    loom.update_settings(drafting=drafting)
+    # Healing off: the rows compare generations with a peer's from the same tokens (the
+    # corpus is cut anywhere); the healing section turns it on itself.
+    loom.update_settings(drafting=drafting, token_healing=False)
     return loom
 
 

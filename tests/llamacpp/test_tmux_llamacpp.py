@@ -31,8 +31,9 @@ def test_the_editor_on_llama_cpp_in_tmux(term, binding, default_gguf):
     # The model loads behind the open editor; then the status bar says where it runs.
     term.wait_for(lambda s: "llama.cpp" in s, timeout=90, what="the model on llama.cpp")
 
-    term.keys("Once upon a time", literal=True)
-    term.wait_for(lambda s: "Once upon a time" in s and settled(s), what="the typing to sync")
+    # Ending in a full stop: nothing to heal, so the first generation is one node.
+    term.keys("Once upon a time.", literal=True)
+    term.wait_for(lambda s: "Once upon a time." in s and settled(s), what="the typing to sync")
     term.keys("C-g")
     first = quiet(term, lambda s: settled(s) and "2 nodes" in s, "the first generation")
     text = " ".join(document_lines(first))

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from loomterm.config.settings import DEFAULTS
+from loomterm.engine.events import Event
 from loomterm.engine.generation import GenerateRequest, GenerateResult
 from loomterm.engine.loom.healing import healed
 from loomterm.engine.loom.models import ModelWriter
@@ -229,14 +230,14 @@ class LoomForesight:
             if spec.active:
                 _, new = self.contexts.versions.add(spec)
                 if new:
-                    self._events.emit("contexts", None)
+                    self._events.emit(Event.CONTEXTS, None)
             now = time.time()
             for kid in found.nodes:
                 kid.created = now  # joins the writer's tree now
                 self.tree.adopt(kid)
-                self._events.emit("add", kid)
+                self._events.emit(Event.ADD, kid)
             for kid in found.nodes:
-                self._events.emit("done", kid)
+                self._events.emit(Event.DONE, kid)
             self.last_result = found.result
             return list(found.nodes)
 
