@@ -19,6 +19,16 @@ from loomterm.tree import Origin
 from tests.helpers import reference_logits
 from tests.tiny_models import CORPUS
 
+
+@pytest.fixture(autouse=True)
+def healing_on(request):
+    """Token healing on for the shared fixtures' looms a test uses (off by default for
+    now)."""
+    for name in ("loom", "llama_loom"):
+        if name in request.fixturenames:
+            request.getfixturevalue(name).update_settings(token_healing=True)
+
+
 VOCAB = [
     b"",
     b" ",

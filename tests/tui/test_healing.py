@@ -3,11 +3,21 @@ healed word, keeps the typed text, and the alternatives of a healed token say so
 
 from __future__ import annotations
 
+import pytest
+
 from loomterm.engine.loom.healing import MAX_TOKENS, plan_heal, typed_tail
 from loomterm.engine.text_prefix import prefix_index
 from loomterm.tui.widgets.alternatives import AlternativesScreen
 from tests.tui.conftest import TERMINAL, settle, write_and_generate
 from tests.tui.screen_text import screen_text
+
+
+@pytest.fixture
+def loom(loom):
+    """The shared fixture's loom with token healing on (off by default for now)."""
+    loom.update_settings(token_healing=True)
+    return loom
+
 
 TYPED = "Once upon a time, in a land far away, there lived a wea"
 
