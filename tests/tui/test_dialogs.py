@@ -160,6 +160,9 @@ def test_settings_dialog_rows_come_from_the_settings_table():
         "splice_mode",
         "banned_strings",
         "banned_strings_ignore_case",
+        "token_healing",
+        "think_ahead",
+        "think_ahead_pause",
     }
     assert set(samplers) | generation == set(names)
     assert set(FIELDS) | set(CHOICES) == set(DIALOG)
