@@ -90,7 +90,7 @@ class FuzzApp(LoomApp):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.failures: list[tuple[str, BaseException]] = []
+        self.job_failures: list[tuple[str, BaseException]] = []
         self.errors: list[str] = []
         self.generations = 0
 
@@ -98,7 +98,7 @@ class FuzzApp(LoomApp):
         self.generations += 1
 
     def on_jobs_failed(self, message: Jobs.Failed) -> None:  # LoomApp's handler runs too
-        self.failures.append((message.label, message.error))
+        self.job_failures.append((message.label, message.error))
 
     def notify(self, message, *args, **kwargs) -> None:
         if kwargs.get("severity") == "error":
@@ -208,7 +208,7 @@ async def _settle(pilot, app: FuzzApp) -> None:
             locks=app.jobs.locks,
             doc=app.doc.text,
             engine=app.loom.text(app.loom.cursor),
-            failures=app.failures,
+            failures=app.job_failures,
             screens=app.screen_stack,
         )
         raise AssertionError(f"the app did not settle: {state}") from None
@@ -234,7 +234,7 @@ async def test_random_keys_pastes_and_clicks(seed, loom, tmp_path):
         assert app.return_code is None  # still running: nothing made it exit
         worker_stopped = [e for e in app.errors if "engine worker stopped" in e]
         assert not worker_stopped, worker_stopped
-        bugs = [(label, e) for label, e in app.failures if not isinstance(e, LoomError)]
+        bugs = [(label, e) for label, e in app.job_failures if not isinstance(e, LoomError)]
         assert not bugs, bugs
         assert not app.doc.dirty
         cursor = loom.cursor
@@ -255,8 +255,8 @@ async def test_random_keys_pastes_and_clicks(seed, loom, tmp_path):
             )
         print(
             f"seed {seed}: {sent} events ({during} during generation) in {fuzzed:.1f} s, "
-            f"{app.generations} generations, {len(loom.tree.nodes)} nodes, {len(app.failures)} user-facing job errors: "
-            f"{sorted({str(e)[:60] for _, e in app.failures})}"
+            f"{app.generations} generations, {len(loom.tree.nodes)} nodes, {len(app.job_failures)} user-facing job errors: "
+            f"{sorted({str(e)[:60] for _, e in app.job_failures})}"
         )
         await pilot.press("ctrl+q")
         await pilot.pause(0.3)
