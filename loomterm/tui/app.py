@@ -284,7 +284,7 @@ class LoomApp(App[None]):
         need the model wait for it, in order, while it loads."""
         if isinstance(action, str) and default_namespace in (None, self):
             namespace, name, params = parse(action)
-            if not namespace:
+            if namespace in ("", "app"):  # the app's own: "app.x" as well as "x"
                 loader = self.loader
                 if loader is not None and loader.needs_model(action):
                     loader.hold(lambda: self.run_action(action), name)
