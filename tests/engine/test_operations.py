@@ -139,6 +139,26 @@ def test_edit_becomes_a_minimal_exact_splice(loom):
     assert len(loom.tree.nodes) > before
 
 
+@pytest.mark.parametrize("change", ["append", "delete"])
+def test_writing_on_after_a_stop_token_leaves_it_on_the_old_branch(loom, change):
+    """A generation that ended with its end-of-text token, then the writer types on (or
+    deletes) at the end: the new branch ends with the writer's text, not with the stop
+    (the model would be asked to go on after its own end); the old branch keeps it."""
+    (stop,) = sorted(loom.eos_ids)[:1]
+    node = loom.append(loom.root, PROMPT)
+    ended = loom.splice_tokens(node, node.end, node.end, [stop])  # as if generated
+    text = loom.text(ended)
+    new_text = text + " And then more" if change == "append" else text[:-3]
+    edited = loom.edit(ended, new_text)
+    assert loom.text(edited) == new_text
+    assert stop not in edited.path_tokens()
+    assert ended.path_tokens()[-1] == stop  # nothing lost: the old branch is whole
+    assert_matches_recompute(loom, edited)
+    # A change before the end keeps the stop after it.
+    middle = loom.edit(ended, text.replace("fox", "cat", 1))
+    assert middle.path_tokens()[-1] == stop
+
+
 def test_refresh_makes_approximate_paths_exact(llama_loom):
     loom = llama_loom
     node = loom.append(loom.root, PROMPT)

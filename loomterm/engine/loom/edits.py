@@ -24,10 +24,26 @@ def plan_edit(
     encode: Callable[[str], list[int]],
     old_tokens: list[int],
     new_text: str,
+    stops: Collection[int] = (),
 ) -> tuple[int, int, list[int]]:
     """``(start, end, inserted)``: replacing ``old_tokens[start:end]`` with ``inserted``
     gives tokens whose text is ``new_text``. Special tokens in the re-tokenized region
-    stay (see :func:`respell`). Raises :class:`EmptyEditError` when nothing changes."""
+    stay (see :func:`respell`), but for the ``stops`` (end-of-text ids) that end the
+    path when the change reaches the end of the text: writing on after a generation
+    that stopped continues the text, so the new branch leaves the stop out (the old
+    branch keeps it) and the model is not asked to go on after its own end. Raises
+    :class:`EmptyEditError` when nothing changes."""
+    kept = len(old_tokens)
+    while (
+        kept > 1 and old_tokens[kept - 1] in stops and not codec.token_bytes(old_tokens[kept - 1])
+    ):
+        kept -= 1
+    if kept < len(old_tokens):
+        old_text = codec.decode(old_tokens)
+        cp = common_prefix(old_text, new_text)
+        if common_suffix(old_text, new_text, min(len(old_text), len(new_text)) - cp) == 0:
+            start, end, inserted = plan_edit(codec, encode, old_tokens[:kept], new_text)
+            return start, (len(old_tokens) if end == kept else end), inserted
     pieces = codec.pieces(old_tokens)
     old_text = "".join(pieces)
     if new_text == old_text:

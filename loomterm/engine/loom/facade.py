@@ -483,7 +483,11 @@ class Loom(LoomModels, LoomForesight):
             if not isinstance(new_text, str):
                 raise InputError("text must be a string")
             start, end, inserted = plan_edit(
-                self.codec, lambda text: self.encode(text), node.path_tokens(), new_text
+                self.codec,
+                lambda text: self.encode(text),
+                node.path_tokens(),
+                new_text,
+                stops=self.eos_ids,
             )
             return self.splice_tokens(node, start, end, inserted, exact)
 
