@@ -19,6 +19,7 @@ import unicodedata
 
 import pytest
 from textual import events
+from textual.errors import NoWidget
 from textual.keys import REPLACED_KEYS, _character_to_key, _get_unicode_name_from_key
 
 from loomterm.errors import LoomError
@@ -179,11 +180,14 @@ async def _fuzz(pilot, app: FuzzApp, rng: random.Random, count: int) -> tuple[in
             await press(rng.choice(KEYS))
         elif roll < 0.90:
             await press(rng.choice(COMMANDS))
-        else:
+        elif app.screen is app.view.screen:  # not while a dialog is on its way in
             size = app.view.size
             offset = (rng.randrange(max(1, size.width)), rng.randrange(max(1, size.height)))
+            try:
+                await pilot.click(app.view, offset=offset)
+            except NoWidget:  # the screen is between layouts (a dialog just closed):
+                continue  # nothing is laid out there yet for the pilot to click
             during += app.generating
-            await pilot.click(app.view, offset=offset)
             sent += 1
         if rng.random() < 0.15:  # let the app (and sometimes the engine) catch up
             await pilot.pause(rng.choice([0.0, 0.0, 0.01, 0.1, 0.3]))
