@@ -38,6 +38,9 @@ def test_cancel_mid_way_keeps_the_tokens_so_far_exact(tiny_llama_dir, n, draftin
     step's first token, every row still gets that step's token (the check is per
     step), and each child is the same seed's full generation cut short."""
     loom = make_loom(tiny_llama_dir)
+    # Healing would back up " lived" and make both generations' first tokens the healed
+    # ones; the cut this test counts is the plain loop's (healing is cancelled in its tests).
+    loom.update_settings(token_healing=False)
     node = loom.append(loom.root, PROMPT)
     full = loom.generate(node, 12, n=n, temperature=1.0, seed=4, drafting=drafting)
     assert all(len(kid.tokens) == 12 for kid in full)  # no end token: the cut is the cancel
