@@ -1,8 +1,10 @@
 """The Loom: the facade over the tree and its operations.
 
-``facade`` holds :class:`Loom`; its mixins (``models``: several runners on one tree,
-``context``: memory, author's note and world info, ``tidy``: split, merge, move) and the
-parts it uses (``events``, ``edits``, ``registry``, ``weave``) sit beside it. ``Loom`` is
+``facade`` holds :class:`Loom`, which holds its parts and delegates to them
+(``editing``: truncate, splice, edit, retype; ``generating``: generate and run;
+``foresight``; ``models``: several runners on one tree; ``context``: memory, author's
+note and world info; ``tidy``: split, merge, move); what they use (``events``,
+``edits``, ``registry``, ``healing``) and ``weave``, over the Loom, sit beside it. ``Loom`` is
 imported on first use, so that ``loomterm.engine.loom.events`` and the like load light.
 """
 

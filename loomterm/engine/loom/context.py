@@ -23,8 +23,12 @@ class ContextHost(Protocol):
     """What the context part needs of the Loom: all of it public."""
 
     settings: Settings
-    runner: Runner
-    lock: threading.RLock
+
+    @property
+    def lock(self) -> threading.RLock: ...
+
+    @property
+    def runner(self) -> Runner: ...
 
     @property
     def models(self) -> dict[str, Runner]: ...

@@ -19,17 +19,20 @@ Foreseen nodes live in memory only: nothing about them is written to the session
 they are taken, and closing the session drops them. A new round of foresight drops the
 old one (``drop_foresight``); a cancelled foresight drops what it half wrote.
 
-Mixed into :class:`~loomterm.engine.loom.facade.Loom`, whose lock, runners and events
-it uses as its own.
+A part the :class:`~loomterm.engine.loom.facade.Loom` holds and delegates to; it owns
+what is foreseen and reaches the Loom only through the public :class:`ForesightHost`
+(the settings, the tree, the lock, the context), the change notices' ``emit``, the
+models part's ``runner_of`` and the generation part's ``sampling``, all handed to it
+when it is made.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from loomterm.config.settings import DEFAULTS
 from loomterm.engine.events import Event
@@ -40,7 +43,33 @@ from loomterm.errors import InputError, PrefillCancelled
 from loomterm.tree import Node, Origin, Tree
 
 if TYPE_CHECKING:
+    from loomterm.config.injection import ContextSpec
     from loomterm.config.settings import Settings
+    from loomterm.engine.context import Assembly, ContextBook
+    from loomterm.engine.runner import Runner
+    from loomterm.engine.sample.chain import SamplingParams
+
+Emit = Callable[[Event, "Node | None"], None]
+
+
+class ForesightHost(Protocol):
+    """What foresight needs of the Loom: all of it public."""
+
+    tree: Tree
+    settings: Settings
+    contexts: ContextBook
+
+    @property
+    def lock(self) -> threading.RLock: ...
+
+    @property
+    def active_model(self) -> str: ...
+
+    def check_node(self, node: Node) -> None: ...
+
+    def assembly(self, version: str | None = None) -> Assembly: ...
+
+    def context_spec(self, version: str | None = None) -> ContextSpec: ...
 
 
 @dataclass(frozen=True, eq=False)
@@ -113,11 +142,18 @@ class ForeseenWriter(ModelWriter):
 class LoomForesight:
     """Foresee a request out of sight, and take what was foreseen (module docstring)."""
 
-    _foresights: tuple[Foresight, ...] = ()  # replaced per instance, never mutated
-
-    def is_foreseen(self, node: Node) -> bool:
-        """True for a node written ahead and not taken (the event bus hides it)."""
-        return self.tree.is_foreseen(node)
+    def __init__(
+        self,
+        loom: ForesightHost,
+        emit: Emit,
+        runner_of: Callable[[str], Runner],
+        sampling: Callable[[Settings], SamplingParams],
+    ) -> None:
+        self.loom = loom
+        self.emit = emit
+        self.runner_of = runner_of  # an attached model's runner by key (one-line error)
+        self.sampling = sampling  # the settings' sampling knobs (``LoomGeneration``)
+        self._foresights: tuple[Foresight, ...] = ()  # replaced, never mutated
 
     def foresights(self) -> tuple[Foresight, ...]:
         """What is foreseen now, oldest first (safe to read from any thread)."""
@@ -133,19 +169,19 @@ class LoomForesight:
     ) -> Ask:
         """The request ``generate(node, n=n, context=context, model=model)`` makes under
         ``settings`` (default: the loom's), as foresight matches it."""
-        settings = self.settings if settings is None else settings
+        settings = self.loom.settings if settings is None else settings
         # How far ahead to think is no part of the request.
         settings = replace(
             settings,
             think_ahead=DEFAULTS.think_ahead,
             think_ahead_pause=DEFAULTS.think_ahead_pause,
         )
-        with self._lock:
+        with self.loom.lock:
             return Ask(
                 node=node,
                 n=n,
                 settings=settings,
-                model=self.active_model if model is None else model,
+                model=self.loom.active_model if model is None else model,
                 context=context,
                 path=tuple(node.path_tokens()),
                 approx=any(item.approx for item in node.path()),
@@ -164,24 +200,24 @@ class LoomForesight:
         they were whole (what was written is dropped) or the request cannot be made
         ahead (a context version not recorded yet would have to be recorded)."""
         settings = ask.settings
-        with self._lock:
-            self._check_node(ask.node)
+        with self.loom.lock:
+            self.loom.check_node(ask.node)
             if ask.n < 1 or ask.node.end == 0:
                 raise InputError("nothing to foresee: the path is empty or n < 1")
-            runner = self._models.runner(ask.model)
-            spec = self.context_spec(ask.context)
-        with self._lock, runner.context(self.assembly(ask.context)):
+            runner = self.runner_of(ask.model)
+            spec = self.loom.context_spec(ask.context)
+        with self.loom.lock, runner.context(self.loom.assembly(ask.context)):
             if tuple(ask.node.path_tokens()) != ask.path:
                 return None
             meta: dict[str, Any] = {"model": ask.model}
             if spec.active:
                 meta["context"] = spec.version  # recorded when taken
-            writer = ForeseenWriter(self.tree, meta)
+            writer = ForeseenWriter(self.loom.tree, meta)
             request = GenerateRequest(
                 node=ask.node,
                 max_new_tokens=settings.max_new_tokens,
                 n=ask.n,
-                sampling=self._sampling(settings),
+                sampling=self.sampling(settings),
                 drafting=settings.drafting,
                 cancel=cancel,
                 banned=settings.banned_strings,
@@ -201,22 +237,22 @@ class LoomForesight:
             finally:
                 if not whole:
                     for kid in writer.children:
-                        self.tree.discard(kid)
+                        self.loom.tree.discard(kid)
             if not whole:
                 return None
             foresight = Foresight(ask, list(result.children), result)
             self._foresights = (*self._foresights, foresight)
             return foresight
 
-    def take_foresight(self, ask: Ask) -> list[Node] | None:
-        """The nodes foreseen for ``ask``, now the tree's own nodes (announced as a
+    def take_foresight(self, ask: Ask) -> Foresight | None:
+        """The foresight for ``ask``, its nodes now the tree's own nodes (announced as a
         generation's children: ``add``, ``done``), or None when nothing foreseen
         matches. Either way nothing stays foreseen."""
-        with self._lock:
+        with self.loom.lock:
             found = next((f for f in self._foresights if f.ask.matches(ask)), None)
             if found is not None:
                 node = found.ask.node
-                if self.tree.nodes.get(node.id) is not node or (
+                if self.loom.tree.nodes.get(node.id) is not node or (
                     tuple(node.path_tokens()) != ask.path
                 ):
                     found = None  # the node left the tree, or its tokens changed
@@ -226,25 +262,24 @@ class LoomForesight:
             self._foresights = ()
             if found is None:
                 return None
-            spec = self.context_spec(ask.context)
+            spec = self.loom.context_spec(ask.context)
             if spec.active:
-                _, new = self.contexts.versions.add(spec)
+                _, new = self.loom.contexts.versions.add(spec)
                 if new:
-                    self._events.emit(Event.CONTEXTS, None)
+                    self.emit(Event.CONTEXTS, None)
             now = time.time()
             for kid in found.nodes:
                 kid.created = now  # joins the writer's tree now
-                self.tree.adopt(kid)
-                self._events.emit(Event.ADD, kid)
+                self.loom.tree.adopt(kid)
+                self.emit(Event.ADD, kid)
             for kid in found.nodes:
-                self._events.emit(Event.DONE, kid)
-            self.last_result = found.result
-            return list(found.nodes)
+                self.emit(Event.DONE, kid)
+            return found
 
     def drop_foresight(self, keep: Sequence[Ask] = ()) -> None:
         """Drop the nodes foreseen (their KV with them), but those for an ask in
         ``keep``."""
-        with self._lock:
+        with self.loom.lock:
             kept = []
             for foresight in self._foresights:
                 if any(foresight.ask.matches(ask) for ask in keep):
@@ -255,4 +290,4 @@ class LoomForesight:
 
     def _discard(self, foresight: Foresight) -> None:
         for kid in foresight.nodes:
-            self.tree.discard(kid)
+            self.loom.tree.discard(kid)

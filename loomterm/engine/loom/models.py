@@ -1,14 +1,19 @@
-"""The Loom's models (mixed into :class:`~loomterm.engine.loom.facade.Loom`): attach more
-runners to one tree, choose the active one, generate with several at once, and tag
+"""The Loom's models: attach more runners to one tree, choose the active one, and tag
 every generated node with the key of the model that wrote it (``engine.loom.registry``
-keeps who they are and the tokenizer rule)."""
+keeps who they are and the tokenizer rule).
+
+A part the :class:`~loomterm.engine.loom.facade.Loom` holds and delegates to; it owns
+the registry (``Models``) and reaches the Loom only through the public
+:class:`ModelsHost` (the tree, the lock, ``exclusive``, the context's ``assembly``) and the change notices' ``emit``,
+handed to it when it is made. It keeps the active runner (``Loom.runner``).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from loomterm.engine.events import Event
 from loomterm.engine.generation import NodeWriter
@@ -17,120 +22,134 @@ from loomterm.errors import InputError
 from loomterm.tree import Node, Origin, Tree
 
 if TYPE_CHECKING:
-    from loomterm.engine.loom.events import EventBus
+    from loomterm.engine.context import Assembly
     from loomterm.engine.loom.registry import Models
     from loomterm.engine.open import RunnerOptions
     from loomterm.engine.runner import Runner
 
+Emit = Callable[[Event, "Node | None"], None]
 
-class LoomModels:
-    """Several models behind one Loom. See the module docstring."""
 
-    _models: Models
-    _events: EventBus
-    _lock: threading.RLock
-    exclusive: Callable[[], contextlib.AbstractContextManager]
-    runner: Runner
+class ModelsHost(Protocol):
+    """What the models part needs of the Loom: all of it public."""
+
     tree: Tree
 
-    def _generate_each(
-        self,
-        node: Node,
-        models: Sequence[tuple[str, int]] | dict[str, int],
-        max_new_tokens: int | None,
-        *,
-        seed: int | None,
-        cancel: threading.Event | None,
-        **options: Any,
-    ) -> list[Node]:
-        """``generate(models=...)``: one batch per (model, count), in order."""
-        plan = list(models.items()) if isinstance(models, dict) else list(models)
-        if not plan or any(count < 0 for _name, count in plan):
-            raise InputError("models: give (model, count) pairs with counts >= 0")
-        kids: list[Node] = []
-        for i, (name, count) in enumerate(plan):
-            if count == 0 or (cancel is not None and cancel.is_set()):
-                continue
-            kids += self.generate(  # type: ignore[attr-defined]  # the Loom's
-                node,
-                max_new_tokens,
-                count,
-                seed=None if seed is None else seed + i,
-                cancel=cancel,
-                model=name,
-                **options,
-            )
-        return kids
+    @property
+    def lock(self) -> threading.RLock: ...
+
+    def exclusive(self) -> contextlib.AbstractContextManager: ...
+
+    def check_node(self, node: Node) -> None: ...
+
+    def assembly(self, version: str | None = None) -> Assembly: ...
+
+
+class KeepsNodeKV(Protocol):
+    """A runner that can keep node KV and be told not to (``LocalRunner``)."""
+
+    def without_node_kv(self) -> None: ...
+
+
+class LoomModels:
+    """Several models behind one Loom. See the module docstring.
+
+    Attributes:
+        registry: Who the models are, which one is active, who owns node KV.
+        runner: The active model's runner (``Loom.runner``).
+    """
+
+    def __init__(self, loom: ModelsHost, registry: Models, emit: Emit) -> None:
+        self.loom = loom
+        self.registry = registry
+        self.emit = emit
+        self.runner = registry.runner()
 
     @property
     def models(self) -> dict[str, Runner]:
         """The attached models' runners by key, in the order they joined."""
-        return self._models.runners()
+        return self.registry.runners()
 
     @property
     def model_table(self) -> dict[str, dict[str, Any]]:
         """Key to record (``registry.model_record``) of every model that wrote or may
         write into this tree, attached or only recorded; the session file keeps it."""
-        return self._models.table()
+        return self.registry.table()
 
     @property
     def active_model(self) -> str:
         """The key of the model that operations use (``use`` changes it)."""
-        return self._models.active
+        return self.registry.active
 
     @property
     def kv_owner(self) -> str | None:
         """The key of the local model whose KV is kept on the nodes, or None."""
-        return self._models.kv_owner
+        return self.registry.kv_owner
 
     def kv_bytes(self) -> KVBytes:
         """Resident KV: ``.nodes`` (stored on nodes), ``.working`` (the working buffer)
         and ``.total``, over every attached model. Safe from any thread without waiting
         for an operation."""
-        runners = self._models.runners()
-        if len(runners) == 1:
+        runners = self.registry.runners()
+        if len(runners) == 1:  # the active one
             return self.runner.kv_bytes()
         parts = [runner.kv_bytes() for runner in runners.values()]
         return sum(parts, KVBytes())
 
     def evict(self, node: Node) -> None:
         """Drop ``node``'s KV, keeping its tokens; it is recomputed exactly when used."""
-        with self.exclusive():
-            owner = self._kv_runner()
+        with self.loom.exclusive():
+            owner = self.kv_runner()
             if owner is not None:
                 owner.evict(node)
 
-    def _each_runner(self) -> list[Runner]:
+    def each_runner(self) -> list[Runner]:
         """Every attached runner: tree changes that rename or drop what a working cache
         holds (split, merge, move) go to all of them."""
-        return list(self._models.runners().values())
+        return list(self.registry.runners().values())
 
-    def _kv_runner(self) -> Runner | None:
-        owner = self._models.kv_owner
-        return self._models.runner(owner) if owner is not None else None
+    def kv_runner(self) -> Runner | None:
+        """The runner of the model that keeps node KV, or None."""
+        owner = self.registry.kv_owner
+        return self.registry.runner(owner) if owner is not None else None
+
+    def refresh(self, node: Node) -> Node:
+        """Recompute, exactly, the KV of every approximate node on the path (and of
+        everything after the first one). Returns ``node``."""
+        with self.loom.exclusive():
+            self.loom.check_node(node)
+            owner = self.kv_runner()
+            if owner is not None:
+                with owner.context(self.loom.assembly()):  # every model sees one context
+                    owner.refresh(node)
+            if owner is not self.runner:
+                self.runner.refresh(node)
+            return node
 
     def attach(self, name: str | None, runner: Runner) -> str:
         """Add ``runner`` as a model of this loom (not made active); returns its key
         (``name``, or one made from the model's name). Refused, in one line, unless its
         tokenizer is the tree's (``registry.vocab_mismatch``). A local runner beside one
         that already keeps node KV runs without node KV (``without_node_kv``)."""
-        with self._lock:
-            key = (name or "").strip() or self._models.fresh_key(runner.name)
-            if self._models.key_of(runner) is not None:
-                raise InputError(f"that model is already attached as {self._models.key_of(runner)}")
-            self._models.check(key, runner)
+        with self.loom.lock:
+            key = (name or "").strip() or self.registry.fresh_key(runner.name)
+            if self.registry.key_of(runner) is not None:
+                raise InputError(
+                    f"that model is already attached as {self.registry.key_of(runner)}"
+                )
+            self.registry.check(key, runner)
             if runner.capabilities.node_kv:
-                if self._models.kv_owner is not None:
-                    runner.without_node_kv()  # type: ignore[attr-defined]
+                if self.registry.kv_owner is not None:
+                    cast(KeepsNodeKV, runner).without_node_kv()
                 else:
                     from loomterm.engine.kv.cache import split_kv
 
-                    self.tree.split_kv = split_kv
-            slot = self._models.add(key, runner, named=bool((name or "").strip()))
+                    self.loom.tree.split_kv = split_kv
+            slot = self.registry.add(key, runner, named=bool((name or "").strip()))
             if runner.capabilities.node_kv:
-                self._models.kv_owner = slot.key
-            runner.attach(self.tree, self._events.emit)
-            self._events.emit(Event.MODELS, None)
+                self.registry.kv_owner = slot.key
+            runner.attach(self.loom.tree, self.emit)
+            self.emit(Event.MODELS, None)
             return slot.key
 
     def open_model(
@@ -205,8 +224,8 @@ class LoomModels:
         from loomterm.engine.loom.registry import vocab_key, vocab_mismatch
         from loomterm.engine.open import open_runner
 
-        with self._lock:
-            fits = vocab_mismatch(self._models.tree_vocab(), vocab_key(runner)) is None
+        with self.loom.lock:
+            fits = vocab_mismatch(self.registry.tree_vocab(), vocab_key(runner)) is None
         if fits:
             return runner
         runner.close()
@@ -217,12 +236,12 @@ class LoomModels:
         """``{"active": key, "attached": [keys]}``: which models were attached (or
         wanted but not reopened) and which was active; the session file keeps it beside
         the table so a reopened session can come back as it was (``reopen_models``)."""
-        return self._models.state()
+        return self.registry.state()
 
     @property
     def model_notes(self) -> dict[str, str]:
         """Key to why, for each recorded model that ``reopen_models`` could not reopen."""
-        return {k: s.missing for k, s in self._models.recorded().items() if s.missing}
+        return {k: s.missing for k, s in self.registry.recorded().items() if s.missing}
 
     def reopen_models(
         self,
@@ -245,7 +264,7 @@ class LoomModels:
         from loomterm.engine.loom.registry import reopen_plan
         from loomterm.errors import LoomError
 
-        wanted = self._models.recorded()
+        wanted = self.registry.recorded()
         if keys is None:
             keys = [k for k, slot in wanted.items() if slot.wanted]
         order = [k for k in keys if k in wanted]
@@ -279,26 +298,26 @@ class LoomModels:
 
     def use(self, name: str) -> Runner:
         """Make the attached model ``name`` the active one; returns its runner."""
-        with self._lock:
-            runner = self._models.runner(name)
-            self._models.active = name
-            self._models.wanted_active = None
+        with self.loom.lock:
+            runner = self.registry.runner(name)
+            self.registry.active = name
+            self.registry.wanted_active = None
             self.runner = runner
-            self._events.emit(Event.MODELS, None)
+            self.emit(Event.MODELS, None)
             return runner
 
     def detach(self, name: str) -> None:
         """Close and drop the attached model ``name`` (not the active one, nor the one
         keeping node KV); the nodes it wrote keep its key, and the table its record."""
-        with self._lock:
-            runner = self._models.runner(name)
-            if name in (self._models.active, self._models.kv_owner):
+        with self.loom.lock:
+            runner = self.registry.runner(name)
+            if name in (self.registry.active, self.registry.kv_owner):
                 raise InputError(
                     f"{name} is the active model or keeps the node KV: use another first"
                 )
-            self._models.drop(name)
+            self.registry.drop(name)
             runner.close()
-            self._events.emit(Event.MODELS, None)
+            self.emit(Event.MODELS, None)
 
     def adopt_models(
         self, table: dict[str, dict[str, Any]], state: dict[str, Any] | None = None
@@ -307,8 +326,8 @@ class LoomModels:
         its ``model_state``: the models it names as attached are wanted back
         (``reopen_models``); a file without a state wants every one."""
         attached, active = (state or {}).get("attached"), (state or {}).get("active")
-        with self._lock:
-            self._models.adopt(
+        with self.loom.lock:
+            self.registry.adopt(
                 table or {},
                 [str(k) for k in attached] if isinstance(attached, list) else None,
                 active if isinstance(active, str) else None,
