@@ -19,6 +19,7 @@ thread reads nodes. ``kv_bytes`` alone reads without waiting.
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -184,6 +185,8 @@ class Loom:
         ``options`` are its keyword-only ones (``dtype``, ``quant``, ``backend``,
         ``threads``, ``n_ctx``, ``kv_budget``, ``progress``, ``record``, server's)."""
         return self._models.open_model(source, name, device, **options)
+
+    functools.update_wrapper(open_model, LoomModels.open_model, assigned=(), updated=())
 
     def reopen_models(
         self,
@@ -443,6 +446,9 @@ class Loom:
         (``seed``, ``on_token``, ``cancel``, ``model``, ``models``, ``meta``,
         ``context``...) and any setting."""
         return self._generation.generate(node, max_new_tokens, n, **options)
+
+    # ``help()`` and ``inspect.signature`` show the part's full parameters.
+    functools.update_wrapper(generate, LoomGeneration.generate, assigned=(), updated=())
 
     def run(
         self, request: GenerateRequest, model: str | None = None, meta: dict | None = None
