@@ -107,7 +107,8 @@ def plan_opening(args: argparse.Namespace) -> tuple[SessionOpening, str] | None:
     """The session to open with the model loading in the background, and its name;
     None when the editor must wait for the model (see :func:`run_editor`)."""
     from loomterm.sessions.defaults import start_new_session
-    from loomterm.sessions.opening import SessionOpening, same_as_recorded
+    from loomterm.sessions.identity import same_as_recorded
+    from loomterm.sessions.opening import SessionOpening
     from loomterm.sessions.session import list_sessions, read_file, session_path
     from loomterm.store import SESSION_SUFFIX
 
