@@ -45,6 +45,7 @@ from typing import Any
 
 import torch
 
+from loomterm.engine.breakers import BreakerTable
 from loomterm.engine.events import Event
 from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter
 from loomterm.engine.kv.resident import KVBytes
@@ -59,7 +60,7 @@ from loomterm.engine.llamacpp.text import LlamaTokenText
 from loomterm.engine.local.budget import default_budget, parse_size
 from loomterm.engine.runner import Capabilities, Progress, Runner
 from loomterm.engine.sample.chain import SamplingParams
-from loomterm.engine.sample.penalties import DryBreakers, resolve_dry_breakers
+from loomterm.engine.sample.penalties import DryBreakers
 from loomterm.errors import ContextError, EmptyEditError, InputError, PrefillCancelled
 from loomterm.tree import Node
 
@@ -137,8 +138,7 @@ class LlamaCppRunner(Runner):
         self.growths = 0  # times the context grew (``grow``)
         self.grow_seconds = 0.0  # what those took, together
         self.moves: list[tuple[Node, int, int, int]] = []  # a fast splice's suffix pieces
-        self._breakers: dict[tuple[str, ...], DryBreakers] = {}
-        self._pieces: list[str] | None = None
+        self._breakers = BreakerTable(self.codec, self.vocab_size, self.encode)
         self._fingerprint: dict[str, str] | None = None
         self.capabilities = capabilities_of(self.llama)
 
@@ -189,14 +189,7 @@ class LlamaCppRunner(Runner):
 
     def dry_breakers(self, params: SamplingParams) -> DryBreakers | None:
         """DRY's sequence breakers as token ids (None when DRY is off), kept."""
-        if not params.dry_active:
-            return None
-        key = params.dry_sequence_breakers
-        if key not in self._breakers:
-            if self._pieces is None:
-                self._pieces = [self.codec.decode([i]) for i in range(self.vocab_size)]
-            self._breakers[key] = resolve_dry_breakers(key, self._pieces, self.encode)
-        return self._breakers[key]
+        return self._breakers.for_params(params)
 
     # -- what a path asks for ----------------------------------------------------------
     def want(self, node: Node, reserve: int = 0) -> Want:
