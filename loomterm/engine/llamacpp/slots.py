@@ -15,6 +15,7 @@ every sequence that holds it).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -77,7 +78,7 @@ class Slot:
             del self.tokens[length:], self.owners[length:]
             self.logits = None
 
-    def extend(self, tokens: list[int], owners: list[int | None]) -> None:
+    def extend(self, tokens: Sequence[int], owners: Sequence[int | None]) -> None:
         self.tokens.extend(tokens)
         self.owners.extend(owners)
         self.logits = None

@@ -79,7 +79,9 @@ class LlamaServer(Dialect):
             "with_pieces": True,
         }
         reply = reply_table(self.client.post("/tokenize", body), self.client.url, "/tokenize reply")
-        url, ids, raws = self.client.url, [], []
+        url = self.client.url
+        ids: list[int] = []
+        raws: list[bytes | None] = []  # None: the server gave no piece
         for item in token_list(reply, url, "/tokenize reply"):
             if isinstance(item, dict):
                 ids.append(token_id(item.get("id"), url, "/tokenize reply"))
