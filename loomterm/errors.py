@@ -92,6 +92,9 @@ class PrefillCancelled(LoomError):
     two chunks. The tree is intact: an edit or append that was being read is in it
     whole, as ``node``, and what was not computed yet is computed when next needed."""
 
-    def __init__(self, message: str = "stopped before the model read the whole text") -> None:
+    def __init__(
+        self, message: str = "stopped before the model read the whole text", evaluated: int = 0
+    ) -> None:
         super().__init__(message)
         self.node = None  # set by the Loom: where the operation left the tree
+        self.evaluated = evaluated  # tokens the runner had read when it stopped

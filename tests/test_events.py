@@ -6,18 +6,18 @@ import ast
 from pathlib import Path
 
 from loomterm.engine.events import Event
-from loomterm.sessions import recorder
+from loomterm.sessions import keeping, recorder
 
 ROOT = Path(__file__).resolve().parents[1] / "loomterm"
 
 
 def test_the_recorder_writes_and_journals_every_event():
     written = set(recorder.NODE_WRITES) | set(recorder.WRITES)
-    kept = set(recorder.NODE_KEEPS) | set(recorder.KEEPS)
+    kept = set(keeping.NODE_KEEPS) | set(keeping.KEEPS)
     assert written == set(Event), set(Event) - written
     assert kept == set(Event), set(Event) - kept
     assert not set(recorder.NODE_WRITES) & set(recorder.WRITES)
-    assert not set(recorder.NODE_KEEPS) & set(recorder.KEEPS)
+    assert not set(keeping.NODE_KEEPS) & set(keeping.KEEPS)
 
 
 def test_the_engine_emits_events_never_bare_strings():

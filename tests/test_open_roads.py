@@ -40,7 +40,7 @@ def threads_back():
 
 def roads(model: str, engine: EngineOptions, base_model: str, tmp_path) -> dict[str, dict]:
     """The settings of the runner each road opens ``model`` with ``engine``'s options."""
-    from loomterm.cli.run import attach_more
+    from loomterm.cli.attach import attach_more
     from loomterm.sessions.opening import SessionOpening
     from loomterm.sessions.session import Session, close_session, open_loom, save_loom
 

@@ -255,7 +255,7 @@ def test_replace_changes_only_what_is_asked_and_checks_before_changing():
     assert (s.temperature, s.n, s.top_p) == (0.3, 2, 1.0)
     assert DEFAULTS.temperature == 1.0  # frozen: a new object
     with pytest.raises(dataclasses.FrozenInstanceError):
-        s.temperature = 2.0  # type: ignore[misc]
+        s.temperature = 2.0  # type: ignore[misc]  # the point: a frozen field refuses it
     with pytest.raises(SettingError):
         s.replace(temperature=0.5, splice_mode="slow")
     assert s.temperature == 0.3
@@ -355,6 +355,7 @@ def test_from_stored_drops_unknown_keys_and_bad_values_with_a_warning_each():
 
 
 def test_from_stored_of_something_not_a_table_uses_the_defaults_and_says_so():
+    # Not a table, against the type: the point is a file that holds one, survived.
     settings, warnings = Settings.from_stored(["temperature"])  # type: ignore[arg-type]
     assert settings == DEFAULTS and len(warnings) == 1 and "defaults" in warnings[0]
 

@@ -157,7 +157,7 @@ def test_whether_a_gguf_file_is_a_sessions_model_is_told_without_torch(tiny_llam
     written on that file is told from the file's digest and its cached conversion, in
     a fresh interpreter without torch, so the editor paints that session at once; it
     answers what loading would (another model: a new session), and None only where
-    that needs the model (``sessions.opening.same_as_recorded``)."""
+    that needs the model (``sessions.identity.same_as_recorded``)."""
     from loomterm.engine import Loom
     from loomterm.engine.models.default import default_gguf_path
     from loomterm.sessions.session import close_session, save_loom
@@ -175,7 +175,7 @@ def test_whether_a_gguf_file_is_a_sessions_model_is_told_without_torch(tiny_llam
     script = f"""
 import json, sys
 from loomterm.sessions.session import read_file
-from loomterm.sessions.opening import same_as_recorded
+from loomterm.sessions.identity import same_as_recorded
 from loomterm.config.settings import EngineOptions
 answers = {{}}
 for name, path in {paths!r}.items():
@@ -214,7 +214,7 @@ for model, path in (("loomterm-tests/tiny", sys.argv[1]), (sys.argv[3], sys.argv
 HUB_ANSWERS = """
 import json, sys
 from loomterm.sessions.session import read_file
-from loomterm.sessions.opening import same_as_recorded
+from loomterm.sessions.identity import same_as_recorded
 from loomterm.config.settings import EngineOptions
 answers = {}
 for name, path in (("hub", sys.argv[1]), ("other", sys.argv[2])):

@@ -31,22 +31,29 @@ def overridable() -> list[str]:
     return [n for n, spec in Settings.SPECS.items() if spec.sampling or n == "max_new_tokens"]
 
 
-def register(sub: Subcommands, engine: argparse.ArgumentParser) -> None:
-    """Add the ``generate`` subcommand (``engine``: the engine options' parent parser)."""
+def session_parser(
+    sub: Subcommands, engine: argparse.ArgumentParser, command: str, text: str
+) -> argparse.ArgumentParser:
+    """A subcommand ``command`` (``text``: its help) that works on a session from its
+    cursor (``generate``, ``weave``): ``-s`` and ``--prompt``. ``engine``: the engine
+    options' parent parser."""
+    parser = sub.add_parser(command, help=text, parents=[engine])
+    parser.add_argument("-s", "--session", required=True, help="session name or path")
+    parser.add_argument("--prompt", help="text to append at the cursor first")
+    return parser
+
+
+def add_sampling(parser: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None:
+    """The sampling settings one run may change (:func:`overridable`, but ``skip``)."""
     from loomterm.cli.arguments import argument_type
     from loomterm.config.settings import Settings
 
-    parser = sub.add_parser(
-        "generate",
-        help="continue a session from its cursor, printing the new text",
-        parents=[engine],
-    )
-    parser.add_argument("-s", "--session", required=True, help="session name or path")
-    parser.add_argument("--prompt", help="text to append at the cursor first")
     group = parser.add_argument_group(
         "sampling (default: the session's settings; not saved with it)"
     )
     for name in overridable():
+        if name in skip:
+            continue
         group.add_argument(
             "--" + name.replace("_", "-"),
             dest=name,
@@ -54,6 +61,13 @@ def register(sub: Subcommands, engine: argparse.ArgumentParser) -> None:
             default=argparse.SUPPRESS,
             help=Settings.spec(name).help,
         )
+
+
+def register(sub: Subcommands, engine: argparse.ArgumentParser) -> None:
+    """Add the ``generate`` subcommand (``engine``: the engine options' parent parser)."""
+    text = "continue a session from its cursor, printing the new text"
+    parser = session_parser(sub, engine, "generate", text)
+    add_sampling(parser)
     parser.add_argument("--seed", type=int, default=None)
     parser.set_defaults(handler=run, loads_model=True)
 

@@ -21,8 +21,9 @@ import contextlib
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
+from loomterm.cli.attach import attach_more
 from loomterm.config.settings import EngineOptions
 from loomterm.errors import LoomError
 from loomterm.sanitize import for_stream, say
@@ -95,11 +96,12 @@ def run_loaded(args: argparse.Namespace) -> int:
         close_session(loom)
         if app is not None:
             _give_up_loading(app)
-            _close_last(app.loom)
+            _close_last(cast("Loom", app.loom))  # the editor never holds a preview here
     if app is not None and app.return_code:  # the editor stopped on an error it reported
         return _past_busy_engine(app, app.return_code)
     if app is not None and start is not None:
-        say_how_it_ended(start, before, session_file(app.loom), is_read_only(app.loom))
+        last = cast("Loom", app.loom)
+        say_how_it_ended(start, before, session_file(last), is_read_only(last))
     return _past_busy_engine(app, 0)
 
 
@@ -107,7 +109,8 @@ def plan_opening(args: argparse.Namespace) -> tuple[SessionOpening, str] | None:
     """The session to open with the model loading in the background, and its name;
     None when the editor must wait for the model (see :func:`run_editor`)."""
     from loomterm.sessions.defaults import start_new_session
-    from loomterm.sessions.opening import SessionOpening, same_as_recorded
+    from loomterm.sessions.identity import same_as_recorded
+    from loomterm.sessions.opening import SessionOpening
     from loomterm.sessions.session import list_sessions, read_file, session_path
     from loomterm.store import SESSION_SUFFIX
 
@@ -170,7 +173,7 @@ def run_opening(opening: SessionOpening, name: str) -> int:
         _give_up_loading(app)
         if opening.loom is not None:
             close_session(opening.loom)
-            _close_last(app.loom)  # type: ignore[arg-type]  # the real Loom by now
+            _close_last(cast("Loom", app.loom))  # the real Loom: the load finished
     if app.load_error is not None:
         if opening.typed is not None and opening.typed.text and opening.path.exists():
             print(f"loomterm: what you typed is kept in session {opening.path}", file=sys.stderr)
@@ -180,9 +183,8 @@ def run_opening(opening: SessionOpening, name: str) -> int:
     if opening.loom is not None:
         from loomterm.tui.sessions import is_read_only, session_file
 
-        last = app.loom  # the real Loom by now
-        end = session_file(last)  # type: ignore[arg-type]
-        say_how_it_ended(opening.path, before, end, is_read_only(last))  # type: ignore[arg-type]
+        last = cast("Loom", app.loom)  # the real Loom: the load finished
+        say_how_it_ended(opening.path, before, session_file(last), is_read_only(last))
     elif opening.path.exists():  # quit during the load: what was typed is in the file
         say_how_it_ended(opening.path, before, opening.path)
     return _past_busy_engine(app, 0)
@@ -404,76 +406,6 @@ def _create(path: Path, args: argparse.Namespace, options: EngineOptions, progre
     save_loom(loom, path)
     say(f"loomterm: new session {path}")
     return loom
-
-
-def attach_more(
-    loom: Loom,
-    wanted: list[tuple[str | None, str]],
-    options: EngineOptions,
-    progress,
-    quiet: bool = False,
-) -> list[str]:
-    """``--attach``: load or connect to each ``(name, model)`` and attach it (in the
-    command line's dtype and quant, on the main model's device); one the session has
-    attached already is said and skipped (``quiet``: not said, as under the editor).
-    Returns the keys attached."""
-    from loomterm.engine.loom.registry import slug
-    from loomterm.progress import end_progress_line
-
-    keys = []
-    for name, source in wanted:
-        already = attached_as(loom, source)
-        if already is not None and quiet:
-            continue
-        if already is not None:
-            say(f"loomterm: {source} is attached already, as {already}")
-            continue
-        who = name or slug(source)
-
-        def stages(stage: str, done: int, total: int | None, who: str = who) -> None:
-            progress(f"{who}: {stage}", done, total)
-
-        try:
-            key = loom.open_model(source, name, **attach_options(options, source), progress=stages)
-        finally:
-            if not quiet:
-                end_progress_line()
-        if not quiet:
-            say(f"loomterm: attached {key} ({source})")
-        keys.append(key)
-    return keys
-
-
-def attach_options(options: EngineOptions, source: str) -> dict:
-    """``Loom.open_model``'s options for an attached ``source``: the command line's
-    engine options (backend, threads, dtype, quant, context and KV cap; the device is
-    the main model's); a server URL is its own backend and takes none of them."""
-    from loomterm.engine.remote import is_server_url
-
-    if is_server_url(source):
-        return {}
-    return {
-        "backend": options.backend,
-        "threads": options.threads,
-        "dtype": options.dtype,
-        "quant": options.quant,
-        "n_ctx": options.n_ctx,
-        "kv_budget": options.kv_budget,
-    }
-
-
-def attached_as(loom: Loom, source: str) -> str | None:
-    """The key of the attached model loaded from or served at ``source``, if any."""
-    from loomterm.engine.remote import is_server_url
-    from loomterm.engine.remote.http import public_url
-
-    if is_server_url(source):
-        where = public_url(source)
-    else:
-        path = Path(source).expanduser()
-        where = str(path.resolve()) if path.exists() else source
-    table = loom.model_table
-    return next((key for key in loom.models if table[key].get("source") == where), None)
 
 
 def new_session_name() -> str:

@@ -20,17 +20,10 @@ if TYPE_CHECKING:
 
 def register(sub: Subcommands, engine: argparse.ArgumentParser) -> None:
     """Add the ``weave`` subcommand (``engine``: the engine options' parent parser)."""
-    from loomterm.cli.arguments import argument_type
-    from loomterm.cli.generate import overridable
-    from loomterm.config.settings import Settings
+    from loomterm.cli.generate import add_sampling, session_parser
 
-    parser = sub.add_parser(
-        "weave",
-        help="grow a session's tree from its cursor, keeping the best branches per level",
-        parents=[engine],
-    )
-    parser.add_argument("-s", "--session", required=True, help="session name or path")
-    parser.add_argument("--prompt", help="text to append at the cursor first")
+    text = "grow a session's tree from its cursor, keeping the best branches per level"
+    parser = session_parser(sub, engine, "weave", text)
     parser.add_argument("-n", "--n", type=count(64), default=4, help="children per node (4)")
     parser.add_argument("--depth", type=count(64), default=3, help="levels below the cursor (3)")
     parser.add_argument("--keep", type=count(64), default=2, help="nodes kept per level (2)")
@@ -43,19 +36,7 @@ def register(sub: Subcommands, engine: argparse.ArgumentParser) -> None:
         "nodes' ratings, then log-probability (logprob)",
     )
     parser.add_argument("--seed", type=int, default=None, help="the same seed, the same tree")
-    group = parser.add_argument_group(
-        "sampling (default: the session's settings; not saved with it)"
-    )
-    for name in overridable():
-        if name == "max_new_tokens":
-            continue  # --tokens
-        group.add_argument(
-            "--" + name.replace("_", "-"),
-            dest=name,
-            type=argument_type(Settings.spec(name)),
-            default=argparse.SUPPRESS,
-            help=Settings.spec(name).help,
-        )
+    add_sampling(parser, skip=("max_new_tokens",))  # --tokens
     parser.set_defaults(handler=run, loads_model=True)
 
 

@@ -17,7 +17,7 @@ import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from loomterm.errors import InputError
 
@@ -390,11 +390,17 @@ def validate_fields(obj: Any, specs: Mapping[str, Spec]) -> None:
         object.__setattr__(obj, name, value)  # frozen: the normalized value
 
 
-_T = TypeVar("_T")
+class Fielded(Protocol):
+    """A dataclass instance, as ``dataclasses.replace`` takes one."""
+
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
+
+
+_T = TypeVar("_T", bound=Fielded)
 
 
 def replace_fields(obj: _T, specs: Mapping[str, Spec], changes: Mapping[str, Any], what: str) -> _T:
     for name in changes:
         if name not in specs:
             raise unknown_name(name, specs, what)
-    return dataclasses.replace(obj, **changes)  # type: ignore[type-var]
+    return dataclasses.replace(obj, **changes)

@@ -165,6 +165,9 @@ class NodeTexts:
         self._cache.clear()
 
 
+# Over 60 lines: one depth-first walk, each step reading and writing the path's state
+# (its texts, where each starts, where matching resumes); what needs none of it (the
+# time checks, a hit's snippets) is split out.
 def search_tree(
     root: Node,
     query: Query,
@@ -195,10 +198,7 @@ def search_tree(
     stack: list[tuple[Node, int, _State, int]] = [(root, 0, _FRESH, 0)]
     while stack:
         node, depth, state, resume = stack.pop()
-        if stopped is not None and stopped():
-            raise SearchStopped
-        if time.monotonic() > deadline:
-            raise PatternTooSlow("search stopped at its time limit: the tree is too large for it")
+        _check_time(stopped, deadline)
         if depth and not query.archived and is_archived(node):
             skipped += 1
             continue
@@ -222,17 +222,7 @@ def search_tree(
                 continue  # ends above this node (found there) or matches nothing
             if len(hits) >= limit:
                 return SearchResult(hits, True, searched, skipped)
-            begin, stop = start - origin, end - origin
-            hits.append(
-                Hit(
-                    node=node,
-                    char=start,
-                    length=end - start,
-                    before=hay[max(0, begin - SNIPPET) : begin],
-                    match=hay[begin:stop],
-                    after=hay[stop : stop + SNIPPET],
-                )
-            )
+            hits.append(_hit(node, hay, origin, start, end))
         # Below this node, the scan stands where it stood after the last match (or the
         # last failed start) that read only text of this path: the text below cannot
         # change those. An empty match ends at its start, so it never sets this.
@@ -240,6 +230,28 @@ def search_tree(
         for child in reversed(node.children):
             stack.append((child, depth + 1, after, resume_below))
     return SearchResult(hits, False, searched, skipped)
+
+
+def _check_time(stopped: Callable[[], bool] | None, deadline: float) -> None:
+    """Raise :class:`SearchStopped` when ``stopped()``, :class:`PatternTooSlow` past
+    ``deadline``."""
+    if stopped is not None and stopped():
+        raise SearchStopped
+    if time.monotonic() > deadline:
+        raise PatternTooSlow("search stopped at its time limit: the tree is too large for it")
+
+
+def _hit(node: Node, hay: str, origin: int, start: int, end: int) -> Hit:
+    """The match ``start..end`` of the path's text (``hay`` holds it from ``origin``)."""
+    begin, stop = start - origin, end - origin
+    return Hit(
+        node=node,
+        char=start,
+        length=end - start,
+        before=hay[max(0, begin - SNIPPET) : begin],
+        match=hay[begin:stop],
+        after=hay[stop : stop + SNIPPET],
+    )
 
 
 def is_archived(node: Node) -> bool:

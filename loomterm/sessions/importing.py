@@ -84,17 +84,9 @@ def import_session(
     ):
         data = source
     else:
-        from loomterm.engine.models.load import load_model
-        from loomterm.engine.remote import connect
-
         # A server named by the file is not contacted: the default model tokenizes.
         wanted = model or (None if is_server_url(named) else named)
-        if is_server_url(wanted):
-            loaded = connect(wanted)
-            pieces = PieceMaker(loaded.codec)
-        else:
-            loaded = load_model(wanted, device=device, dtype=dtype, quant=quant)
-            pieces = PieceMaker.for_tokenizer(loaded.tokenizer)
+        loaded, pieces = _tokenizing_model(wanted, device, dtype, quant)
         if isinstance(source, SessionData) and same_model(
             source.model.get("fingerprint"), loaded.fingerprint
         ):
@@ -116,6 +108,21 @@ def import_session(
             )
     store_mod.write_session(target, data).close()
     return store_mod.load(target)
+
+
+def _tokenizing_model(
+    wanted: str | None, device: str, dtype: str, quant: str | None
+) -> tuple[Any, PieceMaker]:
+    """The model (loaded, or a server connected to) that tokenizes an imported tree,
+    and its pieces."""
+    from loomterm.engine.models.load import load_model
+    from loomterm.engine.remote import connect, is_server_url
+
+    if is_server_url(wanted):
+        loaded = connect(wanted)
+        return loaded, PieceMaker(loaded.codec)
+    loaded = load_model(wanted, device=device, dtype=dtype, quant=quant)
+    return loaded, PieceMaker.for_tokenizer(loaded.tokenizer)
 
 
 def imported_settings(stored: dict[str, Any], loaded: Any) -> dict[str, Any]:

@@ -17,17 +17,26 @@ import threading
 import time
 import warnings
 import weakref
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from loomterm.engine.events import Event
 from loomterm.engine.text import PieceMaker
 from loomterm.errors import LoomError, SessionError
+from loomterm.sessions.keeping import (
+    Keeper,
+    SaveState,
+    alternative_ids,
+    answer,
+    made_again,
+    settled,
+    take,
+    whole_data,
+)
 from loomterm.sessions.kv_snapshot import save_kv_snapshot
-from loomterm.store import Caret, SessionData, SessionStore, Typed
-from loomterm.store.journal import Journal, node_state, token_state
+from loomterm.store import Caret, SessionStore, Typed
+from loomterm.store.journal import Journal
 from loomterm.tree import Node
 
 if TYPE_CHECKING:
@@ -35,37 +44,6 @@ if TYPE_CHECKING:
 
 FLUSH_INTERVAL = 0.5  # seconds: generated tokens reach the disk at least this often
 RETRY_DELAYS = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)  # seconds between tries of a failed save
-
-
-@dataclass(frozen=True)
-class SaveState:
-    """Whether a session's changes reach its file (what the status bar shows).
-
-    Attributes:
-        error: Why the file cannot be written now ("" while it can).
-        journal: Where the changes are kept meanwhile (None: in memory only).
-        journal_error: Why the journal could not be written either ("" when it could).
-        retry_at: ``time.monotonic()`` of the next try (None when none is due).
-    """
-
-    error: str = ""
-    journal: Path | None = None
-    journal_error: str = ""
-    retry_at: float | None = None
-
-    @property
-    def ok(self) -> bool:
-        return not self.error
-
-
-def alternative_ids(nodes: Iterable[Node], start: dict[int, int] | None = None) -> set[int]:
-    ids: set[int] = set()
-    for node in nodes:
-        first = start.get(node.id, 0) if start else 0
-        for top in node.top[first:]:
-            if top:
-                ids.update(int(t) for t, _ in top)
-    return ids
 
 
 _open_recorders: weakref.WeakSet[SessionRecorder] = weakref.WeakSet()
@@ -118,17 +96,17 @@ class SessionRecorder:
         self._closed = False
         self._caret = caret  # the caret the file holds (not written again)
         self.typed = typed  # text typed before the model read it, as the file holds it
-        self.journal = Journal(self.path)
-        self._journal_error = ""
-        self._journaled: dict[int, int] = {}  # node id -> tokens in the journal
+        self._vocab: set[int] = set()  # token ids whose text the file (or journal) holds
         self._retry: threading.Timer | None = None
         self._retry_at: float | None = None
         self._tries = 0
         self._watchers: list[Callable[[SaveState], None]] = []
         if store is not None:
             self._stored = {node.id: len(node.tokens) for node in loom.tree.nodes.values()}
-            self._vocab = set(store.known_vocab())
+            self._vocab |= set(store.known_vocab())
             _open_recorders.add(self)
+        books = (self._stored, self._pending, self._vocab)  # shared, the same objects
+        self._keeper = Keeper(loom, self.path, self._pieces, books, self._start_timer, self._tell)
 
     # -- events -----------------------------------------------------------------------
     def __call__(self, event: Event, node: Node | None) -> None:
@@ -143,23 +121,18 @@ class SessionRecorder:
                     return
                 except LoomError as exc:
                     self._fail(exc)
-            self._keep(event, node)
+            self._keeper.keep(event, node)
 
     def _check_file(self) -> None:
         """SQLite writes on into a file that was removed (or whose folder was): that
         would lose everything at close, so it counts as a failed write."""
-        assert self.store is not None
-        if self.store.missing():
+        if self._store().missing():
             raise SessionError(f"session file {self.path} was removed")
 
     def _handle(self, event: Event, node: Node | None) -> None:
         """Write one change to the file, as :data:`WRITES` says for its event (events
         the file keeps nothing of are not in it)."""
-        if event in NODE_WRITES:
-            if node is not None:
-                NODE_WRITES[event](self, node)
-        elif event in WRITES:
-            WRITES[event](self)
+        answer(self, event, node, NODE_WRITES, WRITES)
 
     def _write_tokens(self, node: Node) -> None:
         """Tokens are written in batches: at most every ``FLUSH_INTERVAL``."""
@@ -248,7 +221,7 @@ class SessionRecorder:
         with self._lock:
             if self._closed or self.read_only or caret == self._caret:
                 return
-            self._write_key("caret", caret.as_json(), lambda: self.store.set_caret(caret))  # type: ignore[union-attr]
+            self._write_key("caret", caret.as_json(), lambda store: store.set_caret(caret))
             self._caret = caret
 
     def keep_typed(self, typed: Typed | None) -> None:
@@ -258,18 +231,18 @@ class SessionRecorder:
             if self._closed or self.read_only or typed == self.typed:
                 return
             value = typed.as_json() if typed is not None else None
-            self._write_key("typed", value, lambda: self.store.set_typed(typed))  # type: ignore[union-attr]
+            self._write_key("typed", value, lambda store: store.set_typed(typed))
             self.typed = typed
 
-    def _write_key(self, key: str, value: object, write: Callable[[], None]) -> None:
+    def _write_key(self, key: str, value: object, write: Callable[[SessionStore], None]) -> None:
         if self.error is None:
             try:
                 self._check_file()
-                write()
+                write(self._store())
                 return
             except LoomError as exc:
                 self._fail(exc)
-        self._journal("set", {key: value})
+        self._keeper.write("set", {key: value})
 
     def _timed_flush(self) -> None:
         with self._lock:
@@ -277,14 +250,22 @@ class SessionRecorder:
             if self._closed:
                 return
             if self.error is not None:
-                self._keep_pending()
+                self._keeper.keep_pending()
                 return
-            try:
+            self._flush_or_keep()
+
+    def _flush_or_keep(self, check: bool = True) -> LoomError | None:
+        """Write the buffered tokens (the file checked first, if ``check``); a write the
+        file refuses fails it and journals them instead: its error, None if it worked."""
+        try:
+            if check:
                 self._check_file()
-                self._flush()
-            except LoomError as exc:
-                self._fail(exc)
-                self._keep_pending()
+            self._flush()
+        except LoomError as exc:
+            self._fail(exc)
+            self._keeper.keep_pending()
+            return exc
+        return None
 
     # -- when the file cannot be written -----------------------------------------------
     def _fail(self, exc: LoomError) -> None:
@@ -298,13 +279,7 @@ class SessionRecorder:
                 "and saved again once it can be written",
                 stacklevel=3,
             )
-            self._journaled = dict(self._stored)
-            # What the file lacks: tokens not written yet, and the change that failed
-            # (its node's whole state, whatever part of it reached the file).
-            for each in list(self.loom.tree.nodes.values()):
-                if each.id in self._pending or self._stored.get(each.id) != len(each.tokens):
-                    self._journal_node(each)
-            self._pending.clear()
+            self._keeper.begin()
         self._schedule_retry()
         self._tell()
 
@@ -313,98 +288,9 @@ class SessionRecorder:
         model loaded), kept in ``journal``: adopt it, and write the whole session (and
         delete the journal) at the next try that works."""
         with self._lock:
-            self.journal = journal
+            self._keeper.journal = journal
             if self.error is None:
                 self._fail(error)
-
-    def _keep(self, event: Event, node: Node | None) -> None:
-        """Journal one change (the file cannot take it now), as :data:`KEEPS` says."""
-        if event in NODE_KEEPS:
-            if node is not None:
-                NODE_KEEPS[event](self, node)
-        elif event in KEEPS:
-            KEEPS[event](self)
-
-    def _keep_tokens(self, node: Node) -> None:
-        self._pending[node.id] = node
-        self._start_timer()
-
-    def _keep_merge(self, node: Node) -> None:
-        nodes = self.loom.tree.nodes
-        gone = [i for i in self._stored if i not in nodes]
-        gone += [i for i in self._journaled if i not in nodes and i not in gone]
-        for i in gone:
-            self._stored.pop(i, None)
-            self._journaled.pop(i, None)
-        self._journal("removed", gone)
-        self._journal_node(node)
-
-    def _keep_split(self, node: Node) -> None:
-        self._journal_node(node)
-        self._journal_node(node.children[0])
-
-    def _keep_move(self, node: Node) -> None:
-        if node.parent is not None:
-            for sibling in node.parent.children:  # their places changed
-                self._journal_node(sibling)
-
-    def _keep_node(self, node: Node) -> None:
-        self._pending.pop(node.id, None)
-        self._journal_node(node)
-
-    def _keep_cursor(self, node: Node) -> None:
-        self._journal("set", {"cursor": node.id})
-
-    def _keep_settings(self) -> None:
-        self._journal("set", {"settings": self.loom.settings.as_dict()})
-
-    def _keep_models(self) -> None:
-        loom = self.loom
-        self._journal("set", {"models": loom.model_table, "model_state": loom.model_state})
-
-    def _keep_contexts(self) -> None:
-        self._journal("set", {"contexts": self.loom.contexts.versions.as_dict()})
-
-    def _keep_pending(self) -> None:
-        """Journal the tokens generated since the last line."""
-        pending, self._pending = self._pending, {}
-        for node in pending.values():
-            end = min(len(node.tokens), len(node.logprobs), len(node.top))
-            start = self._journaled.get(node.id, 0)
-            if end > start:
-                pieces = self._pieces.node_pieces(node, start, end)
-                self._journal("tokens", token_state(node, start, end, pieces))
-                self._journal_vocab([node], {node.id: start})
-                self._journaled[node.id] = end
-            elif end < start:
-                self._journal_node(node)
-
-    def _journal_node(self, node: Node) -> None:
-        end = min(len(node.tokens), len(node.logprobs), len(node.top))
-        state = node_state(node, self._pieces.node_pieces(node, 0, end))
-        del state["tokens"][end:], state["logprobs"][end:], state["top"][end:]
-        self._journal("node", state)
-        self._journal_vocab([node])
-        self._journaled[node.id] = end
-
-    def _journal_vocab(self, nodes: list[Node], start: dict[int, int] | None = None) -> None:
-        new = alternative_ids(nodes, start) - self._vocab
-        if new:
-            self._journal("vocab", {t: self._pieces.piece(t) for t in new})
-            self._vocab |= new
-
-    def _journal(self, kind: str, value: object) -> None:
-        try:
-            self.journal.write(kind, value)
-        except OSError as exc:
-            # Nowhere on disk: the live tree still holds it all, written at the next try.
-            if not self._journal_error:
-                self._journal_error = exc.strerror or str(exc)
-                self._tell()
-            return
-        if self._journal_error:
-            self._journal_error = ""
-            self._tell()
 
     def _schedule_retry(self) -> None:
         if self._closed or self._retry is not None:
@@ -415,6 +301,11 @@ class SessionRecorder:
         self._retry = threading.Timer(delay, self._retry_now)
         self._retry.daemon = True
         self._retry.start()
+
+    def _cancel_retry(self) -> None:
+        if self._retry is not None:
+            self._retry.cancel()
+            self._retry = None
 
     def _retry_now(self) -> None:
         # The Loom's lock first, as the engine takes it before it tells the recorder.
@@ -441,48 +332,24 @@ class SessionRecorder:
             self.error = None
             self._tries = 0
             self._pending.clear()
-            self._journaled.clear()
-            self._stored = {n.id: len(n.tokens) for n in self.loom.tree.nodes.values()}
-            self.journal.discard()
-            if self._retry is not None:
-                self._retry.cancel()
-                self._retry = None
-                self._retry_at = None
+            self._stored.clear()
+            self._stored.update({n.id: len(n.tokens) for n in self.loom.tree.nodes.values()})
+            self._keeper.discard()
+            self._cancel_retry()
+            self._retry_at = None
             self._tell()
             return True
 
     def _write_whole(self) -> None:
         """Everything the live session holds, over what the file holds, in one
         transaction; a file that was removed is made again (and its folder)."""
-        loom, store = self.loom, self.store
-        assert store is not None
-        nodes = list(loom.tree.nodes.values())
-        pieces = {node.id: self._pieces.node_pieces(node) for node in nodes}
-        data = SessionData(
-            tree=loom.tree,
-            pieces=pieces,
-            cursor=loom.cursor.id,
-            settings=loom.settings.as_dict(),
-            contexts=loom.contexts.versions.as_dict(),
-            vocab={t: self._pieces.piece(t) for t in alternative_ids(nodes)},
-            models=loom.model_table,
-            model_state=loom.model_state,
-            caret=self._caret,
-            typed=self.typed,
-        )
+        store = self._store()
+        data = whole_data(self.loom, self._pieces, self._caret, self.typed)
         if store.missing():
-            from loomterm.sessions.identity import model_record
-
-            record = model_record(loom)
-            store.close()
-            try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                store = SessionStore.create(self.path, model=record, settings=data.settings)
-            except OSError as exc:
-                raise SessionError(f"cannot write session {self.path}: {exc.strerror}") from None
-            self.store = store
+            self.store = store = made_again(self.loom, store, self.path, data.settings)
         store.write_data(data)
-        self._vocab = set(data.vocab)
+        self._vocab.clear()
+        self._vocab |= set(data.vocab)
 
     def watch(self, listener: Callable[[SaveState], None]) -> None:
         """Call ``listener(state)`` (from any thread) whenever saving fails, is tried
@@ -495,7 +362,8 @@ class SessionRecorder:
         if self.error is None:
             return SaveState()
         text = str(self.error).splitlines()[0] if str(self.error) else "write failed"
-        return SaveState(text, self.journal.where, self._journal_error, self._retry_at)
+        keeper = self._keeper
+        return SaveState(text, keeper.journal.where, keeper.error, self._retry_at)
 
     def _tell(self) -> None:
         state = self.state
@@ -510,18 +378,14 @@ class SessionRecorder:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        pending, self._pending = self._pending, {}
-        for node in pending.values():
+        for node in take(self._pending):
             self._flush_node(node)
         self._last_flush = time.monotonic()
 
     def _flush_node(self, node: Node) -> None:
-        store = self.store
-        assert store is not None
+        store = self._store()
         self._pending.pop(node.id, None)
-        # The engine may be appending from another thread: write only what all three
-        # lists already hold.
-        end = min(len(node.tokens), len(node.logprobs), len(node.top))
+        end = settled(node)  # the engine may be appending from another thread
         start = self._stored.get(node.id, 0)
         if end > start:
             store.append_tokens(node, start, end, self._pieces.node_pieces(node, start, end))
@@ -531,10 +395,9 @@ class SessionRecorder:
         self._stored[node.id] = end
 
     def _add_vocab(self, nodes: list[Node], start: dict[int, int] | None = None) -> None:
-        assert self.store is not None
         new = alternative_ids(nodes, start) - self._vocab
         if new:
-            self.store.add_vocab({t: self._pieces.piece(t) for t in new})
+            self._store().add_vocab({t: self._pieces.piece(t) for t in new})
             self._vocab |= new
 
     def flush(self) -> None:
@@ -542,16 +405,13 @@ class SessionRecorder:
         written, if any (the changes are kept: see :attr:`journal`)."""
         with self._lock:
             if self.error is not None:
-                self._keep_pending()
+                self._keeper.keep_pending()
                 if not self.try_again():
                     raise self.error
             if not self._closed and not self.read_only:
-                try:
-                    self._flush()
-                except LoomError as exc:
-                    self._fail(exc)
-                    self._keep_pending()
-                    raise
+                refused = self._flush_or_keep(check=False)
+                if refused is not None:
+                    raise refused
 
     def close(self, quiet: bool = False, snapshot: bool = True) -> None:
         """Flush, write the KV snapshot if asked for (and ``snapshot``: not while the
@@ -561,23 +421,13 @@ class SessionRecorder:
         with self._lock:
             if self._closed:
                 return
-            if self._retry is not None:
-                self._retry.cancel()
-                self._retry = None
+            self._cancel_retry()
             if not self.read_only and self.error is not None:
-                self._keep_pending()
+                self._keeper.keep_pending()
                 self.try_again()
-            if not self.read_only and self.error is None:
-                try:
-                    self._check_file()
-                    self._flush()
-                except LoomError as exc:
-                    self._fail(exc)
-                    self._keep_pending()
-                    self.try_again()
-            if self._retry is not None:
-                self._retry.cancel()
-                self._retry = None
+            if not self.read_only and self.error is None and self._flush_or_keep() is not None:
+                self.try_again()
+            self._cancel_retry()
             try:
                 if not self.read_only and self.error is None:
                     wanted = snapshot and (self.kv_snapshot or self.loom.settings.kv_snapshot)
@@ -596,6 +446,11 @@ class SessionRecorder:
             where = self.journal.where
             kept = f"; changes are kept in {where}" if where is not None else ""
             raise SessionError(f"{self.error}{kept}") from None
+
+    @property
+    def journal(self) -> Journal:
+        """Where the changes the file could not take are kept."""
+        return self._keeper.journal
 
     @property
     def closed(self) -> bool:
@@ -629,27 +484,6 @@ WRITES: dict[Event, Callable[[SessionRecorder], None]] = {
     Event.CONTEXTS: R._write_contexts,
 }
 """How the file takes each change to the session as a whole."""
-
-NODE_KEEPS: dict[Event, Callable[[SessionRecorder, Node], None]] = {
-    Event.TOKENS: R._keep_tokens,
-    Event.MERGE: R._keep_merge,
-    Event.SPLIT: R._keep_split,
-    Event.MOVE: R._keep_move,
-    Event.ADD: R._keep_node,
-    Event.REWRITE: R._keep_node,
-    Event.UPDATE: R._keep_node,
-    Event.RECORDS: R._keep_node,
-    Event.CURSOR: R._keep_cursor,
-}
-"""How the journal keeps each change to one node while the file cannot take it."""
-
-KEEPS: dict[Event, Callable[[SessionRecorder], None]] = {
-    Event.DONE: R._keep_pending,
-    Event.SETTINGS: R._keep_settings,
-    Event.MODELS: R._keep_models,
-    Event.CONTEXTS: R._keep_contexts,
-}
-"""How the journal keeps each change to the session as a whole."""
 
 del R
 

@@ -28,6 +28,7 @@ from loomterm.engine.text import PieceMaker
 from loomterm.errors import SessionError
 from loomterm.sessions.identity import mismatch_error, model_record, same_model
 from loomterm.sessions.importing import import_session, retokenized
+from loomterm.sessions.keeping import alternative_ids
 from loomterm.sessions.kv_snapshot import load_kv_snapshot, save_kv_snapshot, snapshot_path
 from loomterm.sessions.loading import (
     OpenedFile,
@@ -39,7 +40,7 @@ from loomterm.sessions.loading import (
     retokenize_file,
 )
 from loomterm.sessions.names import list_sessions, resolve_session, session_path
-from loomterm.sessions.recorder import FLUSH_INTERVAL, SessionRecorder, alternative_ids
+from loomterm.sessions.recorder import FLUSH_INTERVAL, SessionRecorder
 from loomterm.store import (
     SESSION_SUFFIX,
     Caret,

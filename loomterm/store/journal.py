@@ -235,7 +235,7 @@ def _apply_node(data: SessionData, state: dict[str, Any]) -> None:
         return  # a second root: not ours
     if node is not None and (parent is None) != (node is tree.root):
         return  # the root stays the root
-    if node is not None and parent is not None and _below(parent, node):
+    if node is not None and parent is not None and node.is_ancestor_of(parent):
         return  # under itself: no cycles
     tokens, logprobs, top, pieces = _records(state)
     origin = Origin(state.get("origin", Origin.USER.value))
@@ -284,16 +284,6 @@ def _records(state: dict[str, Any]) -> tuple[list, list, list, list]:
     if any(not 0 <= t < TOKEN_LIMIT for t in ids):
         raise ValueError("a token id out of range")
     return tokens, logprobs, top, pieces
-
-
-def _below(node: Node, ancestor: Node) -> bool:
-    """Whether ``node`` is ``ancestor`` or hangs below it."""
-    seen: Node | None = node
-    while seen is not None:
-        if seen is ancestor:
-            return True
-        seen = seen.parent
-    return False
 
 
 def _apply_tokens(data: SessionData, state: dict[str, Any]) -> None:

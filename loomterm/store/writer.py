@@ -60,7 +60,7 @@ class SessionStore:
 
     def __init__(self, path: Path, conn: sqlite3.Connection, lock: SessionLock | None) -> None:
         self.path = path
-        self._conn = conn
+        self._conn: sqlite3.Connection | None = conn  # None once closed
         self._lock = lock
         self._mutex = threading.RLock()
         self._known_vocab: set[int] | None = None
@@ -162,7 +162,7 @@ class SessionStore:
                 pass  # the data is safe in the log; SQLite replays it on next open
             finally:
                 self._conn.close()
-                self._conn = None  # type: ignore[assignment]
+                self._conn = None
                 if self._lock is not None:
                     self._lock.release()
 
@@ -177,14 +177,17 @@ class SessionStore:
         self.close()
 
     # -- transactions -----------------------------------------------------------------
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise SessionError(f"session {self.path.name} is closed")
+        return self._conn
+
     @contextmanager
     def transaction(self, stamp: bool = True) -> Iterator[sqlite3.Connection]:
         """One atomic change; also stamps the session's last-change time (unless
         ``stamp`` is False: a change of view, such as the caret, changes no content)."""
         with self._mutex:
-            if self._conn is None:
-                raise SessionError(f"session {self.path.name} is closed")
-            conn = self._conn
+            conn = self._connection()
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 yield conn
@@ -396,14 +399,14 @@ class SessionStore:
         with self._mutex:
             if self._known_vocab is None:
                 self._known_vocab = {
-                    row[0] for row in self._conn.execute("SELECT token FROM vocab")
+                    row[0] for row in self._connection().execute("SELECT token FROM vocab")
                 }
             return self._known_vocab
 
     def read(self) -> SessionData:
         """Everything in the file, read through the writer's own connection."""
         with self._mutex:
-            return read_rows(self._conn, self.path)
+            return read_rows(self._connection(), self.path)
 
 
 def replay_journal(store: SessionStore) -> int:

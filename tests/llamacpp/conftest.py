@@ -114,6 +114,6 @@ def term(tmp_path, isolated_dirs, monkeypatch):
         parts = env["PYTHONPATH"].split(os.pathsep)
         env["PYTHONPATH"] = os.pathsep.join(str(Path(p).resolve()) for p in parts if p)
     tmux = Tmux(f"loomterm-llamacpp-{os.getpid()}", tmp_path, env)
-    tmux.command = command  # type: ignore[attr-defined]
+    tmux.command = command
     yield tmux
     tmux.kill()

@@ -240,10 +240,10 @@ def test_a_session_on_llama_cpp_is_told_by_its_gguf_file_without_the_model(
 ):
     """``loomterm --backend llama.cpp --model FILE.gguf`` with no -s paints the most recent
     session at once when it was written on that file: its recorded weights are the
-    file's digest (``sessions.opening.same_as_recorded``); on the torch runner the same
+    file's digest (``sessions.identity.same_as_recorded``); on the torch runner the same
     file is another fingerprint (its conversion's), so a new session, as loading says."""
     from loomterm.config.settings import EngineOptions
-    from loomterm.sessions.opening import same_as_recorded
+    from loomterm.sessions.identity import same_as_recorded
     from loomterm.sessions.session import close_session, read_file, save_loom
 
     loom.cursor = loom.append(loom.root, PROMPT)

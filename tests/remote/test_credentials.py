@@ -25,8 +25,8 @@ from loomterm.engine.remote.credentials import (
     remember,
     resolve,
     revoke_all,
-    server_entries,
 )
+from loomterm.engine.remote.server_config import server_entries
 from loomterm.errors import LoomError, ServerError
 from tests.remote.hostile import Hostile
 
@@ -58,7 +58,7 @@ def canary_key(monkeypatch):
 
 
 def config_file(text: str) -> Path:
-    from loomterm.engine.remote.credentials import config_path
+    from loomterm.engine.remote.server_config import config_path
 
     path = config_path()
     path.write_text(text, encoding="utf-8")
@@ -419,7 +419,7 @@ def test_threads_do_not_mix_answers(hostile):
 
 
 def test_a_withheld_key_is_said_in_one_line_with_how_to_allow_it(hostile, tmp_path):
-    from loomterm.engine.remote.credentials import config_path
+    from loomterm.engine.remote.server_config import config_path
 
     server = hostile(status=401)
     shared = tmp_path / "shared.json"

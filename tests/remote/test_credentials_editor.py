@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from loomterm.engine.remote.credentials import config_path, resolve, revoke_all
+from loomterm.engine.remote.credentials import resolve, revoke_all
+from loomterm.engine.remote.server_config import config_path
 from loomterm.tui.key_consent import forget_answers
 from tests.remote.hostile import Hostile
 from tests.remote.test_credentials import CANARY, tree_json

@@ -8,7 +8,8 @@ import string
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loomterm.engine.remote.credentials import CredentialError, Origin, check_secret, server_entries
+from loomterm.engine.remote.origins import CredentialError, Origin, check_secret
+from loomterm.engine.remote.server_config import server_entries
 
 KEYISH = st.text(alphabet=st.characters(codec="utf-8"), min_size=0, max_size=40)
 

@@ -37,7 +37,7 @@ def term(tmp_path, isolated_dirs, monkeypatch):
     }
     socket = os.environ.get("LOOMTERM_TEST_TMUX_SOCKET") or f"loomterm-served-{os.getpid()}"
     tmux = Tmux(socket, tmp_path, env)
-    tmux.command = command  # type: ignore[attr-defined]
+    tmux.command = command
     yield tmux
     tmux.kill()
 

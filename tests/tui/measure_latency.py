@@ -29,8 +29,9 @@ import asyncio
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from tests.tui.key_timing import KeyClock, spread
 
 PATH_NODES = 100
 TOKENS_PER_NODE = 100
@@ -73,81 +74,30 @@ def build(folder: Path):
     return loom, main
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
-
-
 async def measure(loom, main) -> dict[str, tuple[float, ...]]:
-    from textual import events
-
     from loomterm.tui.app import LoomApp
 
     app = LoomApp(loom, show_speed=False)
     results: dict[str, tuple[float, ...]] = {}
+    clock = KeyClock()
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause(1.0)
         screen = app.screen
         view = app.view
-        frames: list[float] = []  # when each frame finished rendering
-        started: list[float] = []  # when the key's handler began
-        cpu: list[float] = []  # the UI thread's CPU clock at those two moments
-
-        original_refresh = screen._compositor_refresh  # noqa: SLF001 - the frame hook
-
-        def frame() -> None:
-            original_refresh()
-            frames.append(time.perf_counter())
-            cpu.append(time.thread_time())
-
-        screen._compositor_refresh = frame  # noqa: SLF001
-
-        def timed(method):
-            def wrapper(*args, **kwargs):
-                started.append(time.perf_counter())
-                cpu.clear()
-                cpu.append(time.thread_time())
-                return method(*args, **kwargs)
-
-            return wrapper
-
+        frame_hook = screen._compositor_refresh  # noqa: SLF001 - the frame hook
+        screen._compositor_refresh = clock.framed(frame_hook)  # noqa: SLF001
         for name in (
             "action_cursor_left",
             "action_cursor_right",
             "action_cursor_up",
             "action_cursor_down",
         ):
-            setattr(view, name, timed(getattr(view, name)))
-        app.navigation.sibling = timed(app.navigation.sibling)
-
-        async def press(key: str) -> tuple[float, float, float]:
-            await pilot.pause(0.03)  # every pending frame goes out first
-            frames.clear()
-            started.clear()
-            cpu.clear()
-            sent = time.perf_counter()
-            await app._post_message(events.Key(key, None))  # noqa: SLF001
-            for _ in range(500):
-                if started and any(f > started[0] for f in frames):
-                    break
-                await asyncio.sleep(0.0005)
-            shown = next(f for f in frames if f > started[0])
-            return (shown - started[0]) * 1000, (shown - sent) * 1000, (cpu[1] - cpu[0]) * 1000
+            setattr(view, name, clock.timed(getattr(view, name)))
+        app.navigation.sibling = clock.timed(app.navigation.sibling)
 
         async def run(name: str, keys: list[str]) -> None:
-            work, total, busy = [], [], []
-            for key in keys:
-                w, t, c = await press(key)
-                work.append(w)
-                total.append(t)
-                busy.append(c)
-            results[name] = (
-                statistics.median(busy),
-                statistics.median(work),
-                percentile(work, 0.95),
-                statistics.median(total),
-                percentile(total, 0.95),
-            )
+            work, total, busy = await clock.press_all(app, pilot, keys, spins=500)
+            results[name] = (statistics.median(busy), *spread(work), *spread(total))
 
         await run("cursor left/right (end of document)", ["left", "right"] * 50)
         app.doc.move_to(app.doc.length // 2)

@@ -23,20 +23,15 @@ c). Median and 95th percentile, in milliseconds.
 from __future__ import annotations
 
 import asyncio
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from tests.tui.key_timing import KeyClock, spread
 
 SIZE = (120, 40)
 DEPTH = 7
 BRANCHING = 4
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
 def build(model_dir: Path):
@@ -55,77 +50,31 @@ def build(model_dir: Path):
 
 
 async def measure(loom) -> dict[str, tuple[float, ...]]:
-    from textual import events
     from textual.screen import Screen
 
     from loomterm.tui.app import LoomApp
     from loomterm.tui.widgets.tree_map import TreeMap, TreeMapScreen
 
-    frames: list[float] = []
-    started: list[float] = []
-    cpu: list[float] = []  # the UI thread's CPU clock at the handler's start, each frame
-    refresh = Screen._compositor_refresh  # noqa: SLF001 - the frame hook
-
-    def frame(self) -> None:
-        refresh(self)
-        frames.append(time.perf_counter())
-        cpu.append(time.thread_time())
-
-    Screen._compositor_refresh = frame  # noqa: SLF001
-
-    def timed(method):
-        def wrapper(*args, **kwargs):
-            started.append(time.perf_counter())
-            cpu.clear()
-            cpu.append(time.thread_time())
-            return method(*args, **kwargs)
-
-        return wrapper
-
-    TreeMap.move_to = timed(TreeMap.move_to)
+    clock = KeyClock()
+    Screen._compositor_refresh = clock.framed(Screen._compositor_refresh)  # noqa: SLF001
+    TreeMap.move_to = clock.timed(TreeMap.move_to)
     app = LoomApp(loom, show_speed=False)
-    app.actions["tree_map"] = timed(app.actions["tree_map"])  # the key's controller method
+    app.actions["tree_map"] = clock.timed(app.actions["tree_map"])  # the key's controller method
     results: dict[str, tuple[float, ...]] = {}
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause(1.0)
 
-        async def press(key: str) -> tuple[float, float, float]:
-            await pilot.pause(0.03)  # every pending frame goes out first
-            frames.clear()
-            started.clear()
-            cpu.clear()
-            sent = time.perf_counter()
-            await app._post_message(events.Key(key, None))  # noqa: SLF001
-            for _ in range(2000):
-                if started and any(f > started[0] for f in frames):
-                    break
-                await asyncio.sleep(0.0005)
-            at = next(i for i, f in enumerate(frames) if f > started[0])
-            shown = frames[at]
-            busy = cpu[1 + at] - cpu[0] if len(cpu) > 1 + at else float("nan")
-            return (shown - started[0]) * 1000, (shown - sent) * 1000, busy * 1000
-
-        def summary(work: list[float], total: list[float], busy: list[float]) -> tuple[float, ...]:
-            return (
-                statistics.median(busy),
-                percentile(busy, 0.95),
-                statistics.median(work),
-                percentile(work, 0.95),
-                statistics.median(total),
-                percentile(total, 0.95),
-            )
-
         work, total, busy = [], [], []
         for _ in range(20):
             app.tree_map.changed("add")  # a new version: the map lays out again
-            w, t, c = await press("alt+o")
+            w, t, c = await clock.press(app, pilot, "alt+o", spins=2000)
             work.append(w)
             total.append(t)
             busy.append(c)
             assert isinstance(app.screen, TreeMapScreen)
             await pilot.press("escape")
             await pilot.pause(0.05)
-        results["open (alt+o, a new layout)"] = summary(work, total, busy)
+        results["open (alt+o, a new layout)"] = (*spread(busy), *spread(work), *spread(total))
         await pilot.press("alt+o")
         await pilot.pause(0.2)
         for name, keys in (
@@ -135,13 +84,8 @@ async def measure(loom) -> dict[str, tuple[float, ...]]:
                 ["pagedown", "pageup", "end", "home", "c"] * 12,
             ),
         ):
-            work, total, busy = [], [], []
-            for key in keys:
-                w, t, c = await press(key)
-                work.append(w)
-                total.append(t)
-                busy.append(c)
-            results[name] = summary(work, total, busy)
+            work, total, busy = await clock.press_all(app, pilot, keys, spins=2000)
+            results[name] = (*spread(busy), *spread(work), *spread(total))
     return results
 
 

@@ -39,6 +39,8 @@ def loomterm_command() -> str | None:
 class Tmux:
     """One tmux server (its own socket) running one pane."""
 
+    command = ""  # the loomterm command a fixture starts panes with (``loomterm_command``)
+
     def __init__(self, socket: str, cwd: Path, env: dict[str, str]) -> None:
         self.socket = socket
         self.cwd = cwd

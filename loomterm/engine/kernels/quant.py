@@ -59,6 +59,7 @@ precision every loom operation still equals a recompute in that same precision.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -283,6 +284,9 @@ def _f16_layer(weight: torch.Tensor, bias: torch.Tensor | None, device) -> nn.Mo
     return F16Linear(weight.to(device), bias)
 
 
+LayerMaker = Callable[..., nn.Module]  # make(weight, bias, device): the new layer
+
+
 def _replace_linears(
     model: nn.Module, dtype: torch.dtype, keep, fits, make, near_exact=None
 ) -> dict[str, int]:
@@ -293,7 +297,7 @@ def _replace_linears(
     are made by it instead, where their weights fit float16 (``_f16_layer``); they are
     counted as kept."""
     output = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    targets: list[tuple[nn.Module, str, nn.Module, object]] = []
+    targets: list[tuple[nn.Module, str, tuple[torch.Tensor, torch.Tensor | None], LayerMaker]] = []
     counts = {"quantized": 0, "kept": 0}
     for parent in model.modules():
         for name, child in parent.named_children():
@@ -303,16 +307,15 @@ def _replace_linears(
             taken = not name.endswith(keep) and fits(found[0])
             if near_exact is not None and (child is output or not taken):
                 if _f16_fits(found[0]):
-                    targets.append((parent, name, child, near_exact))
+                    targets.append((parent, name, found, near_exact))
                 counts["kept"] += 1
             elif taken:
-                targets.append((parent, name, child, make))
+                targets.append((parent, name, found, make))
                 counts["quantized"] += 1
             else:
                 counts["kept"] += 1
     device = next(model.parameters()).device
-    for parent, name, child, maker in targets:
-        weight, bias = _linear_weight(child)  # type: ignore[misc]
+    for parent, name, (weight, bias), maker in targets:
         # A tied output layer shares its Parameter with the input embedding: replacing
         # the module unties them, and the embedding keeps the float weight.
         setattr(parent, name, maker(weight, bias, device))

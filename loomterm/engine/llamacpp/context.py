@@ -27,7 +27,7 @@ import torch
 
 from loomterm.engine.llamacpp import binding
 from loomterm.engine.llamacpp.first_decode import check_first_decode
-from loomterm.errors import LoomError, ModelLoadError, PrefillCancelled
+from loomterm.errors import InputError, LoomError, ModelLoadError, PrefillCancelled
 
 # llama_decode's return values: 0 done, 1 no KV slot for the batch, 2 aborted.
 NO_ROOM = 1
@@ -295,9 +295,7 @@ class LlamaContext:
         logits = None
         while done < total:
             if self.interrupt is not None and self.interrupt.is_set():
-                stopped = PrefillCancelled()
-                stopped.evaluated = done  # type: ignore[attr-defined] - cells now held
-                raise stopped
+                raise PrefillCancelled(evaluated=done)  # cells now held
             count = min(self.n_batch, READ_CHUNK, total - done)
             rows = [(tokens[done + i], start + done + i, seq) for i in range(count)]
             last = done + count == total
@@ -356,3 +354,22 @@ class LlamaContext:
             self.lib.llama_free(self.ctx)
             self.lib.llama_model_free(self.model)
             self.ctx = None
+
+
+def cells_for(wanted: int, window: int, per_cell: int, budget: int) -> int:
+    """Cells for the context: ``wanted``, fewer where the budget cannot hold them, never
+    fewer than one ``window``; a one-line error when the budget cannot hold that."""
+    fit = budget // per_cell // CELL_BLOCK * CELL_BLOCK
+    padded = -(-wanted // CELL_BLOCK) * CELL_BLOCK
+    if fit < window:
+        need = -(-window // CELL_BLOCK) * CELL_BLOCK * per_cell
+        raise InputError(
+            f"--kv-budget {_mib(budget)} holds {budget // per_cell} tokens of this model's KV: "
+            f"its context "
+            f"window of {window} tokens needs {_mib(need)}; raise it or lower --n-ctx"
+        )
+    return min(padded, fit)
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1 << 20):.1f} MiB"

@@ -21,9 +21,12 @@ cells past its length are dropped right after the copy is put back.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from loomterm.engine.llamacpp.slots import Slot, Want, matched
+
+PARK_MIN = 32  # shorter sequences are evaluated again rather than parked
 
 
 @dataclass
@@ -125,3 +128,17 @@ class ParkedStore:
             self.items.remove(item)
         else:
             item.record.cut(length)
+
+
+def park(store: ParkedStore, slot: Slot, slots: list[Slot], save: Callable[[int], bytes]) -> None:
+    """Copy ``slot``'s cells off the context (``save``: ``LlamaContext.seq_save``) into
+    ``store``, unless they are short, held by another of ``slots`` or a copy already, or
+    larger than the budget leaves."""
+    if len(slot) < PARK_MIN or store.room == 0:
+        return
+    mine = Want.cells(slot.tokens, slot.owners)
+    held = any(s is not slot and matched(s, mine) == len(slot) for s in slots)
+    if held or store.covers(slot.tokens, slot.owners):
+        return
+    record = Slot(-1, list(slot.tokens), list(slot.owners), used=slot.used)
+    store.park(record, save(slot.seq), slot.used)

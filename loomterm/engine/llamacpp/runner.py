@@ -14,9 +14,8 @@ data). The operations map onto llama.cpp's sequence API:
   parent's cells, one token per sibling per ``llama_decode`` (or one decode per sibling
   a step, where llama.cpp's batch has cost more per token: ``batching``); each keeps its
   sequence afterwards, so switching between siblings computes nothing.
-- a fast splice (``rerope``) removes the replaced cells (``seq_rm``), moves the suffix's
-  cells to their new positions (``seq_add``: llama.cpp re-rotates their keys) and
-  evaluates only the inserted tokens. The moved suffix is flagged approximate, and so is
+- a fast splice (``rerope``) moves the suffix's cells instead of evaluating them again
+  (``splice``). The moved suffix is flagged approximate, and so is
   anything computed after it, until ``refresh`` recomputes it exactly. Exact operations
   give what a fresh evaluation of the same tokens gives.
 
@@ -46,27 +45,27 @@ from typing import Any
 
 import torch
 
+from loomterm.engine.breakers import BreakerTable
 from loomterm.engine.events import Event
 from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter
 from loomterm.engine.kv.resident import KVBytes
 from loomterm.engine.kv.window import MIN_CTX, Window
 from loomterm.engine.llamacpp.batching import BatchCosts
-from loomterm.engine.llamacpp.context import CELL_BLOCK, LlamaContext
-from loomterm.engine.llamacpp.parked import Parked, ParkedStore
+from loomterm.engine.llamacpp.context import CELL_BLOCK, LlamaContext, cells_for
+from loomterm.engine.llamacpp.parked import Parked, ParkedStore, park
 from loomterm.engine.llamacpp.siblings import decode_siblings
-from loomterm.engine.llamacpp.slots import Slot, Want, matched, may_share
+from loomterm.engine.llamacpp.slots import Slot, Want, cells_held, matched
+from loomterm.engine.llamacpp.splice import fast_splice, old_path
 from loomterm.engine.llamacpp.text import LlamaTokenText
 from loomterm.engine.local.budget import default_budget, parse_size
-from loomterm.engine.runner import Capabilities, Runner
+from loomterm.engine.runner import Capabilities, Progress, Runner
 from loomterm.engine.sample.chain import SamplingParams
-from loomterm.engine.sample.penalties import DryBreakers, resolve_dry_breakers
+from loomterm.engine.sample.penalties import DryBreakers
 from loomterm.errors import ContextError, EmptyEditError, InputError, PrefillCancelled
-from loomterm.progress import Progress
 from loomterm.tree import Node
 
 SEQUENCES = 8  # llama.cpp sequences: cached branches, and siblings per batch
 FIRST_CELLS = 4096  # a new context's cells: it grows when the paths need more (``grow``)
-PARK_MIN = 32  # shorter sequences are evaluated again rather than parked
 RESTORE_GAIN = 16  # a parked copy comes back when it serves this many more tokens
 WHY_NOT = (
     (
@@ -109,7 +108,7 @@ class LlamaCppRunner(Runner):
         budget = parse_size(kv_budget) or default_budget(torch.device("cpu"))
 
         def size(trained: int, per_cell: int) -> tuple[int, int]:
-            most = _cells_for(cells or 2 * (n_ctx or trained), n_ctx or trained, per_cell, budget)
+            most = cells_for(cells or 2 * (n_ctx or trained), n_ctx or trained, per_cell, budget)
             return min(first_cells, most), most
 
         self.llama = LlamaContext(path, size, n_seq=sequences, threads=threads)
@@ -139,19 +138,9 @@ class LlamaCppRunner(Runner):
         self.growths = 0  # times the context grew (``grow``)
         self.grow_seconds = 0.0  # what those took, together
         self.moves: list[tuple[Node, int, int, int]] = []  # a fast splice's suffix pieces
-        self._breakers: dict[tuple[str, ...], DryBreakers] = {}
-        self._pieces: list[str] | None = None
+        self._breakers = BreakerTable(self.codec, self.vocab_size, self.encode)
         self._fingerprint: dict[str, str] | None = None
-        why_not = WHY_NOT
-        if not self.llama.can_shift:
-            why_not += (("rerope", "this model's cache cannot move positions: splices are exact"),)
-        self.capabilities = Capabilities(
-            rerope=self.llama.can_shift,
-            full_logits=True,
-            batched_siblings=True,
-            healing=True,
-            why_not=why_not,
-        )
+        self.capabilities = capabilities_of(self.llama)
 
     def attach(self, tree, emit) -> None:
         """A (new) tree: approximate cells belonged to the old tree's nodes, so they go;
@@ -200,14 +189,7 @@ class LlamaCppRunner(Runner):
 
     def dry_breakers(self, params: SamplingParams) -> DryBreakers | None:
         """DRY's sequence breakers as token ids (None when DRY is off), kept."""
-        if not params.dry_active:
-            return None
-        key = params.dry_sequence_breakers
-        if key not in self._breakers:
-            if self._pieces is None:
-                self._pieces = [self.codec.decode([i]) for i in range(self.vocab_size)]
-            self._breakers[key] = resolve_dry_breakers(key, self._pieces, self.encode)
-        return self._breakers[key]
+        return self._breakers.for_params(params)
 
     # -- what a path asks for ----------------------------------------------------------
     def want(self, node: Node, reserve: int = 0) -> Want:
@@ -246,7 +228,7 @@ class LlamaCppRunner(Runner):
         self.clock += 1
         moves, self.moves = self.moves, []
         if moves and want.plain:
-            done = self._fast_splice(moves, want, node)
+            done = fast_splice(self, moves, want, node)
             if done is not None:
                 return done
         best = max(self.slots, key=lambda s: (matched(s, want), s.used))
@@ -267,7 +249,7 @@ class LlamaCppRunner(Runner):
         if len(best) <= m:
             target = best  # nothing past the match is lost
         else:
-            target = self._free_slot(busy={best.seq})
+            target = self.free_slot(busy={best.seq})
             self.llama.seq_cp(best.seq, target.seq, 0, keep)
             best.copy_to(target, keep)
         return target, self._evaluate(target, want, keep)
@@ -283,7 +265,7 @@ class LlamaCppRunner(Runner):
         try:
             logits = self.llama.decode(rest, slot.seq, keep, busy={slot.seq})
         except PrefillCancelled as stopped:
-            done = getattr(stopped, "evaluated", 0)
+            done = stopped.evaluated
             slot.extend(rest[:done], owners[:done])
             raise
         slot.extend(rest, owners)
@@ -302,7 +284,7 @@ class LlamaCppRunner(Runner):
                 item.approx = flag
                 self.emit(Event.UPDATE, item)
 
-    def _free_slot(self, busy: set[int]) -> Slot:
+    def free_slot(self, busy: set[int]) -> Slot:
         """An empty slot, else the least recently used one outside ``busy``, emptied."""
         empty = [s for s in self.slots if not s.tokens and s.seq not in busy]
         if empty:
@@ -316,29 +298,17 @@ class LlamaCppRunner(Runner):
 
     def _drop(self, slot: Slot) -> None:
         """Empty ``slot`` (an eviction): its cells are parked first (``parked``)."""
-        self._park(slot)
+        park(self.parked, slot, self.slots, self.llama.seq_save)
         self.llama.seq_rm(slot.seq, -1, -1)
         slot.cut(0)
         self.evictions += 1
-
-    def _park(self, slot: Slot) -> None:
-        """Copy ``slot``'s cells off the context, unless they are short, held by another
-        sequence or a copy already, or larger than the budget leaves."""
-        if len(slot) < PARK_MIN or self.parked.room == 0:
-            return
-        mine = Want.cells(slot.tokens, slot.owners)
-        held = any(s is not slot and matched(s, mine) == len(slot) for s in self.slots)
-        if held or self.parked.covers(slot.tokens, slot.owners):
-            return
-        record = Slot(-1, list(slot.tokens), list(slot.owners), used=slot.used)
-        self.parked.park(record, self.llama.seq_save(slot.seq), slot.used)
 
     def _restore(self, copy: Parked, busy: set[int]) -> Slot | None:
         """Put ``copy`` back into a free sequence (making room in the cache as a full
         cache does); the slot, or None when it cannot come back."""
         self.parked.take(copy)  # out of the store first: an eviction below may park
         record = copy.record
-        target = self._free_slot(busy)
+        target = self.free_slot(busy)
         busy = busy | {target.seq}
         need = self.cells_in_use() + copy.cells
         while need > self.llama.cells and not self.grow(need) and self._make_room(busy):
@@ -373,12 +343,7 @@ class LlamaCppRunner(Runner):
         last, _lo, hi = pieces[-1]
         if self.context_for(last) is not None or last.start + hi > self.n_ctx:
             return False
-        old = self.want(last)
-        old.tokens, old.ids, old.approx = (
-            old.tokens[: last.start + hi],
-            old.ids[: last.start + hi],
-            old.approx[: last.start + hi],
-        )
+        old = old_path(self, last, last.start + hi)
         return any(matched(slot, old) == len(old.tokens) for slot in self.slots)
 
     def moved_kv(self, source: Node, lo: int, hi: int, delta: int) -> None:
@@ -386,89 +351,6 @@ class LlamaCppRunner(Runner):
         path moves the cells (``seq_rm`` + ``seq_add``) instead of evaluating them."""
         self.moves.append((source, lo, hi, delta))
         return None
-
-    def _fast_splice(self, moves: list, want: Want, node: Node) -> tuple[Slot, torch.Tensor] | None:
-        """Do the splice the Loom announced (``moved_kv``) on the sequence holding the
-        old path, or return None (then the path is evaluated exactly)."""
-        first, lo0, _, delta = moves[0]
-        last, _, hi, _ = moves[-1]
-        old_end, old_total = first.start + lo0, last.start + hi
-        old = self.want(last)
-        old.tokens, old.ids, old.approx = (
-            old.tokens[:old_total],
-            old.ids[:old_total],
-            old.approx[:old_total],
-        )
-        slot = next((s for s in self.slots if matched(s, old) == old_total), None)
-        if slot is None or len(want.tokens) != old_total + delta or node.end != len(want.tokens):
-            return None
-        if want.tokens[old_end + delta :] != old.tokens[old_end:]:
-            return None
-        start = min(old_end, old_end + delta)
-        while start > 0 and want.tokens[start - 1] != old.tokens[start - 1]:
-            start -= 1
-        for other in self.slots:  # nobody else may hold the cells about to move
-            if other is not slot and may_share(other, slot, old_end):
-                self.llama.seq_rm(other.seq, old_end)
-                other.cut(old_end)
-        self._keep_old_path(slot, old_end)
-        llama = self.llama
-        llama.seq_rm(slot.seq, start, old_end)
-        llama.seq_rm(slot.seq, old_total - 1)  # the last token is evaluated again: logits
-        llama.seq_add(slot.seq, old_end, old_total - 1, delta)
-        moved_tokens = old.tokens[old_end : old_total - 1]
-        inserted = want.tokens[start : old_end + delta]
-        new_end = len(want.tokens)
-        slot.used = self.clock
-        slot.tokens = want.tokens[:start]
-        slot.owners = slot.owners[:start]
-        slot.logits = None
-        approx = slot.approx_before(start)
-        ins_owners = want.ids[start : old_end + delta] if approx else [None] * len(inserted)
-        if inserted:
-            self._insert(slot, want, start, len(inserted))
-        slot.extend(inserted, ins_owners)
-        slot.extend(moved_tokens, want.ids[old_end + delta : new_end - 1])
-        logits = llama.decode([want.tokens[-1]], slot.seq, new_end - 1, busy={slot.seq})
-        slot.extend([want.tokens[-1]], [want.ids[-1]])
-        slot.logits = logits
-        return slot, logits
-
-    def _keep_old_path(self, slot: Slot, old_end: int) -> None:
-        """The splice moves ``slot``'s suffix cells: keep the old path too, as a real copy
-        of its cells (``llama_state_seq_get_data`` / ``set_data``) in a free sequence,
-        so that going back to it, or splicing it again, evaluates nothing. Skipped when
-        no sequence is free or the cache has no room for the copy."""
-        free = next((s for s in self.slots if not s.tokens and s is not slot), None)
-        if free is None or len(slot) <= old_end:
-            return
-        if not self.grow(self.cells_in_use() + len(slot)):
-            return  # no room for the copy (a failed restore is logged by llama.cpp)
-        if self.llama.seq_restore(self.llama.seq_save(slot.seq), free.seq):
-            slot.copy_to(free, len(slot))
-            free.used = self.clock
-            self.kept_copies += 1
-        else:
-            self.llama.seq_rm(free.seq, -1, -1)
-
-    def _insert(self, slot: Slot, want: Want, start: int, count: int) -> None:
-        """Give ``slot`` cells for ``want``'s tokens ``[start, start+count)``, evaluated
-        after its first ``start`` cells only. llama.cpp evaluates a sequence only at its
-        end, so they come from a sequence holding that prefix and then those tokens (the
-        Loom has just prepared it), or are evaluated in a scratch sequence."""
-        head = Want(want.tokens[: start + count], want.ids[: start + count], want.approx)
-        donor = next(
-            (s for s in self.slots if s is not slot and matched(s, head) == start + count), None
-        )
-        scratch = None
-        if donor is None:
-            scratch = donor = self._free_slot(busy={slot.seq})
-            self.llama.seq_cp(slot.seq, scratch.seq, 0, start)
-            self.llama.decode(head.tokens[start:], scratch.seq, start, busy={slot.seq, scratch.seq})
-        self.llama.seq_cp(donor.seq, slot.seq, start, start + count)
-        if scratch is not None:
-            self.llama.seq_rm(scratch.seq, -1, -1)
-            scratch.cut(0)
 
     # -- tree changes ------------------------------------------------------------------
     def split(self, head: Node, tail: Node, offset: int) -> None:
@@ -503,15 +385,15 @@ class LlamaCppRunner(Runner):
     # -- long reads: progress and escape -------------------------------------------------
     # The context evaluates; the Loom sets these on the runner (``Loom.progress``,
     # ``Loom.interrupt``): without them a long read said nothing and could not be stopped.
-    @property  # type: ignore[override]
+    @property
     def progress(self) -> Progress | None:
-        return self.llama.progress  # type: ignore[return-value]
+        return self.llama.progress
 
     @progress.setter
     def progress(self, value: Progress | None) -> None:
         self.llama.progress = value
 
-    @property  # type: ignore[override]
+    @property
     def interrupt(self) -> threading.Event | None:
         return self.llama.interrupt
 
@@ -542,7 +424,7 @@ class LlamaCppRunner(Runner):
         rows = [parent]
         busy = {parent.seq}
         for _ in range(n - 1):
-            slot = self._free_slot(busy)
+            slot = self.free_slot(busy)
             self.llama.seq_cp(parent.seq, slot.seq)
             parent.copy_to(slot, len(parent))
             slot.used = self.clock
@@ -585,40 +467,21 @@ class LlamaCppRunner(Runner):
 
     def cells_in_use(self) -> int:
         """Cells the sequences hold (a prefix shared by ``seq_cp`` counted once)."""
-        cells = 0
-        seen: list[Slot] = []
-        for slot in sorted((s for s in self.slots if s.tokens), key=len, reverse=True):
-            shared = max((_common(slot, other) for other in seen), default=0)
-            cells += len(slot) - shared
-            seen.append(slot)
-        return cells
+        return cells_held(self.slots)
 
     def close(self) -> None:
         self.llama.close()
 
 
-def _common(a: Slot, b: Slot) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a.tokens[i] == b.tokens[i]:
-        i += 1
-    return i
-
-
-def _cells_for(wanted: int, window: int, per_cell: int, budget: int) -> int:
-    """Cells for the context: ``wanted``, fewer where the budget cannot hold them, never
-    fewer than one ``window``; a one-line error when the budget cannot hold that."""
-    fit = budget // per_cell // CELL_BLOCK * CELL_BLOCK
-    padded = -(-wanted // CELL_BLOCK) * CELL_BLOCK
-    if fit < window:
-        need = -(-window // CELL_BLOCK) * CELL_BLOCK * per_cell
-        raise InputError(
-            f"--kv-budget {_mib(budget)} holds {budget // per_cell} tokens of this model's KV: "
-            f"its context "
-            f"window of {window} tokens needs {_mib(need)}; raise it or lower --n-ctx"
-        )
-    return min(padded, fit)
-
-
-def _mib(size: int) -> str:
-    return f"{size / (1 << 20):.1f} MiB"
+def capabilities_of(llama: LlamaContext) -> Capabilities:
+    """What the runner can do with this model (``WHY_NOT``: what it cannot, and why)."""
+    why_not: tuple[tuple[str, str], ...] = WHY_NOT
+    if not llama.can_shift:
+        why_not += (("rerope", "this model's cache cannot move positions: splices are exact"),)
+    return Capabilities(
+        rerope=llama.can_shift,
+        full_logits=True,
+        batched_siblings=True,
+        healing=True,
+        why_not=why_not,
+    )

@@ -122,21 +122,30 @@ def _group(runner, request, writer, want, parent_slot, logits, max_new, first, n
             else:
                 feed.append(row)
         if feed:
-            batch = [(picks[row], base + step, slots[row].seq) for row in feed]
-            out = _feed(runner, batch)  # (len(feed), V)
+            growing = [(slots[row], picks[row], kids[row].id if approx else None) for row in feed]
+            out = _advance(runner, growing, base + step)  # (len(feed), V)
             if len(feed) == n:
                 rows = out  # a fresh tensor each step: every row's logits, in order
             else:
                 rows[feed] = out  # the rows still growing; stopped ones keep theirs
-            for i, row in enumerate(feed):
-                owner = kids[row].id if approx else None
-                slots[row].extend([picks[row]], [owner])
-                slots[row].logits = out[i]  # a fresh tensor each step: no copy needed
         if all(finished):
             break
     for slot in slots:
         slot.used = runner.clock
     return kids
+
+
+def _advance(
+    runner: SiblingHost, growing: list[tuple[Slot, int, int | None]], at: int
+) -> torch.Tensor:
+    """Feed each ``(slot, pick, owner)`` of ``growing`` its pick at position ``at`` (its
+    cell owned by ``owner``; None: exact): the (len(growing), V) next logits, each slot
+    keeping its own row."""
+    out = _feed(runner, [(pick, at, slot.seq) for slot, pick, _ in growing])
+    for i, (slot, pick, owner) in enumerate(growing):
+        slot.extend([pick], [owner])
+        slot.logits = out[i]  # a fresh tensor each step: no copy needed
+    return out
 
 
 def _feed(runner: SiblingHost, batch: list[tuple[int, int, int]]) -> torch.Tensor:

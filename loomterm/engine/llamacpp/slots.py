@@ -15,6 +15,7 @@ every sequence that holds it).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -77,7 +78,7 @@ class Slot:
             del self.tokens[length:], self.owners[length:]
             self.logits = None
 
-    def extend(self, tokens: list[int], owners: list[int | None]) -> None:
+    def extend(self, tokens: Sequence[int], owners: Sequence[int | None]) -> None:
         self.tokens.extend(tokens)
         self.owners.extend(owners)
         self.logits = None
@@ -109,3 +110,22 @@ def may_share(a: Slot, b: Slot, position: int) -> bool:
     if len(a.tokens) <= position or len(b.tokens) <= position:
         return False
     return a.tokens[: position + 1] == b.tokens[: position + 1]
+
+
+def cells_held(slots: list[Slot]) -> int:
+    """Cells ``slots`` hold (a prefix shared by ``seq_cp`` counted once)."""
+    cells = 0
+    seen: list[Slot] = []
+    for slot in sorted((s for s in slots if s.tokens), key=len, reverse=True):
+        shared = max((_common(slot, other) for other in seen), default=0)
+        cells += len(slot) - shared
+        seen.append(slot)
+    return cells
+
+
+def _common(a: Slot, b: Slot) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a.tokens[i] == b.tokens[i]:
+        i += 1
+    return i

@@ -72,12 +72,18 @@ def read_gguf_config(gguf_path: Path, progress: Progress):
     """The transformers config described by a GGUF file's metadata."""
     from transformers import AutoConfig
 
-    with progress.timed("read"), quiet_warnings():
+    return _read_gguf(AutoConfig, gguf_path, progress, "read", "")
+
+
+def _read_gguf(auto, gguf_path: Path, progress: Progress, stage: str, part: str):
+    """``auto.from_pretrained`` on a GGUF file as ``stage`` of ``progress``; a failure is
+    one line naming ``part`` ("the tokenizer of ", or "" for the file)."""
+    with progress.timed(stage), quiet_warnings():
         try:
-            return AutoConfig.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
+            return auto.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
         except Exception as exc:
             raise ModelLoadError(
-                f"cannot read GGUF file {gguf_path}: {short_reason(exc)}"
+                f"cannot read {part}GGUF file {gguf_path}: {short_reason(exc)}"
             ) from None
 
 
@@ -167,13 +173,7 @@ def _dequantizing_gguf_config():
 def _gguf_tokenizer(gguf_path: Path, progress: Progress):
     from transformers import AutoTokenizer
 
-    with progress.timed("tokenizer"), quiet_warnings():
-        try:
-            return AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
-        except Exception as exc:
-            raise ModelLoadError(
-                f"cannot read the tokenizer of GGUF file {gguf_path}: {short_reason(exc)}"
-            ) from None
+    return _read_gguf(AutoTokenizer, gguf_path, progress, "tokenizer", "the tokenizer of ")
 
 
 def _save_weights(model, path: Path) -> None:

@@ -9,7 +9,7 @@ user, on this machine, named that server for it:
 - the environment: ``LOOMTERM_KEY_SERVERS`` (server URLs, space-separated) and
   ``OPENAI_BASE_URL`` (where the OpenAI SDK sends ``OPENAI_API_KEY``) name origins the
   environment's key may go to whoever names them;
-- the config file (``<config>/config.toml``, :func:`config_path`), one table per origin::
+- the config file (``<config>/config.toml``, ``server_config``), one table per origin::
 
       [servers."https://api.example.com"]
       key_env = "EXAMPLE_KEY"   # this origin's key is in $EXAMPLE_KEY (only its own)
@@ -22,7 +22,7 @@ A URL read from a session file, an imported tree or a model table entry
 origin, or the user agreed (:func:`grant`, the editor's dialog; :func:`remember` writes
 the answer into the config). Nothing secret (a key, a header that looks secret, a user
 and password in the URL) ever goes over plain ``http://`` to a host that is not loopback
-(127.0.0.0/8, ::1, localhost), whoever named it: :class:`CredentialError`, raised
+(127.0.0.0/8, ::1, localhost), whoever named it: ``CredentialError``, raised
 before any connection. Keys and header values are checked first (no CR/LF, no control
 characters, ASCII only, not empty); the error names the variable, never the value.
 
@@ -33,28 +33,33 @@ and port (the scheme's default filled in). Redirects are never followed
 
 from __future__ import annotations
 
-import ipaddress
 import os
-import re
-import sys
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loomterm.errors import ServerError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
+from loomterm.engine.remote.origins import (
+    CredentialError,
+    Origin,
+    check_secret,
+    looks_secret,
+    masked,
+    same_origin,
+    shown,
+)
+from loomterm.engine.remote.server_config import (
+    CONFIG_FILE,
+    ServerEntry,
+    config_path,
+    reason,
+    server_entries,
+)
 
 KEY_VARIABLES = ("LOOMTERM_API_KEY", "OPENAI_API_KEY")
 KEY_SERVERS_VARIABLE = "LOOMTERM_KEY_SERVERS"
-CONFIG_FILE = "config.toml"
 NAMED_BY = ("user", "file")
-DEFAULT_PORTS = {"http": 80, "https": 443}
 # Request fields a config's ``body`` table cannot change: they shape the request and
 # the stream loomterm reads back.
 PROTECTED_FIELDS = frozenset(
@@ -64,203 +69,7 @@ PROTECTED_FIELDS = frozenset(
         "post_sampling_probs", "return_progress", "cache_salt",
     }
 )  # fmt: skip
-# A header or body field whose name says it carries a secret: masked when shown, never
-# sent over plain http to a host that is not loopback, masked in a server's message.
-_SECRET_NAME = re.compile(r"auth|key|token|secret|cookie|session|passw|credential", re.I)
-_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
-_VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MIN_SCRUBBED = 4  # shorter values are not masked in messages (they would mask words)
-_USERINFO = re.compile(r"//[^/?#]*@")  # a URL's user and password, up to the last @
-
-
-class CredentialError(ServerError):
-    """A secret that cannot be sent: malformed, or bound for plain http to a host that
-    is not loopback, or a config entry that cannot be read. One line, never the secret."""
-
-
-# -- origins ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Origin:
-    """A server's origin, normalised: scheme, host and port compared exactly."""
-
-    scheme: str
-    host: str
-    port: int
-
-    @classmethod
-    def of(cls, url: str) -> Origin:
-        """The origin of ``url`` (http or https); :class:`CredentialError` otherwise."""
-        import httpx
-
-        text = str(url).strip()
-        try:
-            parsed = httpx.URL(text)
-            scheme = parsed.scheme.lower()
-            host = parsed.raw_host.decode("ascii").lower().rstrip(".")
-            port = parsed.port or DEFAULT_PORTS.get(scheme, 0)
-        except (httpx.InvalidURL, UnicodeError, ValueError, TypeError):
-            raise CredentialError(f"{_shown(text)} is not a server address") from None
-        if scheme in DEFAULT_PORTS and host and not 0 < port < 65536:
-            raise CredentialError(f"{_shown(text)} is not a server address (port {port}?)")
-        if scheme not in DEFAULT_PORTS or not host:
-            raise CredentialError(
-                f"{_shown(text)} is not a server address (use http:// or https://)"
-            )
-        return cls(scheme, host, port)
-
-    @property
-    def loopback(self) -> bool:
-        """Whether the host is this machine: 127.0.0.0/8, ::1 or ``localhost``."""
-        if self.host == "localhost":
-            return True
-        try:
-            address = ipaddress.ip_address(self.host.strip("[]"))
-        except ValueError:
-            return False
-        mapped = getattr(address, "ipv4_mapped", None)
-        return address.is_loopback or bool(mapped and mapped.is_loopback)
-
-    def __str__(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host and not self.host.startswith("[") else self.host
-        port = "" if DEFAULT_PORTS.get(self.scheme) == self.port else f":{self.port}"
-        return f"{self.scheme}://{host}{port}"
-
-
-def same_origin(a: str, b: str) -> bool:
-    """Whether two URLs share an origin (False when either is not a server address)."""
-    try:
-        return Origin.of(a) == Origin.of(b)
-    except CredentialError:
-        return False
-
-
-# -- checking secrets -----------------------------------------------------------------------
-
-
-def check_secret(value: str, what: str) -> str:
-    """``value`` stripped of surrounding spaces, or a one-line :class:`CredentialError`
-    naming ``what`` (a variable, a header) but never the value: empty, a line break,
-    another control character or a character that is not ASCII cannot go in a header."""
-    text = value.strip(" \t")
-    if not text:
-        raise CredentialError(f"{what} is empty")
-    if "\r" in text or "\n" in text:
-        raise CredentialError(f"{what} holds a line break: a key is one line")
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
-        raise CredentialError(f"{what} holds a control character")
-    if not text.isascii():
-        raise CredentialError(f"{what} holds characters that are not ASCII")
-    return text
-
-
-def looks_secret(header: str) -> bool:
-    """Whether a header's (or body field's) name says it carries a secret
-    (Authorization, X-Api-Key, api_key...)."""
-    return bool(_SECRET_NAME.search(header))
-
-
-def masked(header: str, value: str) -> str:
-    """A header's value fit to show: secret-looking ones as their last 2 characters."""
-    if not looks_secret(header):
-        return value
-    return "\u2022" * 6 + (value[-2:] if len(value) >= 12 else "")
-
-
-# -- the config file --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ServerEntry:
-    """One ``[servers."ORIGIN"]`` table of the config (see the module docstring)."""
-
-    origin: Origin
-    key_env: str | None = None
-    send_key: bool | None = None
-    headers: Mapping[str, str] = field(default_factory=dict, repr=False)  # may hold secrets
-    body: Mapping[str, Any] = field(default_factory=dict)
-
-
-def config_path() -> Path:
-    """The config file: ``config.toml`` in the config folder (``LOOMTERM_CONFIG_DIR``)."""
-    from loomterm.config.locations import config_dir
-
-    return config_dir() / CONFIG_FILE
-
-
-def server_entries(path: Path | None = None) -> dict[Origin, ServerEntry]:
-    """The config's server tables by origin (none when there is no config file). A file
-    that cannot be read, or an entry with a bad field, is a one-line CredentialError."""
-    path = path or config_path()
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CredentialError(f"cannot read {path}: {_reason(exc)}") from None
-    _check_owner(path)
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise CredentialError(f"{path} is not valid TOML ({exc})") from None
-    servers = data.get("servers", {})
-    if not isinstance(servers, dict):
-        raise CredentialError(f"{path}: [servers] must be a table of server origins")
-    entries = {}
-    for name, table in servers.items():
-        entry = _entry(path, str(name), table)
-        entries[entry.origin] = entry
-    return entries
-
-
-def _check_owner(path: Path) -> None:
-    """As ssh does with its config: a file that binds keys to servers must be this
-    user's and not writable by everyone, or anyone who can write it could send the key
-    anywhere. (Group-writable passes: a umask of 002 with a group of one's own is usual.)"""
-    if os.name != "posix":
-        return
-    try:
-        status = path.stat()
-    except OSError:
-        return
-    if status.st_uid != os.geteuid() or status.st_mode & 0o002:
-        raise CredentialError(
-            f"{path} can be changed by another user, who could send your keys anywhere: "
-            f"make it yours and not writable by others (chmod o-w {path})"
-        )
-
-
-def _entry(path: Path, name: str, table: Any) -> ServerEntry:
-    where = f'{path.name} [servers."{_shown(name)}"]'
-    try:
-        origin = Origin.of(name)
-    except CredentialError as exc:
-        raise CredentialError(f"{where}: {exc}") from None
-    if not isinstance(table, dict):
-        raise CredentialError(f"{where} must be a table")
-    unknown = sorted(set(table) - {"key_env", "send_key", "headers", "body"})
-    if unknown:
-        raise CredentialError(
-            f"{where}: unknown field {unknown[0]!r} (use key_env, send_key, headers, body)"
-        )
-    key_env = table.get("key_env")
-    if key_env is not None and not (isinstance(key_env, str) and _VARIABLE_NAME.match(key_env)):
-        raise CredentialError(f"{where}: key_env must be the name of an environment variable")
-    send_key = table.get("send_key")
-    if send_key is not None and not isinstance(send_key, bool):
-        raise CredentialError(f"{where}: send_key must be true or false")
-    headers = table.get("headers", {})
-    if not isinstance(headers, dict):
-        raise CredentialError(f"{where}: headers must be a table of names to text")
-    for header, value in headers.items():
-        if not _HEADER_NAME.match(str(header)) or not isinstance(value, str):
-            raise CredentialError(f"{where}: header {_shown(str(header))} must be a name to text")
-        check_secret(value, f"{where}: header {header}")
-    body = table.get("body", {})
-    if not isinstance(body, dict):
-        raise CredentialError(f"{where}: body must be a table of request fields")
-    return ServerEntry(origin, key_env, send_key, dict(headers), dict(body))
 
 
 def remember(url: str, send: bool, path: Path | None = None) -> Path:
@@ -277,7 +86,7 @@ def remember(url: str, send: bool, path: Path | None = None) -> Path:
     except FileNotFoundError:
         document = tomlkit.document()
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise CredentialError(f"cannot update {path}: {_reason(exc)}") from None
+        raise CredentialError(f"cannot update {path}: {reason(exc)}") from None
     servers = document.get("servers")
     if servers is None:
         servers = tomlkit.table(is_super_table=True)
@@ -491,19 +300,7 @@ def _userinfo(url: str) -> bool:
         return False
 
 
-def _shown(text: str) -> str:
-    """Text from a file or the user, fit for a one-line message: no user and password
-    (a URL's), no control characters, short."""
-    text = _USERINFO.sub("//", text)
-    clean = "".join(c if c.isprintable() else "?" for c in text)
-    return clean[:120] + ("\u2026" if len(clean) > 120 else "")
-
-
 def _json(value: Any) -> str:
     import json
 
-    return _shown(json.dumps(value, ensure_ascii=False, default=str))
-
-
-def _reason(exc: BaseException) -> str:
-    return " ".join(str(getattr(exc, "strerror", None) or exc).split())[:160]
+    return shown(json.dumps(value, ensure_ascii=False, default=str))

@@ -36,9 +36,9 @@ from loomterm.engine.remote.credentials import (
     CredentialError,
     Credentials,
     Origin,
-    check_secret,
     resolve,
 )
+from loomterm.engine.remote.origins import check_secret
 from loomterm.engine.remote.sse import bounded_reply, read_reply, sse_lines
 from loomterm.errors import (
     ServerAuthError,

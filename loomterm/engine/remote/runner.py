@@ -37,8 +37,8 @@ from typing import Any
 from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter
 from loomterm.engine.kv.window import Window
 from loomterm.engine.remote import servers
+from loomterm.engine.remote.dialect import Dialect, Finish, ServerInfo, tokens_digest
 from loomterm.engine.remote.http import ServerClient, Timeouts
-from loomterm.engine.remote.servers import Dialect, Finish, ServerInfo
 from loomterm.engine.remote.streaming import Generation, Job
 from loomterm.engine.remote.tokens import (
     ServerTokenText,
@@ -97,7 +97,7 @@ class RemoteRunner(Runner):
 
     Attributes:
         client: The HTTP client (``http.ServerClient``).
-        dialect: How this kind of server is spoken to (``servers.Dialect``).
+        dialect: How this kind of server is spoken to (``dialect.Dialect``).
         info: What the server said about its model (None while offline).
         tokenizer: The local Hugging Face tokenizer, or None (the server tokenizes).
         tokenizer_source: Where the local tokenizer came from, or None.
@@ -178,7 +178,7 @@ class RemoteRunner(Runner):
             self._choose_tokenizer(dialect, info, probe_ids)
         if probe_ids is None:
             probe_ids = local_encode(self.tokenizer, servers.PROBE_TEXT, False)
-        fingerprint = info.fingerprint(servers.tokens_digest(probe_ids, info.vocab_size))
+        fingerprint = info.fingerprint(tokens_digest(probe_ids, info.vocab_size))
         if expect and not _same(expect, fingerprint):
             raise _changed(self.url, expect, fingerprint)  # and keep the old model's state
         if isinstance(dialect, servers.OpenAI):

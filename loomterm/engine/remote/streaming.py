@@ -26,15 +26,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from loomterm.engine.generation import GenerateRequest, GenerateResult, NodeWriter
-from loomterm.engine.remote.servers import Finish, Token
+from loomterm.engine.remote.dialect import Finish, Token
 from loomterm.engine.remote.tokens import ServerTokenText
 from loomterm.engine.text import StreamDecoder
 from loomterm.errors import ServerError, ServerStreamCut, ServerTimeout, ServerUnreachable
 from loomterm.tree import Node
 
 if TYPE_CHECKING:
+    from loomterm.engine.remote.dialect import Dialect
     from loomterm.engine.remote.http import ServerClient
-    from loomterm.engine.remote.servers import Dialect
     from loomterm.engine.runner import Progress
     from loomterm.engine.text import TokenText
 
