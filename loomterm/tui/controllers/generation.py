@@ -210,6 +210,24 @@ class Generation:
         """Recompute the approximate tokens of this path exactly."""
         self.refresh_exact()
 
+    def action_stop(self) -> None:
+        """Esc: stop reading a long text (keeping the edit) or generating (keeping what
+        came); else leave the branch pane."""
+        app = self.app
+        reading = app.progress.prefill is not None
+        if reading:
+            self.jobs.interrupt.set()
+        if app.generating:
+            self.jobs.cancel.set()
+        elif not reading and app.focused is app.branches:
+            app.view.focus()
+        app.status_line.refresh()  # "stopping…" at once; the engine ends its step first
+
+    def can_stop(self) -> bool:
+        """Stop (esc) is offered only while generating or reading a long text; esc
+        otherwise reaches the widgets (and leaves the branch pane)."""
+        return self.app.generating or self.app.progress.prefill is not None
+
     def generate_n(self) -> None:
         """N siblings (the ``n`` setting) at the caret, once idle."""
         n = self.app.loom.settings.n
