@@ -37,7 +37,7 @@ from textual.containers import Horizontal
 from textual.reactive import var
 from textual.screen import Screen
 
-from loomterm.tui import paste, sessions
+from loomterm.tui import paste
 from loomterm.tui.commands import LoomCommands
 from loomterm.tui.controllers.alternatives import Alternatives
 from loomterm.tui.controllers.bookmarks import Bookmarks
@@ -144,8 +144,6 @@ class LoomApp(MessageRoutes, App[None]):
         self.prefs: Prefs = load_prefs()
         self.doc = new_document(loom)
         self.history = History()
-        self.read_only = sessions.is_read_only(loom)
-        self.unsaved = False  # a read-only session was changed (in memory only)
         self._make_controllers(sync_delay, export_dir)
         # Opening with the model still to load: ``loom`` is the session file's preview
         # until the loader's job brings the real Loom (``tui.model_loading``).

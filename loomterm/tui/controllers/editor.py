@@ -59,9 +59,6 @@ class Editor(Protocol):
     prefs: Prefs
     session_name: str
     show_speed: bool
-    read_only: bool
-    unsaved: bool
-    """A read-only session was changed (in memory only)."""
     load_error: BaseException | None
     """The error the start's model load failed with (the command line says it)."""
     unread: Unread

@@ -179,7 +179,7 @@ class Keeping:
         from loomterm.sessions.session import session_of
 
         session = session_of(self.app.loom)  # as keep_unread writes it, dropped
-        if self.app.read_only or session is None or session.recorder.typed is None:
+        if self.lifecycle.read_only or session is None or session.recorder.typed is None:
             return
         session.recorder.keep_typed(None)
 
