@@ -8,6 +8,8 @@ Layout of the package:
   messages, each declared beside the controller that posts it (``Jobs.Finished``,
   ``Generation.Streamed``, ``Typing.Synced``); navigation reads the tree on the UI
   thread.
+- ``message_routes.py``: the app's message handlers (mixed into ``LoomApp``), each
+  handing its message to the controllers that asked for the work.
 - ``editor_loom.py``: :class:`EditorLoom`, what the editor uses of a Loom (the loading
   stand-in's and the real one's).
 - ``actions/``: what the keys do, one mixin of ``LoomApp`` per area: navigation,

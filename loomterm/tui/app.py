@@ -3,8 +3,8 @@
 :class:`LoomApp` composes the widgets, makes the controllers (``loomterm.tui.controllers``:
 one object per area, holding its state) and holds the key bindings. An action of the key
 table (``loomterm.tui.keymap``) runs the controller's own ``action_*`` method
-(:meth:`LoomApp.run_action` finds it); a message is handled here only to hand it to the
-controller that asked for the work.
+(:meth:`LoomApp.run_action` finds it); a message is handed to the controller that
+asked for the work by the app's handlers (``loomterm.tui.message_routes``, mixed in).
 
 How work flows:
 
@@ -37,19 +37,19 @@ from textual.containers import Horizontal
 from textual.reactive import var
 from textual.screen import Screen
 
-from loomterm.tui import paste, sessions
+from loomterm.tui import paste
 from loomterm.tui.commands import LoomCommands
 from loomterm.tui.controllers.alternatives import Alternatives
 from loomterm.tui.controllers.bookmarks import Bookmarks
 from loomterm.tui.controllers.caret import Caret
 from loomterm.tui.controllers.chat import Chat
-from loomterm.tui.controllers.context import Context, ContextAssembled
+from loomterm.tui.controllers.context import Context
 from loomterm.tui.controllers.dialogs import Dialogs
 from loomterm.tui.controllers.failures import Failures
 from loomterm.tui.controllers.generation import Generation
 from loomterm.tui.controllers.hoist import Hoist
 from loomterm.tui.controllers.jobs import Jobs
-from loomterm.tui.controllers.keeping import Keeping, SavedElsewhere, SaveStateChanged
+from loomterm.tui.controllers.keeping import Keeping
 from loomterm.tui.controllers.lifecycle import Lifecycle
 from loomterm.tui.controllers.looks import Looks
 from loomterm.tui.controllers.models import Models
@@ -63,14 +63,15 @@ from loomterm.tui.controllers.sessions import Sessions
 from loomterm.tui.controllers.status import TITLE_POP, StatusLine
 from loomterm.tui.controllers.swap import Swap, new_document
 from loomterm.tui.controllers.think_ahead import ThinkAhead
-from loomterm.tui.controllers.tidy import Tidied, Tidy
+from loomterm.tui.controllers.tidy import Tidy
 from loomterm.tui.controllers.tree_map import TreeMapper
 from loomterm.tui.controllers.typing import Typing
 from loomterm.tui.controllers.unread import Unread
-from loomterm.tui.controllers.weave import Weave, WeaveDone, WeaveProgress
+from loomterm.tui.controllers.weave import Weave
 from loomterm.tui.history import History
 from loomterm.tui.key_order import FOCUS_BINDINGS
 from loomterm.tui.keymap import app_bindings
+from loomterm.tui.message_routes import MessageRoutes
 from loomterm.tui.model_loading import StartupLoader
 from loomterm.tui.prefs import Prefs, load_prefs
 from loomterm.tui.sanitize import safe_line
@@ -78,7 +79,6 @@ from loomterm.tui.themes import LOOM_DEFAULTS, resolve_references, solidify
 from loomterm.tui.widgets.branch_tree import BranchTree
 from loomterm.tui.widgets.context import ContextView
 from loomterm.tui.widgets.document_view import DocumentView
-from loomterm.tui.widgets.export_dialog import ExportScreen
 from loomterm.tui.widgets.footer import KeyFooter
 from loomterm.tui.widgets.shade_legend import ShadeLegend
 
@@ -88,7 +88,6 @@ if TYPE_CHECKING:
 
     from loomterm.sessions.opening import SessionOpening
     from loomterm.tui.editor_loom import EditorLoom
-    from loomterm.tui.widgets.export_dialog import ExportRequest
 
 SYNC_DELAY = 0.4  # seconds of no typing before the text goes to the engine
 
@@ -102,7 +101,7 @@ class EditorScreen(Screen):
     BINDINGS: ClassVar[list[BindingType]] = list(FOCUS_BINDINGS)
 
 
-class LoomApp(App[None]):
+class LoomApp(MessageRoutes, App[None]):
     """A terminal loom over ``loom``. ``session_name`` names the session in titles and
     exports; ``show_speed`` False keeps tok/s out of the status bar (for snapshots).
     With ``opening``, ``loom`` is its preview and the model loads in the background."""
@@ -142,20 +141,16 @@ class LoomApp(App[None]):
         self.load_error: BaseException | None = None
         self.session_name = session_name
         self.show_speed = show_speed
-        self.export_dir = export_dir
-        self.last_export: ExportRequest | None = None  # the dialog opens on its choices
         self.prefs: Prefs = load_prefs()
         self.doc = new_document(loom)
         self.history = History()
-        self.read_only = sessions.is_read_only(loom)
-        self.unsaved = False  # a read-only session was changed (in memory only)
-        self._make_controllers(sync_delay)
+        self._make_controllers(sync_delay, export_dir)
         # Opening with the model still to load: ``loom`` is the session file's preview
         # until the loader's job brings the real Loom (``tui.model_loading``).
         self.loader = StartupLoader(self, self.jobs, opening) if opening is not None else None
         self._make_widgets()
 
-    def _make_controllers(self, sync_delay: float) -> None:
+    def _make_controllers(self, sync_delay: float, export_dir: Path | None) -> None:
         """One controller per area; each is handed the ones it uses. Their ``action_*``
         methods are the key table's actions (:meth:`run_action`)."""
         self.jobs = jobs = Jobs(self)
@@ -178,7 +173,7 @@ class LoomApp(App[None]):
         self.weave = weave = Weave(self, jobs, navigation)
         self.ratings = Ratings(self, jobs, navigation, weave)
         self.search = Search(self, jobs, navigation)
-        self.dialogs = Dialogs(self, jobs, looks)
+        self.dialogs = Dialogs(self, jobs, looks, export_dir)
         self.models = models = Models(self, jobs, navigation, generation)
         self.ahead = ThinkAhead(self, jobs, generation, models)
         self.alternatives = Alternatives(self, jobs)
@@ -221,18 +216,11 @@ class LoomApp(App[None]):
         """The main screen's widgets, made once and kept: the app's ``query_one`` looks
         at the active screen, which is a dialog while one is open."""
         self.branches = BranchTree(self.panes.node_text, id="tree")
-        self.branches.show_hidden = self.prefs.show_hidden
-        if not self.prefs.tree:
-            self.branches.add_class("-hidden")
         self.view = DocumentView(self.doc, id="document")
-        self.view.boundaries = self.prefs.boundaries
-        self.view.probabilities = self.prefs.probabilities
-        self.view.surprisal = self.prefs.surprisal
-        self.view.approx_marks = self.prefs.approx
         self.status = self.status_line.bar
         self.shade_legend = ShadeLegend(id="shade-legend")
-        self.shade_legend.show_view(self.view.surprisal, self.view.probabilities)
         self.context_view = ContextView(id="context-view", classes="-hidden")
+        self.panes.show_prefs()
 
     def on_mount(self) -> None:
         self.looks.load_themes()
@@ -292,36 +280,27 @@ class LoomApp(App[None]):
                     return True
                 run = self.actions.get(name)
                 if run is not None:
-                    if self.check_action(name, params):
-                        result = run(*params)
-                        if inspect.isawaitable(result):
-                            await result
+                    if not self.check_action(name, params):
+                        return False  # off: the key goes on to other bindings (as Textual's)
+                    result = run(*params)
+                    if inspect.isawaitable(result):
+                        await result
                     return True
         return await super().run_action(action, default_namespace, namespaces)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Stop (esc) is offered only while generating; esc otherwise reaches the
-        widgets (and leaves the branch pane)."""
+        """Stop (esc) is offered only while there is something to stop; esc otherwise
+        reaches the widgets (and leaves the branch pane)."""
         if action == "stop":
-            return self.generating or self.progress.prefill is not None
+            return self.generation.can_stop()
         return True
 
     def watch_generating(self) -> None:
         self.refresh_bindings()
 
     async def action_quit(self) -> None:
+        """Textual's own quit (its Quit command calls this): the lifecycle's."""
         self.lifecycle.quit()
-
-    def action_stop(self) -> None:
-        """Esc: stop reading a long text (keeping the edit) or generating (keeping what
-        came); else leave the branch pane."""
-        if self.progress.prefill is not None:
-            self.jobs.interrupt.set()
-        if self.generating:
-            self.jobs.cancel.set()
-        elif self.progress.prefill is None and self.focused is self.branches:
-            self.view.focus()
-        self.status_line.refresh()  # "stopping…" at once; the engine ends its step first
 
     # -- notifications and themes ------------------------------------------------------
     def notify(
@@ -353,14 +332,8 @@ class LoomApp(App[None]):
         return variables
 
     def search_themes(self) -> None:
-        """The one Theme command: a palette of loomterm's themes (``Looks.theme_names``)."""
-        from textual.command import CommandPalette
-
-        from loomterm.tui.commands import ThemeCommands
-
-        self.push_screen(
-            CommandPalette(providers=[ThemeCommands], placeholder="Search for themes\u2026")
-        )
+        """Textual's Theme command: loomterm's themes (``Looks.search_themes``)."""
+        self.looks.search_themes()
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """Textual's system commands but its Theme (loomterm's own Theme replaces it)."""
@@ -371,108 +344,11 @@ class LoomApp(App[None]):
     def set_theme(self, name: str) -> None:
         self.theme = name
 
-    # -- messages: each to the controller that asked for the work ----------------------
+    # -- events: messages go to their controllers (``tui.message_routes``) ------------
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, events.Key) and not event.is_forwarded:
             self.ahead.key()  # every key stops thinking ahead first, and waits again
         await super().on_event(event)
-
-    def on_jobs_finished(self, message: Jobs.Finished) -> None:
-        self.progress.job_finished()
-        self.jobs.finished(message.label)
-        self.ahead.rest()
-
-    def on_jobs_failed(self, message: Jobs.Failed) -> None:
-        self.failures.failed(message)
-
-    def on_progress_prefill(self, message: Progress.Prefill) -> None:
-        self.progress.read(message)
-
-    def on_progress_loading(self, message: Progress.Loading) -> None:
-        self.progress.loaded(message)
-
-    def on_startup_loader_model_ready(self, message: StartupLoader.ModelReady) -> None:
-        self.swap.model_ready(message.loom)
-
-    def on_lifecycle_saved_as(self, message: Lifecycle.SavedAs) -> None:
-        self.lifecycle.saved_as(message)
-
-    def on_save_state_changed(self, _message: SaveStateChanged) -> None:
-        self.status_line.soon()  # the session file failed a write, or took one again
-
-    def on_saved_elsewhere(self, message: SavedElsewhere) -> None:
-        self.keeping.saved_elsewhere(message.path)
-
-    def on_tidied(self, message: Tidied) -> None:
-        self.tidy.tidied(message)
-
-    def on_weave_progress(self, message: WeaveProgress) -> None:
-        self.weave.progressed(message)
-
-    def on_weave_done(self, message: WeaveDone) -> None:
-        self.weave.done(message)
-
-    def on_export_screen_requested(self, message: ExportScreen.Requested) -> None:
-        self.dialogs.export_requested(message.request)
-
-    def on_dialogs_exported(self, message: Dialogs.Exported) -> None:
-        self.dialogs.exported(message)
-
-    def on_navigation_moved(self, message: Navigation.Moved) -> None:
-        """A job (a pick, a recompute, a chat turn) made ``message.node``: show it."""
-        self.navigation.show_node(message.node)
-        if message.then_generate:
-            self.jobs.when_idle(lambda: self.generation.generate(1), sync=False)
-
-    def on_generation_started(self, message: Generation.Started) -> None:
-        self.models.picked(message.start, "continued")
-        self.generation.started(message)
-
-    def on_generation_streamed(self, message: Generation.Streamed) -> None:
-        self.generation.streamed(message)
-
-    def on_generation_taken_back(self, message: Generation.TakenBack) -> None:
-        self.generation.taken_back(message)
-
-    def on_generation_done(self, message: Generation.Done) -> None:
-        self.generation.done(message)
-
-    def on_sessions_switched(self, message: Sessions.Switched) -> None:
-        self.models.session_switched()
-        self.sessions.switched(message)
-
-    def on_sessions_previewed(self, message: Sessions.Previewed) -> None:
-        self.models.session_switched()
-        self.sessions.previewed(message)
-
-    def on_context_assembled(self, message: ContextAssembled) -> None:
-        self.context.assembled(message)
-
-    def on_document_view_token_clicked(self, event: DocumentView.TokenClicked) -> None:
-        char = event.char
-        self.jobs.when_idle(lambda: self.alternatives.show(char))
-
-    def on_document_view_caret_moved(self, _event: DocumentView.CaretMoved) -> None:
-        self.typing.caret_moved()
-
-    def on_document_view_edited(self, event: DocumentView.Edited) -> None:
-        self.typing.edited(event)
-
-    def on_typing_synced(self, message: Typing.Synced) -> None:
-        self.typing.synced(message)
-        self.navigation.arrive(message.node, record=True)
-        self.models.picked(message.node, "wrote after")
-
-    def on_branch_tree_selected(self, event: BranchTree.Selected) -> None:
-        self.navigation.go_to(event.chain.last)
-
-    def on_swap_loom_changed(self, message: Swap.LoomChanged) -> None:
-        self.swap.changed(message)  # the document, the branch pane, the status bar
-        if message.event == "rewrite" and message.node is not None:
-            self.search.forget_node_text()
-        self.models.loom_changed(message)
-        self.context.loom_changed(message)
-        self.tree_map.changed(message.event)
 
 
 def run_app(loom: EditorLoom, session_name: str = "") -> None:

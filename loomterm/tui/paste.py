@@ -47,6 +47,10 @@ class PasteParser(XTermParser):
     def parse(
         self, token_callback: Callable[[object], None]
     ) -> Generator[Read1 | Peek1, str, None]:
+        """Textual's parse, with pastes collected raw. Over 60 lines and kept whole: one
+        generator whose state (``awaiting``, ``held``, ``paste``, ``after_cr``) lives
+        across its yields to the driver, so parts of it would have to hand all of it
+        back and forth with every character."""
         inner = super().parse(token_callback)
         awaiting: Read1 | Peek1 = next(inner)
         held = ""  # characters that may begin a paste start marker, not yet passed on
@@ -125,5 +129,8 @@ def install(driver_class: type) -> type:
     name is pointed at :class:`PasteParser` in the driver's module. Idempotent."""
     module = sys.modules.get(driver_class.__module__)
     if module is not None and getattr(module, "XTermParser", None) is XTermParser:
+        # The one ignore left: ``ModuleType`` declares no ``XTermParser`` (the driver's
+        # module has it, untyped), and Textual offers no public way to give a driver
+        # another parser; ``setattr`` with a constant name is what ruff's B010 refuses.
         module.XTermParser = PasteParser  # type: ignore[attr-defined]
     return driver_class

@@ -4,7 +4,7 @@ its siblings, and its place (``sibling 2 of 4 · depth 1``). Pure reads of the t
 from __future__ import annotations
 
 from loomterm.tree import Node
-from loomterm.tui.widgets.branch_tree import is_hidden, visible_children
+from loomterm.tui.branch_rows import is_hidden, visible_children
 
 
 def branch_of(node: Node, show_hidden: bool = False) -> Node:

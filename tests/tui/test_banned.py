@@ -24,7 +24,7 @@ async def test_a_banned_phrase_never_reaches_the_screen(make_app, loom):
 
 
 async def test_the_streamer_drops_what_was_taken_back(make_app, loom):
-    from loomterm.tui.controllers.generation import Streamer
+    from loomterm.tui.controllers.generation_job import Streamer
 
     app = make_app()
     async with app.run_test(size=TERMINAL) as pilot:

@@ -158,7 +158,7 @@ async def test_regenerate_with_the_nodes_own_context(make_app, loom):
 async def test_the_context_view_follows_a_running_generation(make_app, loom, monkeypatch):
     """alt+v during a generation: the new text appears in the view as it comes, after
     the injected parts, not only when the generation ends."""
-    from loomterm.tui.controllers.generation import Streamer
+    from loomterm.tui.controllers.generation_job import Streamer
 
     loom.update_settings(memory="The weaver.", max_new_tokens=40)
     on_token = Streamer.on_token

@@ -88,7 +88,7 @@ def paced(monkeypatch, seconds: float = 0.002) -> None:
     writes 1,500 tokens before a key press arrives."""
     import time
 
-    from loomterm.tui.controllers.generation import Streamer
+    from loomterm.tui.controllers.generation_job import Streamer
 
     on_token = Streamer.on_token
 

@@ -246,7 +246,7 @@ async def test_branch_pane_labels_follow_the_text_as_it_streams(make_app, loom, 
     they had when the pane was rebuilt for them."""
     import threading
 
-    from loomterm.tui.controllers.generation import Streamer
+    from loomterm.tui.controllers.generation_job import Streamer
     from loomterm.tui.sanitize import safe_line
 
     gate = threading.Event()

@@ -118,7 +118,7 @@ async def test_after_the_read_the_status_shows_the_generation_and_its_live_rate(
     app = make_app(target_loom=long_loom, sync_delay=30.0, show_speed=True)
     async with app.run_test(size=(160, 30)) as pilot:
         await settle(pilot)
-        from loomterm.tui.controllers.generation import Streamer
+        from loomterm.tui.controllers.generation_job import Streamer
 
         slow_forward(long_loom, monkeypatch, 0.4)  # a read chunk takes 0.4 s
         on_token = Streamer.on_token

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from loomterm.tui.widgets.document_view import surprisal_bucket
+from loomterm.tui.shades import surprisal_bucket
 from tests.tui.conftest import TERMINAL, paste, settle
 
 

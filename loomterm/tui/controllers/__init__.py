@@ -15,8 +15,10 @@ importing it, and is handed the other controllers it uses in its constructor.
   session switched to, the real Loom for the loading preview);
 - ``navigation.py``: where the document stands (siblings, branch points, undo and redo
   between places, going to a node) and where entering a subtree lands;
-- ``generation.py``: generate, generate N, regenerate, recompute, streaming onto the
-  screen (``Streamer``, and ``GenerationJob``, one generation as the worker runs it);
+- ``generation.py``: generate, generate N, regenerate, stop, recompute, streaming onto
+  the screen;
+- ``generation_job.py``: one generation as the worker runs it (``GenerationJob``, its
+  messages, and ``Streamer``, which batches its tokens);
 - ``tidy.py``: split, merge and move (undoable; its undo and redo fall back to
   navigation's);
 - ``alternatives.py``: a token's top alternatives and picking one;

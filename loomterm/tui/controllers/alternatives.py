@@ -34,6 +34,10 @@ class Alternatives:
         """The top alternatives of the token at the caret."""
         self.jobs.when_idle(lambda: self.show(None))
 
+    def clicked(self, char: int) -> None:
+        """A token was clicked: its alternatives, once the engine is free."""
+        self.jobs.when_idle(lambda: self.show(char))
+
     def show(self, char: int | None) -> None:
         """The alternatives of the token at ``char`` (None: at the caret)."""
         app = self.app

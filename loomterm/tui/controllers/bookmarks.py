@@ -9,11 +9,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from loomterm.tree import Node
+from loomterm.tui.branch_rows import is_hidden
 from loomterm.tui.controllers.feedback import NO_BRANCH, refuse
 from loomterm.tui.sanitize import safe_line
 from loomterm.tui.tidy_changes import Archive
 from loomterm.tui.tree_places import branch_of
-from loomterm.tui.widgets.branch_tree import is_hidden
 from loomterm.tui.widgets.dialogs import ConfirmScreen
 
 if TYPE_CHECKING:

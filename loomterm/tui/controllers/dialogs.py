@@ -34,10 +34,13 @@ class Dialogs:
             self.error = error
             self.exists = exists
 
-    def __init__(self, app: Editor, jobs: Jobs, looks: Looks) -> None:
+    def __init__(self, app: Editor, jobs: Jobs, looks: Looks, export_dir: Path | None) -> None:
         self.app = app
         self.jobs = jobs
         self.looks = looks
+        self.export_dir = export_dir  # exports go here first (else the documents folder)
+        # The last export of this editor run: the export dialog opens on its choices.
+        self.last_export: ExportRequest | None = None
 
     # -- actions (the key table's: ``LoomApp.run_action`` finds them here) --------
     def action_settings(self) -> None:
@@ -85,14 +88,14 @@ class Dialogs:
         from loomterm.sessions.session import saved_export_folder
 
         app = self.app
-        last = app.last_export
+        last = self.last_export
         saved = saved_export_folder(app.loom)
         if saved:
             folder = Path(saved)
         elif last:
             folder = Path(last.path).parent
         else:
-            folder = app.export_dir or documents_dir()
+            folder = self.export_dir or documents_dir()
         stem = app.session_name or "loomterm"
         fmt, branch = (last.fmt, last.branch) if last else ("md", "current")
         attribution = last.attribution if last else False
@@ -135,7 +138,7 @@ class Dialogs:
             else:
                 app.notify(message.error, severity="error", timeout=6)
             return
-        app.last_export = request
+        self.last_export = request
         from loomterm.sessions.session import record_export_folder
 
         record_export_folder(app.loom, str(Path(request.path).absolute().parent))

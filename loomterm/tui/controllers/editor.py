@@ -11,7 +11,6 @@ depends on whom is written down once, in the app's ``__init__``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from loomterm.tui.controllers.progress import Progress
@@ -43,7 +42,6 @@ if TYPE_CHECKING:
     from loomterm.tui.widgets.branch_tree import BranchTree
     from loomterm.tui.widgets.context import ContextView
     from loomterm.tui.widgets.document_view import DocumentView
-    from loomterm.tui.widgets.export_dialog import ExportRequest
     from loomterm.tui.widgets.shade_legend import ShadeLegend
 
 
@@ -61,19 +59,13 @@ class Editor(Protocol):
     prefs: Prefs
     session_name: str
     show_speed: bool
-    read_only: bool
-    unsaved: bool
-    """A read-only session was changed (in memory only)."""
-    export_dir: Path | None
     load_error: BaseException | None
     """The error the start's model load failed with (the command line says it)."""
-    last_export: ExportRequest | None
-    """The last export of this editor run: the export dialog opens on its choices."""
     unread: Unread
+    """Unread model branches (marked, cleared where the document goes)."""
     hoist: Hoist
     ahead: ThinkAhead
     tree_map: TreeMapper
-    """Unread model branches (marked, cleared where the document goes)."""
     generating: bool
     """True from the moment a generation (or weave) is asked for until it has ended."""
     loader: StartupLoader | None

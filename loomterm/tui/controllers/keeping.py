@@ -176,10 +176,12 @@ class Keeping:
     def all_read(self) -> None:
         """Quitting with the engine idle and the document read: the file keeps no
         typing (the tree holds it all)."""
-        from loomterm.sessions.session import typed_read
+        from loomterm.sessions.session import session_of
 
-        if not self.app.read_only:
-            typed_read(self.app.loom)  # type: ignore[arg-type]
+        session = session_of(self.app.loom)  # as keep_unread writes it, dropped
+        if self.lifecycle.read_only or session is None or session.recorder.typed is None:
+            return
+        session.recorder.keep_typed(None)
 
     def close_for_exit(self) -> None:
         """Leaving while the engine's job still runs: close the session now (buffered
@@ -187,7 +189,7 @@ class Keeping:
         command can leave the process without it."""
         from loomterm.sessions.session import session_of
 
-        session = session_of(self.app.loom)  # type: ignore[arg-type]
+        session = session_of(self.app.loom)
         if session is not None and not session.closed:
             session.recorder.close(quiet=True, snapshot=False)
 

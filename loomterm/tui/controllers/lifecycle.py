@@ -26,7 +26,8 @@ QUIT_WAIT = 0.4  # seconds quitting waits for the engine's job to stop before le
 
 
 class Lifecycle:
-    """Read-only sessions and quitting; ``quitting`` is True once quit was asked for."""
+    """Read-only sessions and quitting: ``read_only`` while the open session is one
+    (``unsaved`` once it was changed), ``quitting`` once quit was asked for."""
 
     class SavedAs(Message):
         """The session (a read-only one) was saved as the new session ``name``."""
@@ -40,13 +41,15 @@ class Lifecycle:
         self.jobs = jobs
         self.quitting = False
         self.typing_in = False  # quitting: the keys typed before ctrl+q are applied
+        self.read_only = sessions.is_read_only(app.loom)  # the open session's
+        self.unsaved = False  # a read-only session was changed (in memory only)
 
     # -- read-only sessions ---------------------------------------------------------
     def note_change(self) -> None:
         """The session changed: in a read-only one, say once that nothing is saved."""
         app = self.app
-        if app.read_only and not app.unsaved:
-            app.unsaved = True
+        if self.read_only and not self.unsaved:
+            self.unsaved = True
             app.notify(
                 "Read-only session: changes stay in memory; quitting offers to save them "
                 "as a new session",
@@ -83,8 +86,8 @@ class Lifecycle:
     def saved_as(self, message: Lifecycle.SavedAs) -> None:
         """The read-only session's changes are a new session now; go on quitting."""
         app = self.app
-        app.read_only = False
-        app.unsaved = False
+        self.read_only = False
+        self.unsaved = False
         app.session_name = message.name
         app.status_line.show_title()
         app.status_line.refresh()
@@ -104,10 +107,10 @@ class Lifecycle:
         jobs.cancel.set()
         jobs.interrupt.set()  # a long read stops at its next chunk
         app = self.app
-        if app.loader is not None and not (app.read_only and app.unsaved):
+        if app.loader is not None and not (self.read_only and self.unsaved):
             app.keeping.quit_while_loading()  # the typing is written; the load left
             return
-        asks = app.read_only and app.unsaved
+        asks = self.read_only and self.unsaved
         self.typing_in = False
 
         def typed_in() -> None:
@@ -128,7 +131,7 @@ class Lifecycle:
         held while a job locked the document are applied first (its result will not
         come back to replace the document)."""
         app = self.app
-        if not self.quitting or app.read_only or app.return_code is not None:
+        if not self.quitting or self.read_only or app.return_code is not None:
             return
         if not self.typing_in:
             app.view.apply_held()
@@ -142,7 +145,7 @@ class Lifecycle:
     def finish(self, ask: bool = True) -> None:
         """Leave now (a changed read-only session first offers to save as a new one)."""
         app = self.app
-        if ask and app.read_only and app.unsaved:
+        if ask and self.read_only and self.unsaved:
             self.offer_save_as()
             return
         if self.jobs.idle and not app.doc.dirty:

@@ -52,6 +52,16 @@ class Looks:
         names = list(self.app.available_themes)
         return sorted(names, key=lambda name: (not name.startswith("loom-"), name))
 
+    def search_themes(self) -> None:
+        """The one Theme command: a palette of loomterm's themes (:meth:`theme_names`)."""
+        from textual.command import CommandPalette
+
+        from loomterm.tui.commands import ThemeCommands
+
+        self.app.push_screen(
+            CommandPalette(providers=[ThemeCommands], placeholder="Search for themes\u2026")
+        )
+
     def theme_changed(self, theme: Any) -> None:
         """The theme changed (the palette, a command): remembered in the prefs."""
         self.app.prefs.theme = theme.name

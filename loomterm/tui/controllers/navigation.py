@@ -18,10 +18,10 @@ from textual.message import Message
 
 from loomterm.tree import WRITER, Node
 from loomterm.tui import ops
+from loomterm.tui.branch_rows import is_hidden, visible_children
 from loomterm.tui.controllers.feedback import NO_BRANCH, refuse
 from loomterm.tui.history import Place
 from loomterm.tui.tree_places import branch_of, place_of, siblings_of
-from loomterm.tui.widgets.branch_tree import is_hidden, visible_children
 from loomterm.tui.widgets.document_view import DocumentView
 
 if TYPE_CHECKING:

@@ -69,6 +69,20 @@ class Panes:
         """Show archived branches, or hide them again."""
         self.toggle_hidden()
 
+    def show_prefs(self) -> None:
+        """The panes as the prefs remember them: the branch pane shown or hidden,
+        archived branches shown or not, the document's marks and their legend."""
+        app = self.app
+        prefs, view = app.prefs, app.view
+        app.branches.show_hidden = prefs.show_hidden
+        if not prefs.tree:
+            app.branches.add_class("-hidden")
+        view.boundaries = prefs.boundaries
+        view.probabilities = prefs.probabilities
+        view.surprisal = prefs.surprisal
+        view.approx_marks = prefs.approx
+        app.shade_legend.show_view(view.surprisal, view.probabilities)
+
     def fit_tree(self, terminal: int | None = None) -> None:
         """Size the branch pane for the terminal's width (and the user's share)."""
         app = self.app

@@ -98,8 +98,8 @@ class StatusLine:
             settings=loom.settings,
             preset=self.presets.label() if loom.settings.preset else "",
             state=state,
-            read_only=app.read_only,
-            unsaved=app.unsaved,
+            read_only=app.lifecycle.read_only,
+            unsaved=app.lifecycle.unsaved,
             place=self.navigation.caret_place(),
             saving=self.keeping.saving(),
         )
@@ -112,7 +112,7 @@ class StatusLine:
         title = TITLE
         if app.session_name:
             title += f" \u2014 {app.session_name}"
-        if app.read_only:
+        if app.lifecycle.read_only:
             title += " (read-only)"
         first = app.title == TITLE
         app.title = title

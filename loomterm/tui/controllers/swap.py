@@ -105,8 +105,8 @@ class Swap:
         app.loom = loom
         app.session_name = name or app.session_name
         self.generation.tokens_per_second = None  # the last session's speed is not this one's
-        app.read_only = sessions.is_read_only(loom)
-        app.unsaved = False
+        app.lifecycle.read_only = sessions.is_read_only(loom)
+        app.lifecycle.unsaved = False
         self.hear(loom)
         app.doc = new_document(loom)
         app.view.doc = app.doc
@@ -161,7 +161,7 @@ class Swap:
             return
         app.loader = None
         app.loom = loom
-        app.read_only = sessions.is_read_only(loom)
+        app.lifecycle.read_only = sessions.is_read_only(loom)
         self.hear(loom)
         doc = app.doc
         if doc.dirty or doc.node is None or loom.tree is not preview.tree:

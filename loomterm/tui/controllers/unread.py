@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from loomterm.tree import Node, Origin
-from loomterm.tui.widgets.branch_tree import is_unread
+from loomterm.tui.branch_rows import is_unread
 
 if TYPE_CHECKING:
     from loomterm.tui.controllers.jobs import Jobs

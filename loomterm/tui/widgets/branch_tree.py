@@ -17,6 +17,9 @@ degrade away (16 or 256 colours, ``NO_COLOR``).
 Hoisted (``tui.controllers.hoist``), the pane shows the hoisted node's subtree, the node
 itself as its top row.
 
+The rows themselves (folding, splitting, filtering) are laid out without Textual in
+``tui.branch_rows``; this widget draws them and answers keys and clicks.
+
 A Line API widget: a session with a thousand branch points a hundred deep costs what
 its visible rows cost. (Textual's ``Tree`` draws every ancestor's guide on every row,
 which grows with depth.) Indentation stops growing past :data:`MAX_INDENT` levels; deeper
@@ -26,10 +29,8 @@ rows show their depth instead.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import ClassVar, Protocol
+from typing import ClassVar
 
-from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
 from rich.style import Style
 from textual import events
@@ -40,117 +41,22 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from loomterm.tree import GOOD, Node, Origin, rating_of
-from loomterm.tui.sanitize import safe_line
+from loomterm.tree import GOOD, Node, Origin
+from loomterm.tui.branch_labels import fit_run, preview
+from loomterm.tui.branch_rows import (
+    Chain,
+    Row,
+    RowFilter,
+    chain_rating,
+    is_hidden,
+    is_unread,
+    lay_out,
+)
 
-PREVIEW = 40
 MAX_INDENT = 12
 CURSOR_MARK = "\u276f"  # ❯: the keyboard cursor's row, in place of its connector's gap
 UNREAD_MARK = "\u2022 "  # •: a branch the model wrote that the writer has not been to
 CONTINUED = "\u2506 "  # ┆: a row that goes on from the row above (no branch point between)
-
-
-@dataclass(frozen=True)
-class Chain:
-    """One row: ``first`` and its single-child descendants down to ``last``."""
-
-    first: Node
-    last: Node
-
-    def nodes(self) -> list[Node]:
-        out: list[Node] = []
-        node: Node | None = self.last
-        while node is not None:
-            out.append(node)
-            if node is self.first:
-                break
-            node = node.parent
-        out.reverse()
-        return out
-
-
-@dataclass
-class Row:
-    """A row of the pane: a chain, its depth (branch points above it), its branches."""
-
-    chain: Chain
-    depth: int
-    kids: int
-    last: bool  # the last of its siblings (└ rather than ├)
-    collapsed: bool = False
-    count: int = 1  # nodes in the row's chain (a folded run shows how many)
-    continued: bool = False  # goes on from the row above (an unfolded run, a split)
-    fold_key: int = -1  # in an unfolded run: its first node's id (left folds it back)
-    preview: str = field(default="", compare=False)
-    preview_len: int = field(default=-1, compare=False)
-    preview_full: bool = field(default=False, compare=False)  # more text cannot change it
-    tail: str = field(default="", compare=False)  # a folded run's last words
-
-
-def is_hidden(node: Node) -> bool:
-    return bool(node.meta.get("hidden"))
-
-
-def is_unread(node: Node) -> bool:
-    """A branch the model wrote that the writer has not been to (``meta["unread"]``,
-    also loomsidian's mark; see ``tui.controllers.unread``)."""
-    return bool(node.meta.get("unread"))
-
-
-def visible_children(
-    node: Node, show_hidden: bool, keep: Callable[[Node], bool] | None = None
-) -> list[Node]:
-    if keep is None:  # the usual case, kept short: a rebuild asks once per node
-        if show_hidden:
-            return list(node.children)
-        return [child for child in node.children if not child.meta.get("hidden")]
-    return [
-        child for child in node.children if (show_hidden or not is_hidden(child)) and keep(child)
-    ]
-
-
-def chain_rating(chain: Chain) -> int | None:
-    """The row's rating: its first node's (a run is split before a rated node, so no
-    other node of the row is rated; asked on every draw, so it walks nothing)."""
-    return rating_of(chain.first)
-
-
-def is_marked(node: Node) -> bool:
-    """A node a run is never folded over: bookmarked, rated or archived."""
-    meta = node.meta
-    if not meta:
-        return False
-    return bool(meta.get("bookmark") or meta.get("hidden")) or rating_of(node) is not None
-
-
-def run_from(
-    node: Node, show_hidden: bool, keep: Callable[[Node], bool] | None = None
-) -> tuple[list[Node], list[Node]]:
-    """The nodes of the row starting at ``node`` (follow while there is exactly one
-    child, stopping before a marked child: it heads the next row, so its mark stays in
-    sight), and the visible children of its last node. One walk: the pane's rebuild is
-    this, once per node."""
-    nodes = [node]
-    while True:
-        kids = visible_children(nodes[-1], show_hidden, keep)
-        if len(kids) != 1 or is_marked(kids[0]):
-            return nodes, kids
-        nodes.append(kids[0])
-
-
-def chain_from(node: Node, show_hidden: bool, keep: Callable[[Node], bool] | None = None) -> Chain:
-    """The row starting at ``node`` (see :func:`run_from`)."""
-    nodes, _ = run_from(node, show_hidden, keep)
-    return Chain(node, nodes[-1])
-
-
-class RowFilter(Protocol):
-    """Which rows the pane shows (the rating filter): a test per node, and why a node
-    that does not pass the filter is shown anyway ("" when it passes)."""
-
-    def __call__(self, node: Node) -> bool: ...
-
-    def why_shown(self, node: Node) -> str: ...
 
 
 class BranchTree(ScrollView, can_focus=True):
@@ -268,49 +174,7 @@ class BranchTree(ScrollView, can_focus=True):
         show_hidden = self.show_hidden
         keep = self.row_filter(root) if self.row_filter is not None else None
         self._why_shown = keep.why_shown if keep is not None else None
-        rows: list[Row] = [
-            Row(Chain(root, root), 0, len(visible_children(root, show_hidden, keep)), True)
-        ]
-        entries: dict[int, int] = {root.id: 0}
-        stack: list[tuple[Node, int, bool, bool]] = []  # first node, depth, last, continued
-        kids = visible_children(root, show_hidden, keep)
-        for i, child in reversed(list(enumerate(kids))):
-            stack.append((child, 1, i == len(kids) - 1, False))
-        unfolded = self._unfolded
-        while stack:
-            first, depth, last, continued = stack.pop()
-            nodes, kids = run_from(first, show_hidden, keep)
-            chain = Chain(first, nodes[-1])
-            # One visible child: the run was split before a marked node, which goes on
-            # in the next row at the same depth (not a branch point: nothing to fold).
-            split = len(kids) == 1
-            branches = 0 if split else len(kids)
-            collapsed = first.id in self._collapsed and branches > 0
-            if len(nodes) > 1 and first.id in unfolded:
-                for i, node in enumerate(nodes):
-                    entries[node.id] = len(rows)
-                    end = i == len(nodes) - 1
-                    rows.append(
-                        Row(
-                            Chain(node, node),
-                            depth,
-                            branches if end else 0,
-                            last,
-                            collapsed if end else False,
-                            continued=continued or i > 0,
-                            fold_key=first.id,
-                        )
-                    )
-            else:
-                index = len(rows)
-                rows.append(Row(chain, depth, branches, last, collapsed, len(nodes), continued))
-                for node in nodes:
-                    entries[node.id] = index
-            if split:
-                stack.append((kids[0], depth, last, True))
-            elif not collapsed:
-                for i in range(len(kids) - 1, -1, -1):
-                    stack.append((kids[i], depth + 1, i == len(kids) - 1, False))
+        rows, entries = lay_out(root, show_hidden, keep, self._collapsed, self._unfolded)
         self.rows = rows
         self.entries = entries
         self.cursor_row = min(self.cursor_row, len(rows) - 1)
@@ -437,49 +301,6 @@ class BranchTree(ScrollView, can_focus=True):
     def _component(self, name: str) -> Style:
         return self.get_component_rich_style(f"branch-tree--{name}", partial=True)
 
-    def _preview(self, row: Row) -> str:
-        """The row's text, short and safe (kept on the row: rows are rebuilt when the
-        tree changes, and a growing node's row is refreshed by its token count)."""
-        if row.preview and (row.preview_full or row.preview_len == len(row.chain.last.tokens)):
-            return row.preview
-        row.preview = self._make_preview(row) if row.count == 1 else self._run_preview(row)
-        row.preview_len = len(row.chain.last.tokens)
-        # Tokens are only ever appended, so a preview cut at its length is final (a
-        # folded run's last words are not: they follow its last node).
-        row.preview_full = row.count == 1 and row.preview.endswith("\u2026")
-        return row.preview
-
-    def _run_preview(self, row: Row) -> str:
-        """A folded run's first words (returned) and last words (kept in ``row.tail``);
-        a short run is all of its text, with no tail."""
-        nodes = row.chain.nodes()
-        head = ""
-        for node in nodes:
-            head += self.text_of(node)
-            if len(head) > PREVIEW * 2:
-                break
-        tail = ""
-        for node in reversed(nodes):
-            tail = self.text_of(node) + tail
-            if len(tail) > PREVIEW:
-                break
-        head = safe_line(head.strip() or head)
-        row.tail = ""
-        if len(head) <= PREVIEW and len(nodes) <= 2 and len(tail) >= len(head):
-            return head  # the whole run fits the head: nothing to show twice
-        row.tail = safe_line(tail.strip() or tail)[-PREVIEW:]
-        return head[:PREVIEW]
-
-    def _make_preview(self, row: Row) -> str:
-        chain = row.chain
-        text = ""
-        for node in chain.nodes():
-            text += self.text_of(node)
-            if len(text) > PREVIEW * 2:
-                break
-        text = safe_line(text.strip() or text)
-        return text[:PREVIEW] + ("\u2026" if len(text) > PREVIEW else "")
-
     def render_line(self, y: int) -> Strip:
         index = round(self.scroll_y) + y
         width = self.scrollable_content_region.width
@@ -518,19 +339,30 @@ class BranchTree(ScrollView, can_focus=True):
     def _segments(
         self, row: Row, index: int, on_path: bool, base: Style, width: int
     ) -> list[Segment]:
-        chain = row.chain
-        guide = base + self._component("guide")
+        """A row's segments: its indent and connector, its marks, then its text."""
         cursor = index == self.cursor_row and self.has_focus
         if row.depth == 0:  # the top: the root, or the hoisted node
-            label = base + (self._component("current") if index == self.current_row else Style())
-            mark = CURSOR_MARK if cursor else chr(0x2302)
-            if chain.first.parent is None:
-                return [Segment(f"{mark} start", label)]
-            text = self._preview(row) or "\u2205"
-            return [
-                Segment(f"{mark} hoisted: ", label + self._component("count")),
-                Segment(text, label),
-            ]
+            return self._top_segments(row, index, cursor, base)
+        segments = self._indent_segments(row, cursor, base)
+        segments += self._mark_segments(row.chain, base)
+        return self._text_segments(row, index, on_path, base, width, segments)
+
+    def _top_segments(self, row: Row, index: int, cursor: bool, base: Style) -> list[Segment]:
+        """The top row: the start of the tree, or the hoisted node."""
+        label = base + (self._component("current") if index == self.current_row else Style())
+        mark = CURSOR_MARK if cursor else chr(0x2302)
+        if row.chain.first.parent is None:
+            return [Segment(f"{mark} start", label)]
+        text = preview(row, self.text_of) or "\u2205"
+        return [
+            Segment(f"{mark} hoisted: ", label + self._component("count")),
+            Segment(text, label),
+        ]
+
+    def _indent_segments(self, row: Row, cursor: bool, base: Style) -> list[Segment]:
+        """The indent (or the depth, past :data:`MAX_INDENT`), the connector and the
+        fold arrow of a branch point."""
+        guide = base + self._component("guide")
         depth = row.depth
         segments: list[Segment] = []
         if depth > MAX_INDENT:
@@ -547,6 +379,11 @@ class BranchTree(ScrollView, can_focus=True):
         segments.append(Segment(connector, marks))
         if row.kids:
             segments.append(Segment("\u25b6 " if row.collapsed else "\u25bc ", marks))
+        return segments
+
+    def _mark_segments(self, chain: Chain, base: Style) -> list[Segment]:
+        """The row's marks: bookmark, unread, rating, and why the filter shows it."""
+        segments: list[Segment] = []
         if chain.first.meta.get("bookmark") or chain.last.meta.get("bookmark"):
             segments.append(Segment("\u2605 ", base + self._component("bookmark")))
         if is_unread(chain.first) or is_unread(chain.last):  # a new branch not read yet
@@ -561,6 +398,20 @@ class BranchTree(ScrollView, can_focus=True):
         why = self._why_shown(chain.first) if self._why_shown is not None else ""
         if why:  # a row the filter would leave out, shown all the same: say why
             segments.append(Segment(f"({why}) ", base + self._component("count")))
+        return segments
+
+    def _text_segments(
+        self,
+        row: Row,
+        index: int,
+        on_path: bool,
+        base: Style,
+        width: int,
+        segments: list[Segment],
+    ) -> list[Segment]:
+        """``segments`` (what comes before the text) and the row's text in its style:
+        a folded run fitted to the width, so that its end and its counts stay in sight."""
+        chain = row.chain
         style = base
         if chain.first.origin is Origin.MODEL:
             style += self._component("model")
@@ -576,40 +427,17 @@ class BranchTree(ScrollView, can_focus=True):
             style += Style(color=colour)
         if chain.first.approx:
             segments.append(Segment("~", style))
-        text = self._preview(row) or "\u2205"
+        text = preview(row, self.text_of) or "\u2205"
         count = base + self._component("count")
         if row.count == 1:
             segments.append(Segment(text, style))
             if row.kids > 1:
                 segments.append(Segment(f" [{row.kids}]", count))
             return segments
-        # A folded run: first words … last words (N nodes) [branches], fitted to the
-        # width so that its end and its count stay in sight.
+        # A folded run: first words … last words (N nodes) [branches].
         suffix = [Segment(f" ({row.count} nodes)", count)]
         if row.kids > 1:
             suffix.append(Segment(f" [{row.kids}]", count))
         room = width - Segment.get_line_length(segments) - Segment.get_line_length(suffix)
         segments.append(Segment(fit_run(text, row.tail, max(room, 3)), style))
         return segments + suffix
-
-
-def fit_run(head: str, tail: str, room: int) -> str:
-    """``head…tail`` in ``room`` cells: the tail gets up to half, the head the rest; both
-    cut between words where a word boundary is near."""
-    if not tail:
-        if cell_len(head) <= room:
-            return head
-        return set_cell_size(head, room - 1).rstrip() + "\u2026"
-    tail = tail.strip()
-    keep = min(cell_len(tail), (room - 1) // 2)
-    cut = tail
-    while cell_len(cut) > keep:
-        cut = cut[1:]
-    if cut != tail and not tail[-len(cut) - 1].isspace() and " " in cut.rstrip():
-        cut = cut.split(" ", 1)[1]  # not the end of a word: start at the next one
-    tail = cut.lstrip()
-    size = max(0, room - 1 - cell_len(tail))
-    short = set_cell_size(head, size) if cell_len(head) > size else head
-    if len(short) < len(head) and not head[len(short)].isspace() and " " in short.strip():
-        short = short.rstrip().rsplit(" ", 1)[0]  # not a whole word: leave it out
-    return f"{short.rstrip()}\u2026{tail}"

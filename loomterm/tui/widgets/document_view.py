@@ -11,7 +11,6 @@ nothing from a model or a paste reaches the terminal raw.
 
 from __future__ import annotations
 
-import math
 from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Callable
@@ -31,37 +30,10 @@ from textual.strip import Strip
 from loomterm.tui.blocks import PENDING, Block
 from loomterm.tui.document import DocumentModel
 from loomterm.tui.sanitize import display
+from loomterm.tui.shades import prob_bucket, surprisal_bucket
 from loomterm.tui.widgets.document_keys import DocumentKeys
 
 GUTTER = 11  # "assistant" and a bar
-# Probability buckets: the chosen token's probability at least this -> bucket index.
-PROB_BUCKETS = (0.8, 0.5, 0.25, 0.1)
-
-
-# Surprisal buckets: -log2 p below this many bits -> bucket index (the same colours).
-SURPRISAL_BITS = (2.0, 4.0, 7.0, 11.0)
-
-
-def surprisal_bucket(logprob: float | None) -> int:
-    """1 (expected) .. 5 (a surprise, 11 bits or more); 0 when unknown."""
-    if logprob is None:
-        return 0
-    bits = -logprob / math.log(2)
-    for index, ceiling in enumerate(SURPRISAL_BITS):
-        if bits < ceiling:
-            return index + 1
-    return 5
-
-
-def prob_bucket(logprob: float | None) -> int:
-    """1 (likely) .. 5 (unlikely); 0 when unknown (typed text)."""
-    if logprob is None:
-        return 0
-    p = math.exp(logprob)
-    for index, floor in enumerate(PROB_BUCKETS):
-        if p >= floor:
-            return index + 1
-    return 5
 
 
 class DocumentView(DocumentKeys, ScrollView, can_focus=True):

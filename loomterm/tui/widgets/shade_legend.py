@@ -10,10 +10,7 @@ from rich.text import Text
 from textual.app import RenderResult
 from textual.widget import Widget
 
-# Bucket edges as the document colours them (document_view's SURPRISAL_BITS and
-# PROB_BUCKETS), written for people.
-SURPRISAL_LABELS = ("<2 bits", "2-4", "4-7", "7-11", "\u226511 bits")
-PROBABILITY_LABELS = ("\u226580%", "50-80%", "25-50%", "10-25%", "<10%")
+from loomterm.tui.shades import PROBABILITY_LABELS, SURPRISAL_LABELS
 
 
 class ShadeLegend(Widget):
