@@ -20,13 +20,9 @@ from tests.helpers import reference_logits
 from tests.tiny_models import CORPUS
 
 
-@pytest.fixture(autouse=True)
-def healing_on(request):
-    """Token healing on for the shared fixtures' looms a test uses (off by default for
-    now)."""
-    for name in ("loom", "llama_loom"):
-        if name in request.fixturenames:
-            request.getfixturevalue(name).update_settings(token_healing=True)
+def test_healing_is_on_by_default(loom):
+    """A new loom heals (the setting's default), and the runner can."""
+    assert loom.settings.token_healing and loom.capabilities.healing
 
 
 VOCAB = [
@@ -112,6 +108,16 @@ def test_plan_backs_up_less_when_the_generation_is_short(index):
     plan = plan_heal([b"The", b" l", b"ighth", b"ou"], index, 1)
     assert plan is not None and plan.text == b" lighthou"  # " lighthouse" does it in one
     assert plan_heal([b"ighth", b"ou"], index, 0) is None
+
+
+def test_plan_never_backs_up_a_token_that_holds_more_than_the_word(index):
+    """A tokenizer may merge a phrase ("Once upon a tim"): the word goes on across its
+    end, but backing it up would redo the words before; only "e" is backed up (the
+    bos tokenizer's test in the editor, test_bos_editor, found this)."""
+    plan = plan_heal([b"Once upon a tim", b"ou"], index, 8)
+    assert plan is not None and plan.tokens == 1 and plan.text == b"ou"
+    plan = plan_heal([b"The", b" l", b"ighth", b"ou"], index, 8)
+    assert plan is not None and plan.tokens == 3  # a leading space is the word's own
 
 
 @pytest.mark.parametrize("tail", [[b"The", b" "], [b"The", b"."], [b"The", b" lighthouse"]])

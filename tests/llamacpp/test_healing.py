@@ -22,7 +22,7 @@ NATS = 0.05  # llama.cpp's batched and fresh evaluations round apart (conftest: 
 @pytest.fixture
 def loom(binding, default_gguf) -> Loom:
     loom = Loom.load(model=str(default_gguf), backend="llama.cpp", n_ctx=1024, threads=THREADS)
-    loom.update_settings(token_healing=True)  # off by default for now
+    assert loom.settings.token_healing  # on by default
     yield loom
     loom.runner.close()
 

@@ -31,8 +31,12 @@ def loom(tiny_loaded):
 
     loom = Loom.from_loaded(tiny_loaded, n_ctx=512)
     # Thinking ahead (on by default on a local model) is tested on its own: elsewhere
-    # it would add work and status marks at every pause.
-    loom.update_settings(temperature=0.0, max_new_tokens=12, n=3, think_ahead="off")
+    # it would add work and status marks at every pause. So is token healing (on by
+    # default; test_healing.py, test_tmux_gemma.py): elsewhere every generation from a
+    # typed word's end would split the typed node and change the trees tests count.
+    loom.update_settings(
+        temperature=0.0, max_new_tokens=12, n=3, think_ahead="off", token_healing=False
+    )
     return loom
 
 

@@ -36,7 +36,10 @@ async def test_typing_ctrl_g_and_an_edit_at_the_start_hold_the_writers_text(
         await pilot.press("ctrl+g")
         await settle(pilot)
         generated = loom.cursor
-        assert loom.text(generated.parent) == "Once upon a time"  # nothing typed moved
+        # Nothing typed moved: token healing (on by default) backed up the typed "e"
+        # only (this tokenizer merges "Once upon a tim"), and the model spelled it again.
+        healed = generated.meta.get("healed", "")
+        assert loom.text(generated.parent) + healed == "Once upon a time"
         assert app.doc.text == loom.text(generated)
         assert app.doc.text.startswith("Once upon a time")
 

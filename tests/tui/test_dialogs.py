@@ -220,7 +220,8 @@ async def test_export_dialog_writes_every_format(make_app, loom, exports, fmt):
             assert "Once upon a time" in html.unescape(re.sub(r"<[^>]+>", "", body))
         else:
             assert "Once upon a time" in body
-        assert any("Dialogs.Exported" in n.message for n in app._notifications)  # noqa: SLF001
+        said = [n.message for n in app._notifications]  # noqa: SLF001
+        assert any(m.startswith(f"Exported {fmt} to ") for m in said), said
 
 
 async def test_help_lists_every_key_beside_its_action_id(make_app):

@@ -14,7 +14,8 @@ from tests.tui.screen_text import screen_text
 
 @pytest.fixture
 def loom(loom):
-    """The shared fixture's loom with token healing on (off by default for now)."""
+    """The shared fixture's loom with token healing on again (the default; the shared
+    fixture turns it off for the tests that count nodes)."""
     loom.update_settings(token_healing=True)
     return loom
 

@@ -16,7 +16,11 @@ from tests.tui.conftest import TERMINAL, paste, settle
 
 
 @pytest.fixture
-def snap_app(make_app):
+def snap_app(make_app, loom):
+    # The status bar names the runner's CPU threads, which it takes from torch when made
+    # (whatever an earlier test left there): one, as the pictures were made with.
+    loom.runner.threads = 1
+
     def make(**kwargs):
         kwargs.setdefault("export_dir", Path("exports"))
         return make_app(**kwargs)
@@ -76,32 +80,33 @@ def test_main_screen_40x12(snap_compare, snap_app):
     assert snap_compare(snap_app(), terminal_size=(40, 12), run_before=_branches)
 
 
+async def _settings(pilot):
+    """f2, then wait for the dialog and its fields (on a loaded machine one pause may
+    not see them), and stop every caret's blink: a blink makes the picture depend on
+    time."""
+    from textual.widgets import Input
+
+    await pilot.press("f2")
+    for _ in range(200):
+        fields = list(pilot.app.screen.query(Input))
+        if fields:
+            break
+        await pilot.pause(0.02)
+    assert fields, "the settings dialog did not open"
+    for field in fields:
+        field.cursor_blink = False
+    await settle(pilot)
+    await pilot.wait_for_scheduled_animations()
+
+
 def test_settings_screen_40x12(snap_compare, snap_app):
     """A small terminal: each label above its field, the field the dialog's width."""
 
-    async def run_before(pilot):
-        from textual.widgets import Input
-
-        await pilot.press("f2")
-        await pilot.pause()
-        for field in pilot.app.screen.query(Input):
-            field.cursor_blink = False
-        await pilot.pause()
-
-    assert snap_compare(snap_app(), terminal_size=(40, 12), run_before=run_before)
+    assert snap_compare(snap_app(), terminal_size=(40, 12), run_before=_settings)
 
 
 def test_settings_screen(snap_compare, snap_app):
-    async def run_before(pilot):
-        from textual.widgets import Input
-
-        await pilot.press("f2")
-        await pilot.pause()
-        for field in pilot.app.screen.query(Input):
-            field.cursor_blink = False  # a blinking caret makes the picture depend on time
-        await pilot.pause()
-
-    assert snap_compare(snap_app(), terminal_size=TERMINAL, run_before=run_before)
+    assert snap_compare(snap_app(), terminal_size=TERMINAL, run_before=_settings)
 
 
 def test_export_dialog(snap_compare, snap_app):

@@ -4,7 +4,9 @@ hold exactly the writer's characters, while ``<bos>`` stays first in the tree.
 
 Before special tokens became tokens only, the document showed a literal ``<bos>``,
 every edit at the start added another and landed 5 characters off, ctrl+g moved the
-last typed word to a side branch, and the export began ``<bos><bos>``.
+last typed word to a side branch, and the export began ``<bos><bos>``. Now ctrl+g after
+a word heals it (token healing, on by default): the word's typed spelling stays a
+sibling on purpose, and the document still reads exactly what was typed.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import pytest
 
 from loomterm.config.locations import documents_dir
 from loomterm.sessions.session import load_session, session_path
+from loomterm.tree import Origin
 from tests.tui.test_tmux import document_lines, idle
 
 pytestmark = pytest.mark.gemma
@@ -44,12 +47,18 @@ def test_gemma_in_a_real_terminal_holds_only_the_typed_text(tmux_run, gemma_dir,
     )
     generated = joined(screen)
     assert generated.startswith(TYPED) and "<bos>" not in screen
-    assert "[2]" not in screen  # the typed text was not cut: no side branch
     data = load_session(session_path("gemma"))
     written = data.path_text()
     assert written.startswith(TYPED)
+    # Token healing (on by default) backed up the last word: the model spelled " girl"
+    # again (free to go on to " girls"), and the typed spelling stays a sibling; the
+    # document reads exactly what was typed, then the model's.
     model_node = data.cursor_node
-    assert data.text(model_node.parent).endswith("a girl")  # generated after the last word
+    assert model_node.meta.get("healed") == " girl", model_node.meta
+    assert data.text(model_node).startswith(" girl")
+    assert data.text(model_node.parent).endswith("there was a")
+    kept = [data.text(n) for n in model_node.parent.children if n.origin is Origin.USER]
+    assert kept == [" girl"]
 
     # An edit at the start lands at char 0 (after <bos>, which stays first).
     term.keys("C-Home")
@@ -75,7 +84,7 @@ def test_gemma_in_a_real_terminal_holds_only_the_typed_text(tmux_run, gemma_dir,
     assert tokens[0] == 2 and tokens.count(2) == 1 and "<bos>" not in data.path_text()
     # Back to the first branch, the typed text and its generation.
     for _ in range(8):
-        if joined(screen).startswith(TYPED):
+        if joined(screen) == generated:  # (the typed spelling's branch starts so too)
             break
         term.keys("M-Left")
         screen = term.wait_for(idle, timeout=60, what="the previous sibling")

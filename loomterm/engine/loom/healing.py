@@ -15,8 +15,9 @@ so the document reads what the writer typed. Each child records that text in its
 What is backed up: only the writer's text (nodes of origin user or edit) and only
 when it ends in a letter or digit (not after a space or punctuation) and its last
 token is the start of a longer token; then the tokens before it while the word goes
-on across the token boundary, at most :data:`MAX_TOKENS` tokens and
-:data:`MAX_BYTES` bytes, never cutting a character. Fewer are backed up when the
+on across the token boundary (each one all word, but for a leading space: never a
+token that holds a space inside, as a tokenizer's merged phrase may), at most
+:data:`MAX_TOKENS` tokens and :data:`MAX_BYTES` bytes, never cutting a character. Fewer are backed up when the
 generation's length could not spell them again.
 """
 
@@ -72,6 +73,8 @@ def plan_heal(
         before = tail[-count - 1]
         if not before or not (word_byte(before[-1]) and word_byte(text[0])):
             break
+        if not all(map(word_byte, before.removeprefix(b" "))):
+            break  # a token that holds more than the word's start (b"upon a tim"): stays
         if len(before) + len(text) > MAX_BYTES:
             break
         count, text = count + 1, before + text

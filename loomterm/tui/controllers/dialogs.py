@@ -144,7 +144,7 @@ class Dialogs:
         record_export_folder(app.loom, str(Path(request.path).absolute().parent))
         if dialog is not None:
             dialog.finished()
-        app.notify(f"Dialogs.Exported {request.fmt} to {request.path}", timeout=4)
+        app.notify(f"Exported {request.fmt} to {request.path}", timeout=4)
 
     def help(self) -> None:
         """Every key and action, and where the key map lives."""
