@@ -33,17 +33,10 @@ def plan_edit(
     that stopped continues the text, so the new branch leaves the stop out (the old
     branch keeps it) and the model is not asked to go on after its own end. Raises
     :class:`EmptyEditError` when nothing changes."""
-    kept = len(old_tokens)
-    while (
-        kept > 1 and old_tokens[kept - 1] in stops and not codec.token_bytes(old_tokens[kept - 1])
-    ):
-        kept -= 1
+    kept = before_stops(codec, old_tokens, new_text, stops)
     if kept < len(old_tokens):
-        old_text = codec.decode(old_tokens)
-        cp = common_prefix(old_text, new_text)
-        if common_suffix(old_text, new_text, min(len(old_text), len(new_text)) - cp) == 0:
-            start, end, inserted = plan_edit(codec, encode, old_tokens[:kept], new_text)
-            return start, (len(old_tokens) if end == kept else end), inserted
+        start, end, inserted = plan_edit(codec, encode, old_tokens[:kept], new_text)
+        return start, (len(old_tokens) if end == kept else end), inserted
     pieces = codec.pieces(old_tokens)
     old_text = "".join(pieces)
     if new_text == old_text:
@@ -84,6 +77,25 @@ def plan_edit(
     if start == end and not inserted:
         raise EmptyEditError("empty edit: the tokens are unchanged")
     return start, end, inserted
+
+
+def before_stops(
+    codec: TokenText, old_tokens: list[int], new_text: str, stops: Collection[int]
+) -> int:
+    """How many of ``old_tokens`` an edit to ``new_text`` is planned over: all, or all
+    but the trailing ``stops`` (zero-width end-of-text tokens) when the change reaches
+    the end of the text (``plan_edit``)."""
+    kept = len(old_tokens)
+    while (
+        kept > 1 and old_tokens[kept - 1] in stops and not codec.token_bytes(old_tokens[kept - 1])
+    ):
+        kept -= 1
+    if kept < len(old_tokens):
+        old_text = codec.decode(old_tokens)
+        cp = common_prefix(old_text, new_text)
+        if common_suffix(old_text, new_text, min(len(old_text), len(new_text)) - cp) > 0:
+            return len(old_tokens)  # the text's end is unchanged: the stops stay after it
+    return kept
 
 
 def respell(
