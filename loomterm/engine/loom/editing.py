@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from loomterm.engine.events import Event
 from loomterm.engine.kv.window import segments
 from loomterm.engine.loom.edits import in_run, plan_edit, plan_retype
+from loomterm.engine.loom.events import Emit
 from loomterm.errors import EditRangeError, EmptyEditError, InputError, PrefillCancelled
 from loomterm.tree import Node, Origin
 
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
     from loomterm.engine.text import TokenText
     from loomterm.tree import Tree
 
-Emit = Callable[[Event, "Node | None"], None]
 Hold = Callable[[list[tuple[Node, int, int]], int], bool]
 
 

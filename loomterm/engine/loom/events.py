@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from loomterm.tree import Node
 
 Listener = Callable[["Event", "Node | None"], None]
+Emit = Listener  # the bus's ``emit`` as the Loom's parts are handed it: the same call
 
 
 class EventBus:

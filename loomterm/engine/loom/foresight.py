@@ -37,39 +37,21 @@ from typing import TYPE_CHECKING, Any, Protocol
 from loomterm.config.settings import DEFAULTS
 from loomterm.engine.events import Event
 from loomterm.engine.generation import GenerateRequest, GenerateResult
+from loomterm.engine.loom.events import Emit
 from loomterm.engine.loom.healing import healed
+from loomterm.engine.loom.host import RequestHost
 from loomterm.engine.loom.models import ModelWriter
 from loomterm.errors import InputError, PrefillCancelled
 from loomterm.tree import Node, Origin, Tree
 
 if TYPE_CHECKING:
-    from loomterm.config.injection import ContextSpec
     from loomterm.config.settings import Settings
-    from loomterm.engine.context import Assembly, ContextBook
     from loomterm.engine.runner import Runner
     from loomterm.engine.sample.chain import SamplingParams
 
-Emit = Callable[[Event, "Node | None"], None]
 
-
-class ForesightHost(Protocol):
-    """What foresight needs of the Loom: all of it public."""
-
-    tree: Tree
-    settings: Settings
-    contexts: ContextBook
-
-    @property
-    def lock(self) -> threading.RLock: ...
-
-    @property
-    def active_model(self) -> str: ...
-
-    def check_node(self, node: Node) -> None: ...
-
-    def assembly(self, version: str | None = None) -> Assembly: ...
-
-    def context_spec(self, version: str | None = None) -> ContextSpec: ...
+class ForesightHost(RequestHost, Protocol):
+    """What foresight needs of the Loom: a request's host (``host.RequestHost``)."""
 
 
 @dataclass(frozen=True, eq=False)

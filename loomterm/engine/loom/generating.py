@@ -16,43 +16,26 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from loomterm.engine.events import Event
 from loomterm.engine.generation import GenerateRequest, GenerateResult, OnToken
+from loomterm.engine.loom.events import Emit
 from loomterm.engine.loom.healing import healed
+from loomterm.engine.loom.host import RequestHost
 from loomterm.engine.loom.models import ModelWriter
 from loomterm.engine.sample.chain import SamplingParams, resolve_logit_bias
 from loomterm.errors import InputError, PrefillCancelled
 
 if TYPE_CHECKING:
-    from loomterm.config.injection import ContextSpec
     from loomterm.config.settings import Settings
-    from loomterm.engine.context import Assembly, ContextBook
     from loomterm.engine.runner import Runner
-    from loomterm.tree import Node, Tree
-
-Emit = Callable[[Event, "Node | None"], None]
+    from loomterm.tree import Node
 
 
-class GenerationHost(Protocol):
-    """What generating needs of the Loom: all of it public."""
-
-    tree: Tree
-    settings: Settings
-    contexts: ContextBook
-
-    @property
-    def lock(self) -> threading.RLock: ...
-
-    @property
-    def active_model(self) -> str: ...
-
-    def check_node(self, node: Node) -> None: ...
+class GenerationHost(RequestHost, Protocol):
+    """What generating needs of the Loom: a request's host (``host.RequestHost``), and
+    the text's tokens and the cut a healed word starts from."""
 
     def encode(self, text: str, at_start: bool = False) -> list[int]: ...
 
     def truncate(self, node: Node, length: int) -> Node: ...
-
-    def assembly(self, version: str | None = None) -> Assembly: ...
-
-    def context_spec(self, version: str | None = None) -> ContextSpec: ...
 
 
 class LoomGeneration:

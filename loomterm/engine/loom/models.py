@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 from loomterm.engine.events import Event
 from loomterm.engine.generation import NodeWriter
 from loomterm.engine.kv.resident import KVBytes
+from loomterm.engine.loom.events import Emit
 from loomterm.errors import InputError
 from loomterm.tree import Node, Origin, Tree
 
@@ -26,8 +27,6 @@ if TYPE_CHECKING:
     from loomterm.engine.loom.registry import Models
     from loomterm.engine.open import RunnerOptions
     from loomterm.engine.runner import Runner
-
-Emit = Callable[[Event, "Node | None"], None]
 
 
 class ModelsHost(Protocol):
