@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from loomterm.tree import rating_of
+from loomterm.tui.branch_labels import preview
 from loomterm.tui.widgets.search import SearchScreen
 from tests.helpers import assert_matches_recompute
 from tests.tui.conftest import TERMINAL, settle, type_text
@@ -235,7 +236,7 @@ async def test_branch_pane_shows_a_split_nodes_tail_not_its_old_start(make_app, 
         assert app.panes.node_text(cat) == " a cat"
         await pilot.pause(0.5)
         row = app.branches.rows[app.branches.entries[cat.id]]  # the head and the tail
-        assert app.branches._preview(row) == "there was a cat"
+        assert preview(row, app.branches.text_of) == "there was a cat"
 
 
 async def test_move_a_branch_and_undo(make_app, loom, branched):

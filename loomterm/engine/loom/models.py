@@ -20,7 +20,7 @@ from loomterm.engine.generation import NodeWriter
 from loomterm.engine.kv.resident import KVBytes
 from loomterm.engine.loom.events import Emit
 from loomterm.errors import InputError
-from loomterm.tree import Node, Origin, Tree
+from loomterm.tree import Node, Tree
 
 if TYPE_CHECKING:
     from loomterm.engine.context import Assembly
@@ -363,11 +363,3 @@ class ModelWriter(NodeWriter):
     ) -> None:
         super().__init__(tree, emit)
         self.meta = meta
-
-    def new_child(self, parent: Node, sampling: dict[str, Any], seed: int | None) -> Node:
-        child = self.tree.add(
-            parent, [], Origin.MODEL, sampling=sampling, seed=seed, meta=dict(self.meta)
-        )
-        self.children.append(child)
-        self.emit(Event.ADD, child)
-        return child

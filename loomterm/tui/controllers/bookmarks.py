@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 
 from loomterm.tree import Node
 from loomterm.tui.branch_rows import is_hidden
-from loomterm.tui.controllers.feedback import NO_BRANCH, refuse
 from loomterm.tui.sanitize import safe_line
 from loomterm.tui.tidy_changes import Archive
 from loomterm.tui.tree_places import branch_of
@@ -70,9 +69,8 @@ class Bookmarks:
     def toggle(self) -> None:
         """Bookmark the node at the caret, or remove its bookmark."""
         app = self.app
-        node = self.navigation.caret_node() or app.doc.node
-        if node is None or node.parent is None:
-            refuse(app, NO_BRANCH)
+        node = self.navigation.node_at_caret()
+        if node is None:
             return
         marked = bool(node.meta.get("bookmark"))
         self.jobs.set_meta(node, bookmark=None if marked else True)
@@ -94,9 +92,8 @@ class Bookmarks:
     def hide_branch(self) -> None:
         """Archive the branch at the caret, once the user confirms."""
         app = self.app
-        node = self.navigation.caret_node() or app.doc.node
-        if node is None or node.parent is None:
-            refuse(app, NO_BRANCH)
+        node = self.navigation.node_at_caret()
+        if node is None:
             return
         branch = branch_of(node, show_hidden=True)
         preview = safe_line(app.panes.node_text(branch).strip())[:40]

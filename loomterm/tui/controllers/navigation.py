@@ -118,6 +118,15 @@ class Navigation:
         """The node holding the character before the caret (None at the start)."""
         return self.app.doc.node_before_caret()
 
+    def node_at_caret(self) -> Node | None:
+        """The node at the caret (before it, else the document's last), or None after
+        saying there is no branch there (at the start, or an empty document)."""
+        node = self.caret_node() or self.app.doc.node
+        if node is None or node.parent is None:
+            refuse(self.app, NO_BRANCH)
+            return None
+        return node
+
     def sibling(self, step: int) -> None:
         """Show the next (``step`` 1) or previous (-1) sibling of the caret's branch."""
         app = self.app

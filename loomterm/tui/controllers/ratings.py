@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from loomterm.tree import BAD, GOOD, Node, rating_of
-from loomterm.tui.controllers.feedback import NO_BRANCH, refuse
 from loomterm.tui.tree_places import branch_of
 
 if TYPE_CHECKING:
@@ -97,9 +96,8 @@ class Ratings:
     def rate(self, value: int) -> None:
         """Rate the caret's branch ``value`` (GOOD or BAD); the same again clears it."""
         app = self.app
-        node = self.navigation.caret_node() or app.doc.node
-        if node is None or node.parent is None:
-            refuse(app, NO_BRANCH)
+        node = self.navigation.node_at_caret()
+        if node is None:
             return
         branch = branch_of(node, show_hidden=True)
         clear = rating_of(branch) == value

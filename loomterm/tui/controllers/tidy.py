@@ -131,9 +131,8 @@ class Tidy:
     def pick_up(self) -> None:
         """Remember the branch at the caret, to move it with :meth:`move_here`."""
         app = self.app
-        node = self.navigation.caret_node() or app.doc.node
-        if node is None or node.parent is None:
-            refuse(app, NO_BRANCH)
+        node = self.navigation.node_at_caret()
+        if node is None:
             return
         self.picked_up = branch_of(node, show_hidden=True)
         preview = safe_line(app.panes.node_text(self.picked_up).strip())[:30]
