@@ -81,3 +81,31 @@ def test_default_model_knows_things(default_loaded):
     with torch.inference_mode():
         next_id = model(ids).logits[0, -1].argmax().item()
     assert tokenizer.decode([next_id]).strip() == "Paris"
+
+
+@pytest.mark.parametrize(
+    ("typed", "heals"),
+    [
+        ("The old lighthou", True),
+        ("The ship sailed into the harb", True),
+        ("He climbed into the car", False),  # not "carriage"
+        ("She looked up at the star", False),  # not "starboard"
+        ("Once upon a time", False),
+    ],
+)
+def test_auto_healing_finishes_a_cut_word_and_keeps_a_whole_one(default_loaded, typed, heals):
+    """Token healing's default, ``auto``, on the real model: a word cut mid-way is
+    healed (finished), a whole word is left as typed and continued after."""
+    from loomterm.engine import Loom
+
+    loom = Loom.from_loaded(default_loaded, n_ctx=512)
+    assert loom.settings.token_healing == "auto"
+    node = loom.append(loom.root, typed)
+    (kid,) = loom.generate(node, 6, temperature=0)
+    written = loom.text(kid)
+    assert written.startswith(typed)
+    assert (kid.meta.get("healed") is not None) is heals, written
+    if heals:
+        assert written[len(typed)].isalpha()  # the word goes on
+    else:
+        assert kid.parent is node  # nothing backed up: no fork in the tree

@@ -40,7 +40,7 @@ REPO = Path(__file__).resolve().parents[1]
 def loom(tiny_llama_dir) -> Iterator[Loom]:
     """A fresh loom on the tiny seeded Llama (it loads in milliseconds)."""
     loom = make_loom(tiny_llama_dir)
-    loom.update_settings(token_healing=False)  # the sample's prompts end in a word
+    loom.update_settings(token_healing="off")  # the sample's prompts end in a word
     yield loom
     close_session(loom)
 

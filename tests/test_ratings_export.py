@@ -24,7 +24,7 @@ def rated(tiny_llama_dir) -> Iterator[tuple[Loom, dict]]:
     """A saved session with rated siblings at two branch points (ratings set through
     the engine, so the session file holds them)."""
     loom = make_loom(tiny_llama_dir)
-    loom.update_settings(token_healing=False)  # the prompt is the pair's prompt as typed
+    loom.update_settings(token_healing="off")  # the prompt is the pair's prompt as typed
     save_loom(loom, "rated")
     prompt = loom.append(loom.root, PROMPT)
     a, b, c = loom.generate(prompt, 6, n=3, temperature=1.0, seed=11)

@@ -25,7 +25,7 @@ def tiny_loom(tiny_llama_dir):
     from loomterm.engine import Loom
 
     loom = Loom.load(str(tiny_llama_dir), device="cpu")
-    loom.update_settings(token_healing=False)  # generations are compared as they stream
+    loom.update_settings(token_healing="off")  # generations are compared as they stream
     loom.update_settings(temperature=0.0)
     return loom
 

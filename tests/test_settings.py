@@ -128,8 +128,11 @@ CASES = {
         [("no", "banned_strings_ignore_case must be true or false (got 'no')")],
     ),
     "token_healing": (
-        [True, False],
-        [("no", "token_healing must be true or false (got 'no')")],
+        ["auto", "on", "off"],
+        [
+            (True, "token_healing must be one of auto, on, off (got True)"),
+            ("no", "token_healing must be one of auto, on, off (got 'no')"),
+        ],
     ),
     "max_new_tokens": (
         [1, 128, 100_000],
@@ -329,6 +332,13 @@ def test_from_stored_maps_legacy_drafting_values(stored, drafting):
     settings, warnings = Settings.from_stored({"drafting": stored, "temperature": 0.5})
     assert settings.drafting == drafting and settings.temperature == 0.5
     assert warnings == []  # the same meaning, spelt as older versions did
+
+
+@pytest.mark.parametrize("stored, healing", [(True, "on"), (False, "off"), ("auto", "auto")])
+def test_from_stored_maps_legacy_healing_values(stored, healing):
+    """Token healing was on or off before ``auto``: a session keeps its meaning."""
+    settings, warnings = Settings.from_stored({"token_healing": stored})
+    assert settings.token_healing == healing and warnings == []
 
 
 def test_from_stored_drops_unknown_keys_and_bad_values_with_a_warning_each():

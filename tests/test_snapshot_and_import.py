@@ -40,7 +40,7 @@ def test_cancel_mid_way_keeps_the_tokens_so_far_exact(tiny_llama_dir, n, draftin
     loom = make_loom(tiny_llama_dir)
     # Healing would back up " lived" and make both generations' first tokens the healed
     # ones; the cut this test counts is the plain loop's (healing is cancelled in its tests).
-    loom.update_settings(token_healing=False)
+    loom.update_settings(token_healing="off")
     node = loom.append(loom.root, PROMPT)
     full = loom.generate(node, 12, n=n, temperature=1.0, seed=4, drafting=drafting)
     assert all(len(kid.tokens) == 12 for kid in full)  # no end token: the cut is the cancel

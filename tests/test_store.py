@@ -174,7 +174,7 @@ def test_generated_tokens_reach_disk_within_half_a_second(loom, tmp_path):
     path = tmp_path / "stream.loom"
     # The plain continuation of this prompt runs long without an end token; a healed one
     # (" time" spelled again) ends within a second on the tiny model.
-    loom.update_settings(token_healing=False)
+    loom.update_settings(token_healing="off")
     prompt = loom.append(loom.root, "Once upon a time")
     save_loom(loom, path)
     seen: dict[str, object] = {}
@@ -238,7 +238,7 @@ CRASHER = textwrap.dedent(
     from loomterm.sessions.session import save_loom
     from tests.helpers import make_loom
     loom = make_loom({model!r})
-    loom.update_settings(token_healing=False)  # the plain continuation runs long, no end
+    loom.update_settings(token_healing="off")  # the plain continuation runs long, no end
     prompt = loom.append(loom.root, "Once upon a time")
     save_loom(loom, {path!r})
     started = []

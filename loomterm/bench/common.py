@@ -43,7 +43,7 @@ def make_loom(loaded: LoadedModel, drafting: str = "off", n_ctx: int | None = No
     loom = Loom.from_loaded(loaded, **options)
     # Healing off: the rows compare generations with a peer's from the same tokens (the
     # corpus is cut anywhere); the healing section turns it on itself.
-    loom.update_settings(drafting=drafting, token_healing=False)
+    loom.update_settings(drafting=drafting, token_healing="off")
     return loom
 
 

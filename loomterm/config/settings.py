@@ -115,7 +115,7 @@ class Settings:
     authors_note_depth: int = setting(3, "Author's note depth", "lines from the end where the author's note goes; 0 is after the last token", at_least=0, at_most=100_000, dialog=False)  # fmt: skip
     world_info: dict[str, Any] = setting({"scan_depth": 64, "entries": []}, "World info", 'entries of keys and text, added when a key is in the last scan_depth tokens: {"scan_depth": 64, "entries": [{"keys": ["Ada"], "text": "..."}]}', dialog=False, check_with=check_world_info)  # fmt: skip
     drafting: str = setting("auto", "Drafting", "drafted decoding of a single continuation", choices=("auto", "tree", "lookahead", "off"), legacy={True: "auto", "on": "auto", False: "off", None: "off"}, dialog=False)  # fmt: skip
-    token_healing: bool = setting(True, "Token healing", "text typed up to the middle of a word: the model spells the word's typed tokens again, so it can finish the word")  # fmt: skip
+    token_healing: str = setting("auto", "Token healing", "text typed up to the middle of a word: the model spells the word's typed tokens again, so it can finish the word; auto heals where the model expects the word to go on (not after a whole word), on always, off never", choices=("auto", "on", "off"), legacy={True: "on", False: "off"})  # fmt: skip
     think_ahead: str = setting("auto", "Think ahead", "while you pause, write the siblings ctrl+r or ctrl+n would ask for out of sight, so the key shows them at once: auto is on for local models (torch, llama.cpp), off for servers", choices=("auto", "on", "off"))  # fmt: skip
     think_ahead_pause: float = setting(1.5, "Think-ahead pause", "seconds without a key before thinking ahead", at_least=0.2, at_most=60)  # fmt: skip
 

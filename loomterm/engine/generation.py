@@ -45,8 +45,9 @@ class GenerateRequest:
             child go back to its first ``length`` tokens (what came after is gone).
         context: The context version the model sees (``loomterm.config.injection``): None
             the current settings' memory, author's note and world info, "" none.
-        healing: Token healing is asked for (the ``token_healing`` setting); the Loom
-            plans it (``loom.healing``) where the runner can.
+        healing: Token healing asked for (the ``token_healing`` setting): "on" heals a
+            typed word's end, "auto" only where the model expects the word to go on,
+            "off" never; the Loom plans it (``loom.healing``) where the runner can.
         heal: The typed text the first tokens must spell again, planned by the Loom
             (``sample.healing.Heal``); None: no healing.
     """
@@ -63,7 +64,7 @@ class GenerateRequest:
     banned_ignore_case: bool = False
     on_take_back: Callable[[Node, int], None] | None = None
     context: str | None = None
-    healing: bool = False
+    healing: str = "off"
     heal: Heal | None = None
 
     @property

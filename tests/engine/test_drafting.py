@@ -435,7 +435,7 @@ def test_default_model_greedy_drafting_is_lossless():
 
     loom = Loom.load(device="cpu", dtype="float32")
     loom.update_settings(
-        token_healing=False
+        token_healing="off"
     )  # the prompt is cut mid-word; drafting is compared here
     corpus = resources.files("loomterm.bench").joinpath("corpus.txt").read_text()
     start = corpus.index("III. A Morning")

@@ -172,10 +172,10 @@ def test_nothing_is_foreseen_where_healing_would_change_the_tree(loom):
     tokens are backed up, a change to the tree made only when the writer asks. Foresight
     writes nothing there (and the tree is untouched); with healing off it does."""
     prompt = loom.append(loom.root, "Once upon a time, in a land far away, there lived a wea")
-    settings = loom.settings.replace(max_new_tokens=6, temperature=1.0, token_healing=True)
+    settings = loom.settings.replace(max_new_tokens=6, temperature=1.0, token_healing="on")
     before = tree_record(loom.tree)
     assert loom.foresee(loom.ask(prompt, 2, settings)) is None
     assert tree_record(loom.tree) == before and loom.tree.foreseen == {}
-    plain = settings.replace(token_healing=False)
+    plain = settings.replace(token_healing="off")
     assert loom.foresee(loom.ask(prompt, 2, plain)) is not None
     assert tree_record(loom.tree) == before

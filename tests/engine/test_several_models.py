@@ -29,7 +29,7 @@ def pair(tiny_llama_dir, tiny_gpt2_dir):
     loom = make_loom(tiny_llama_dir)
     # The prompts end in a word: healing (its own tests: test_healing.py) would start
     # the children before the prompt's last tokens, which these tests compare with.
-    loom.update_settings(temperature=0.0, token_healing=False)
+    loom.update_settings(temperature=0.0, token_healing="off")
     key = loom.attach("g", runner_of(tiny_gpt2_dir))
     assert key == "g"
     return loom
@@ -38,7 +38,7 @@ def pair(tiny_llama_dir, tiny_gpt2_dir):
 def test_one_model_nodes_carry_its_key_and_the_table_names_it(tiny_llama_dir):
     loom = make_loom(tiny_llama_dir)
     prompt = loom.append(loom.root, "Once upon a time")
-    [kid] = loom.generate(prompt, 4, temperature=0.0, token_healing=False)
+    [kid] = loom.generate(prompt, 4, temperature=0.0, token_healing="off")
     key = loom.active_model
     assert key == slug(loom.runner.name) and list(loom.models) == [key]
     assert kid.meta["model"] == key and "model" not in prompt.meta  # typed text: no model

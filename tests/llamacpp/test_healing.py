@@ -56,7 +56,7 @@ def test_heal_spells_the_typed_word_and_records_masked_logprobs(loom, fresh):
 
 def test_heal_off_continues_the_typed_tokens(loom, fresh):
     node = loom.append(loom.root, TYPED)
-    kid = loom.generate(node, 3, temperature=0, token_healing=False)[0]
+    kid = loom.generate(node, 3, temperature=0, token_healing="off")[0]
     assert kid.parent is node and "healed" not in kid.meta
     logits = fresh.logits(node.path_tokens())
     best = int(logits.argmax())

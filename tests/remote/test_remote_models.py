@@ -22,7 +22,7 @@ PROMPT = "Once upon a time"
 def greedy(loom: Loom, prompt, n_tokens: int, model: str | None = None):
     # Healing off: the local model's children are compared with a fresh model's and the
     # server's from the same prompt tokens (the server cannot heal).
-    return loom.generate(prompt, n_tokens, temperature=0.0, model=model, token_healing=False)
+    return loom.generate(prompt, n_tokens, temperature=0.0, model=model, token_healing="off")
 
 
 def test_a_tree_with_branches_from_the_local_model_and_the_server(llama_server, tmp_path):

@@ -35,7 +35,7 @@ def loom(tiny_loaded):
     # default; test_healing.py, test_tmux_gemma.py): elsewhere every generation from a
     # typed word's end would split the typed node and change the trees tests count.
     loom.update_settings(
-        temperature=0.0, max_new_tokens=12, n=3, think_ahead="off", token_healing=False
+        temperature=0.0, max_new_tokens=12, n=3, think_ahead="off", token_healing="off"
     )
     return loom
 

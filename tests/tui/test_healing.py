@@ -16,7 +16,7 @@ from tests.tui.screen_text import screen_text
 def loom(loom):
     """The shared fixture's loom with token healing on again (the default; the shared
     fixture turns it off for the tests that count nodes)."""
-    loom.update_settings(token_healing=True)
+    loom.update_settings(token_healing="on")
     return loom
 
 

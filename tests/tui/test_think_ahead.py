@@ -22,7 +22,7 @@ PAUSE = 0.3
 def no_healing(loom):
     """The prompts end inside a word; healing would split them on the first generation
     (``tests/engine/test_foresight.py`` checks that nothing is foreseen there)."""
-    loom.update_settings(token_healing=False)
+    loom.update_settings(token_healing="off")
 
 
 async def wait_for(pilot, condition, timeout: float = 30.0) -> None:

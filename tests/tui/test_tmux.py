@@ -141,8 +141,9 @@ def test_the_installed_command_in_a_real_terminal(tmux_run, tiny_llama_dir, tmp_
     term = tmux_run(args)
     term.wait_for(lambda s: "^g" in s and "0 tok" in s, what="the editor to start")
 
-    # Type, then generate from the end (after a full stop: token healing, on by default,
-    # has no word to back up there; from the middle below, it heals " upon").
+    # Type, then generate from the end (after a full stop: token healing has no word to
+    # back up there; from the middle below, the tiny model's guess decides whether auto
+    # heals " upon", and either way the new branch starts "Once upon").
     term.keys("Once upon a time.", literal=True)
     term.wait_for(lambda s: "Once upon a time." in s and idle(s), what="the typing to sync")
     term.keys("C-g")
@@ -251,7 +252,7 @@ def test_after_kill_dash_nine_mid_generation_it_reopens_at_the_written_text(
     loom = Loom.from_loaded(tiny_loaded)
     # Healing off (kept with the session): this prompt's plain continuation runs on for
     # minutes on the tiny model, a healed one may end within a second.
-    loom.update_settings(max_new_tokens=100_000, temperature=0.0, token_healing=False)
+    loom.update_settings(max_new_tokens=100_000, temperature=0.0, token_healing="off")
     path = session_path("crash")
     path.parent.mkdir(parents=True, exist_ok=True)
     save_loom(loom, path)

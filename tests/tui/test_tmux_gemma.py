@@ -4,9 +4,8 @@ hold exactly the writer's characters, while ``<bos>`` stays first in the tree.
 
 Before special tokens became tokens only, the document showed a literal ``<bos>``,
 every edit at the start added another and landed 5 characters off, ctrl+g moved the
-last typed word to a side branch, and the export began ``<bos><bos>``. Now ctrl+g after
-a word heals it (token healing, on by default): the word's typed spelling stays a
-sibling on purpose, and the document still reads exactly what was typed.
+last typed word to a side branch, and the export began ``<bos><bos>``. Token healing's
+default (auto) leaves this whole last word as typed.
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ import pytest
 
 from loomterm.config.locations import documents_dir
 from loomterm.sessions.session import load_session, session_path
-from loomterm.tree import Origin
 from tests.tui.test_tmux import document_lines, idle
 
 pytestmark = pytest.mark.gemma
@@ -50,15 +48,11 @@ def test_gemma_in_a_real_terminal_holds_only_the_typed_text(tmux_run, gemma_dir,
     data = load_session(session_path("gemma"))
     written = data.path_text()
     assert written.startswith(TYPED)
-    # Token healing (on by default) backed up the last word: the model spelled " girl"
-    # again (free to go on to " girls"), and the typed spelling stays a sibling; the
-    # document reads exactly what was typed, then the model's.
+    # Token healing (auto, the default) leaves a whole word as typed: no side branch.
+    assert "[2]" not in screen  # the typed text was not cut
     model_node = data.cursor_node
-    assert model_node.meta.get("healed") == " girl", model_node.meta
-    assert data.text(model_node).startswith(" girl")
-    assert data.text(model_node.parent).endswith("there was a")
-    kept = [data.text(n) for n in model_node.parent.children if n.origin is Origin.USER]
-    assert kept == [" girl"]
+    assert "healed" not in model_node.meta
+    assert data.text(model_node.parent).endswith("a girl")  # generated after the last word
 
     # An edit at the start lands at char 0 (after <bos>, which stays first).
     term.keys("C-Home")

@@ -173,7 +173,7 @@ class LoomForesight:
     def _would_heal(request: GenerateRequest, runner: Any) -> bool:
         """Whether a generation of ``request`` would heal the typed word it starts
         after (planned without touching the tree)."""
-        planned = healed(replace(request, healing=True), runner, lambda node, length: node)
+        planned = healed(request, runner, lambda node, length: node)
         return planned.heal is not None
 
     def foresee(self, ask: Ask, cancel: threading.Event | None = None) -> Foresight | None:
@@ -206,7 +206,7 @@ class LoomForesight:
                 banned_ignore_case=settings.banned_strings_ignore_case,
                 context=ask.context,
             )
-            if settings.token_healing and self._would_heal(request, runner):
+            if self._would_heal(replace(request, healing=settings.token_healing), runner):
                 # Healing backs up the typed word's tokens first: a change to the tree,
                 # made only when the writer asks. The request then generates as usual.
                 return None

@@ -357,7 +357,7 @@ class _Run:
                 on_token=request.on_token,
                 # A weave grows below its node: the first level is not healed into
                 # its parent (``loom.healing``), so its scores read from the node.
-                **{**request.settings, "token_healing": False},
+                **{**request.settings, "token_healing": "off"},
             )
             done = loom.last_result
         self.result.requests += 1

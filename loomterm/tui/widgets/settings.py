@@ -36,7 +36,7 @@ _INPUT_TYPES = {float: "number", int: "integer"}
 # A setting that needs a runner capability, and the value in force without it.
 NEEDS: dict[str, tuple[str, Any]] = {
     "splice_mode": ("rerope", "exact"),
-    "token_healing": ("healing", False),
+    "token_healing": ("healing", "off"),
 }
 
 
