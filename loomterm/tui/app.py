@@ -2,8 +2,8 @@
 
 :class:`LoomApp` composes the widgets, makes the controllers (``loomterm.tui.controllers``:
 one object per area, holding its state) and holds the key bindings. An action of the key
-table (``loomterm.tui.keymap``) runs the controller's own ``action_*`` method
-(:meth:`LoomApp.run_action` finds it); a message is handed to the controller that
+table (``loomterm.tui.keymap``) runs the controller method marked as that action
+(``@key_action``; :meth:`LoomApp.run_action` finds it); a message is handed to the controller that
 asked for the work by the app's handlers (``loomterm.tui.message_routes``, mixed in).
 
 How work flows:
@@ -39,6 +39,7 @@ from textual.screen import Screen
 
 from loomterm.tui import paste
 from loomterm.tui.commands import LoomCommands
+from loomterm.tui.controllers.actions import key_actions
 from loomterm.tui.controllers.alternatives import Alternatives
 from loomterm.tui.controllers.bookmarks import Bookmarks
 from loomterm.tui.controllers.caret import Caret
@@ -151,8 +152,8 @@ class LoomApp(MessageRoutes, App[None]):
         self._make_widgets()
 
     def _make_controllers(self, sync_delay: float, export_dir: Path | None) -> None:
-        """One controller per area; each is handed the ones it uses. Their ``action_*``
-        methods are the key table's actions (:meth:`run_action`)."""
+        """One controller per area; each is handed the ones it uses. Their methods
+        marked ``@key_action`` are the key table's actions (:meth:`run_action`)."""
         self.jobs = jobs = Jobs(self)
         self.progress = progress = Progress(self, jobs)
         self.lifecycle = lifecycle = Lifecycle(self, jobs)
@@ -184,14 +185,13 @@ class LoomApp(MessageRoutes, App[None]):
         self.status_line = StatusLine(
             self, jobs, progress, generation, weave, presets, navigation, keeping, caret
         )
-        controllers = [vars(self)[name] for name in vars(self) if name != "loom"]
-        self.actions: dict[str, Callable[..., Any]] = {
-            name.removeprefix("action_"): getattr(controller, name)
-            for controller in controllers
-            if type(controller).__module__.startswith("loomterm.tui.controllers.")
-            for name in dir(controller)
-            if name.startswith("action_")
-        }
+        controllers = [
+            controller
+            for name, controller in vars(self).items()
+            if name != "loom"
+            and type(controller).__module__.startswith("loomterm.tui.controllers.")
+        ]
+        self.actions: dict[str, Callable[..., Any]] = key_actions(controllers, jobs)
 
     def get_default_screen(self) -> Screen:
         """The main screen, whose first focus is the document (see :class:`EditorScreen`)."""
@@ -268,7 +268,7 @@ class LoomApp(MessageRoutes, App[None]):
         return self.loader is None
 
     async def run_action(self, action, default_namespace=None, namespaces=None) -> bool:
-        """The app's own actions run their controller's ``action_*`` method; those that
+        """The app's own actions run their controller's marked method; those that
         need the model wait for it, in order, while it loads."""
         if isinstance(action, str) and default_namespace in (None, self):
             namespace, name, params = parse(action)

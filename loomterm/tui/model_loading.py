@@ -20,6 +20,7 @@ place (``Swap.model_ready``).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
@@ -55,13 +56,12 @@ class StartupLoader:
     """Loads ``opening``'s model on the app's engine worker and holds back, in order,
     what needs it until it is there."""
 
+    @dataclass
     class ModelReady(Message):
         """The model finished loading in the background: ``loom`` is the real Loom over the
         tree the editor has been showing (``loomterm.sessions.opening``)."""
 
-        def __init__(self, loom: EditorLoom) -> None:
-            super().__init__()
-            self.loom = loom
+        loom: EditorLoom
 
     def __init__(self, app: Editor, jobs: Jobs, opening: SessionOpening) -> None:
         self.app = app

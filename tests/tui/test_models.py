@@ -92,7 +92,7 @@ async def test_attach_by_path_and_bad_ones_are_one_line(make_app, loom, tiny_gpt
     app = make_app()
     async with app.run_test(size=TERMINAL) as pilot:
         for source in (str(tmp_path / "missing-model"), str(other)):
-            app.models.action_attach_model()
+            app.models.ask_attach()
             await pilot.pause()
             await paste(pilot, source)
             app.screen.query_one("Input").value = source
@@ -102,7 +102,7 @@ async def test_attach_by_path_and_bad_ones_are_one_line(make_app, loom, tiny_gpt
         assert len(errors) == 2 and all("\n" not in e for e in errors)
         assert "cannot join this tree: its vocabulary has 3" in errors[1]
         assert list(loom.models) == [loom.active_model]
-        app.models.action_attach_model()
+        app.models.ask_attach()
         await pilot.pause()
         app.screen.query_one("Input").value = str(tiny_gpt2_dir)
         await pilot.press("enter")

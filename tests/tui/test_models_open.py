@@ -22,7 +22,7 @@ async def test_attach_model_takes_the_sessions_options(make_app, tiny_llama_dir,
             await settle(pilot)
             assert "cpu · torch (2 threads) · int8 (float32)" in screen_text(app)
             torch.set_num_threads(3)  # an Attach model that dropped the threads would keep 3
-            app.models.action_attach_model()
+            app.models.ask_attach()
             await pilot.pause()
             app.screen.query_one("Input").value = str(other)
             await pilot.press("enter")

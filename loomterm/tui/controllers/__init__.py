@@ -1,7 +1,7 @@
 """The editor's controllers: one object per area, made in
 :class:`~loomterm.tui.app.LoomApp`'s ``__init__``, holding that area's state and owning
-its actions: ``action_<name>`` for the key table's ``<name>`` (``LoomApp.run_action``
-finds it). The app's message handlers hand each message to its controller. A controller knows the
+its actions: the methods marked ``@key_action`` (``actions.py``) are the key table's
+(``LoomApp.run_action`` runs them). The app's message handlers hand each message to its controller. A controller knows the
 app only as :class:`~loomterm.tui.controllers.editor.Editor` (a protocol), never by
 importing it, and is handed the other controllers it uses in its constructor.
 
@@ -42,5 +42,6 @@ importing it, and is handed the other controllers it uses in its constructor.
 - ``panes.py``: the branch pane (its contents, shown, width, focus) and the document's
   view marks;
 - ``dialogs.py``: the settings, export and help dialogs;
+- ``actions.py``: marking a method as a key's action, and gathering them;
 - ``editor.py``: :class:`Editor`, what the controllers may use of the app.
 """

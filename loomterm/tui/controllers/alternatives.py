@@ -5,9 +5,11 @@ picking one, which makes a branch there (optionally generating on) as a worker j
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from loomterm.engine.text_prefix import healed_count
+from loomterm.tui.controllers.actions import key_action
 from loomterm.tui.controllers.navigation import Navigation
 from loomterm.tui.widgets.alternatives import (
     Alternative,
@@ -22,23 +24,19 @@ if TYPE_CHECKING:
     from loomterm.tui.controllers.jobs import Jobs
 
 
+@dataclass(eq=False, repr=False)
 class Alternatives:
     """A token's alternatives, and picking one."""
 
-    def __init__(self, app: Editor, jobs: Jobs) -> None:
-        self.app = app
-        self.jobs = jobs
-
-    # -- actions (the key table's: ``LoomApp.run_action`` finds them here) --------
-    def action_alternatives(self) -> None:
-        """The top alternatives of the token at the caret."""
-        self.jobs.when_idle(lambda: self.show(None))
+    app: Editor
+    jobs: Jobs
 
     def clicked(self, char: int) -> None:
         """A token was clicked: its alternatives, once the engine is free."""
         self.jobs.when_idle(lambda: self.show(char))
 
-    def show(self, char: int | None) -> None:
+    @key_action("alternatives", when_idle=True)
+    def show(self, char: int | None = None) -> None:
         """The alternatives of the token at ``char`` (None: at the caret)."""
         app = self.app
         doc = app.doc

@@ -6,10 +6,12 @@ the caret and everything below it, and restore it. The palette lists bookmarks t
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from loomterm.tree import Node
 from loomterm.tui.branch_rows import is_hidden
+from loomterm.tui.controllers.actions import key_action
 from loomterm.tui.sanitize import safe_line
 from loomterm.tui.tidy_changes import Archive
 from loomterm.tui.tree_places import branch_of
@@ -32,30 +34,13 @@ def neighbour_of(branch: Node) -> Node | None:
     return after[0] if after else (before[-1] if before else None)
 
 
+@dataclass(eq=False, repr=False)
 class Bookmarks:
     """Bookmarks and archived branches."""
 
-    def __init__(self, app: Editor, jobs: Jobs, navigation: Navigation) -> None:
-        self.app = app
-        self.jobs = jobs
-        self.navigation = navigation
-
-    # -- actions (the key table's: ``LoomApp.run_action`` finds them here) --------
-    def action_bookmark(self) -> None:
-        """Bookmark the branch the caret is in, or remove its bookmark."""
-        self.toggle()
-
-    def action_next_bookmark(self) -> None:
-        """Go to the next bookmarked branch."""
-        self.next()
-
-    def action_hide_branch(self) -> None:
-        """Hide (archive) the branch the caret is in."""
-        self.hide_branch()
-
-    def action_unhide_branch(self) -> None:
-        """Bring the branch the caret is in back from the archive."""
-        self.unhide_branch()
+    app: Editor
+    jobs: Jobs
+    navigation: Navigation
 
     def listed(self) -> list[tuple[Node, str]]:
         """Every bookmarked node, with a short preview of the text up to it."""
@@ -66,6 +51,7 @@ class Bookmarks:
                 marks.append((node, safe_line(loom.text(node)[-40:].strip()) or "(empty)"))
         return marks
 
+    @key_action("bookmark")
     def toggle(self) -> None:
         """Bookmark the node at the caret, or remove its bookmark."""
         app = self.app
@@ -76,6 +62,7 @@ class Bookmarks:
         self.jobs.set_meta(node, bookmark=None if marked else True)
         app.notify("Bookmark removed" if marked else "Bookmarked", timeout=2)
 
+    @key_action("next_bookmark")
     def next(self) -> None:
         """Go to the bookmark after the caret's node (by id), round to the first."""
         app = self.app
@@ -89,6 +76,7 @@ class Bookmarks:
         target = after[0] if after else marks[ids.index(min(ids))]
         self.jobs.when_idle(lambda: self.navigation.enter(target), stop=True)
 
+    @key_action()
     def hide_branch(self) -> None:
         """Archive the branch at the caret, once the user confirms."""
         app = self.app
@@ -124,6 +112,7 @@ class Bookmarks:
             confirmed,
         )
 
+    @key_action()
     def unhide_branch(self) -> None:
         """Restore the archived branch the caret is in."""
         app = self.app

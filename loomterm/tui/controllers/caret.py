@@ -11,6 +11,7 @@ loses only that move (the caret comes back where it last settled).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from loomterm.tree import Node
@@ -24,13 +25,13 @@ if TYPE_CHECKING:
 CARET_DELAY = 1.0  # seconds the caret must rest before it is written
 
 
+@dataclass(eq=False, repr=False)
 class Caret:
     """Reporting the caret to the session, and finding where it was left."""
 
-    def __init__(self, app: Editor, jobs: Jobs) -> None:
-        self.app = app
-        self.jobs = jobs
-        self.timer: Timer | None = None  # runs once the caret has rested
+    app: Editor
+    jobs: Jobs
+    timer: Timer | None = field(default=None, init=False)  # runs once the caret has rested
 
     def saved(self, node: Node) -> int | None:
         """Where the caret was left in ``node``'s path in this loom's session (None:

@@ -6,9 +6,11 @@ is in ``loomterm.tui.chat``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from loomterm.tui import chat, ops
+from loomterm.tui.controllers.actions import key_action
 from loomterm.tui.controllers.navigation import Navigation
 from loomterm.tui.controllers.sessions import Sessions
 from loomterm.tui.widgets.dialogs import (
@@ -25,23 +27,15 @@ if TYPE_CHECKING:
     from loomterm.tui.controllers.looks import Looks
 
 
+@dataclass(eq=False, repr=False)
 class Chat:
     """Chats and their turns."""
 
-    def __init__(self, app: Editor, jobs: Jobs, looks: Looks) -> None:
-        self.app = app
-        self.jobs = jobs
-        self.looks = looks
+    app: Editor
+    jobs: Jobs
+    looks: Looks
 
-    # -- actions (the key table's: ``LoomApp.run_action`` finds them here) --------
-    def action_new_chat(self) -> None:
-        """Start a chat from a system and a user message."""
-        self.new()
-
-    def action_add_turn(self) -> None:
-        """Add a user turn after the text."""
-        self.ask_turn()
-
+    @key_action("new_chat")
     def new(self) -> None:
         """Ask for a new chat's turns (first, if this session has text, whether to
         start it in a new session)."""
@@ -94,6 +88,7 @@ class Chat:
 
         self.jobs.submit("chat", job, lock=True)
 
+    @key_action("add_turn")
     def ask_turn(self) -> None:
         """Ask for the next user turn."""
         app = self.app

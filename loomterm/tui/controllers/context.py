@@ -6,12 +6,14 @@ shows the document only.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
 
 from loomterm.engine.context import PATH
 from loomterm.errors import LoomError
+from loomterm.tui.controllers.actions import key_action
 from loomterm.tui.widgets.context import ContextScreen, Run
 
 if TYPE_CHECKING:
@@ -21,36 +23,28 @@ if TYPE_CHECKING:
     from loomterm.tui.controllers.swap import Swap
 
 
+@dataclass
 class ContextAssembled(Message):
     """What the model sees, assembled by the worker (or why it cannot be)."""
 
-    def __init__(self, runs: list[Run], problem: str = "") -> None:
-        super().__init__()
-        self.runs = runs
-        self.problem = problem
+    runs: list[Run]
+    problem: str = ""
 
 
 # Loom events after which what the model sees may have changed.
 CONTEXT_EVENTS = frozenset({"settings", "cursor", "add", "split", "done"})
 
 
+@dataclass(eq=False, repr=False)
 class Context:
     """The context dialog and the context view."""
 
-    def __init__(self, app: Editor, jobs: Jobs) -> None:
-        self.app = app
-        self.jobs = jobs
-        self.queued = False  # a refresh is in the worker's queue: one is enough
+    app: Editor
+    jobs: Jobs
+    # a refresh is in the worker's queue: one is enough
+    queued: bool = field(default=False, init=False)
 
-    # -- actions (the key table's: ``LoomApp.run_action`` finds them here) --------
-    def action_context_dialog(self) -> None:
-        """Edit memory, the author's note and world info."""
-        self.ask()
-
-    def action_toggle_context_view(self) -> None:
-        """Show what the model sees, or the document."""
-        self.toggle()
-
+    @key_action("context_dialog")
     def ask(self) -> None:
         """The memory, author's note and world info dialog."""
         app = self.app
@@ -73,6 +67,7 @@ class Context:
         """The context view is shown (in place of the document)."""
         return not self.app.context_view.has_class("-hidden")
 
+    @key_action("toggle_context_view")
     def toggle(self) -> None:
         """Show what the model sees instead of the document, or the document again."""
         app = self.app

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -11,6 +12,7 @@ from loomterm.config.keymap import keymap_path
 from loomterm.errors import LoomError
 from loomterm.sessions import defaults
 from loomterm.tui import ops
+from loomterm.tui.controllers.actions import key_action
 from loomterm.tui.widgets.export_dialog import ExportRequest, ExportScreen
 from loomterm.tui.widgets.help import HelpScreen
 from loomterm.tui.widgets.settings import SettingsScreen, unavailable_settings
@@ -21,40 +23,27 @@ if TYPE_CHECKING:
     from loomterm.tui.controllers.looks import Looks
 
 
+@dataclass(eq=False, repr=False)
 class Dialogs:
     """Opens the settings, export and help screens and acts on their answers."""
 
+    @dataclass
     class Exported(Message):
         """An export finished: written, or ``error`` says in one line why not (``exists``:
         the file that exists, to be replaced only once the user confirms)."""
 
-        def __init__(self, request: ExportRequest, error: str = "", exists: str = "") -> None:
-            super().__init__()
-            self.request = request
-            self.error = error
-            self.exists = exists
+        request: ExportRequest
+        error: str = ""
+        exists: str = ""
 
-    def __init__(self, app: Editor, jobs: Jobs, looks: Looks, export_dir: Path | None) -> None:
-        self.app = app
-        self.jobs = jobs
-        self.looks = looks
-        self.export_dir = export_dir  # exports go here first (else the documents folder)
-        # The last export of this editor run: the export dialog opens on its choices.
-        self.last_export: ExportRequest | None = None
+    app: Editor
+    jobs: Jobs
+    looks: Looks
+    export_dir: Path | None  # exports go here first (else the documents folder)
+    # The last export of this editor run: the export dialog opens on its choices.
+    last_export: ExportRequest | None = field(default=None, init=False)
 
-    # -- actions (the key table's: ``LoomApp.run_action`` finds them here) --------
-    def action_settings(self) -> None:
-        """The settings dialog."""
-        self.settings()
-
-    def action_export(self) -> None:
-        """The export dialog."""
-        self.export()
-
-    def action_help(self) -> None:
-        """The help screen."""
-        self.help()
-
+    @key_action()
     def settings(self) -> None:
         """The settings dialog; saved settings go to the session."""
         app = self.app
@@ -78,6 +67,7 @@ class Dialogs:
             saved,
         )
 
+    @key_action()
     def export(self) -> None:
         """The export dialog, opening on the folder this session last exported to (kept
         in its file), else this editor run's last, else the documents folder; and on
@@ -146,6 +136,7 @@ class Dialogs:
             dialog.finished()
         app.notify(f"Exported {request.fmt} to {request.path}", timeout=4)
 
+    @key_action()
     def help(self) -> None:
         """Every key and action, and where the key map lives."""
         where = keymap_path()

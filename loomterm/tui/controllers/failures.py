@@ -4,6 +4,7 @@ model that cannot load ends the editor (its start) or goes back to the session l
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from loomterm.errors import LoomError, PrefillCancelled
@@ -18,17 +19,15 @@ if TYPE_CHECKING:
     from loomterm.tui.controllers.typing import Typing
 
 
+@dataclass(eq=False, repr=False)
 class Failures:
     """Handles :class:`~loomterm.tui.controllers.jobs.Jobs.Failed`; ``load_error`` is
     the error the start's model load failed with (the command line says it)."""
 
-    def __init__(
-        self, app: Editor, sessions: Sessions, typing: Typing, lifecycle: Lifecycle
-    ) -> None:
-        self.app = app
-        self.sessions = sessions
-        self.typing = typing
-        self.lifecycle = lifecycle
+    app: Editor
+    sessions: Sessions
+    typing: Typing
+    lifecycle: Lifecycle
 
     def failed(self, message: Jobs.Failed) -> None:
         """A job raised: say why in one line (or end the editor, the model not loaded)."""

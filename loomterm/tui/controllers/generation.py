@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from loomterm.tree import WRITER, Node, Origin
 from loomterm.tui import ops
+from loomterm.tui.controllers.actions import key_action
 from loomterm.tui.controllers.feedback import BUSY, refuse
 from loomterm.tui.controllers.generation_job import GenerationJob
 from loomterm.tui.controllers.navigation import Navigation
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
 STOPPING = "stopping\u2026"  # the status bar from escape until the engine has stopped
 
 
+@dataclass(eq=False, repr=False)
 class Generation:
     """Asking for text and showing it arrive."""
 
@@ -42,39 +45,27 @@ class Generation:
     TakenBack = GenerationJob.TakenBack
     Done = GenerationJob.Done
 
-    def __init__(self, app: Editor, jobs: Jobs, navigation: Navigation, context: Context) -> None:
-        self.app = app
-        self.jobs = jobs
-        self.navigation = navigation
-        self.context = context
-        self.then: Callable[[], None] | None = None  # run when this generation has ended
-        self.lock_held = False  # the document is locked until the generation starts
-        self.tokens_per_second: float | None = None  # of the last generation (status bar)
-        self.slowdown = Slowdown()  # says when decoding collapses (a busy CPU)
+    app: Editor
+    jobs: Jobs
+    navigation: Navigation
+    context: Context
+    # run when this generation has ended
+    then: Callable[[], None] | None = field(default=None, init=False)
+    # the document is locked until the generation starts
+    lock_held: bool = field(default=False, init=False)
+    # of the last generation (status bar)
+    tokens_per_second: float | None = field(default=None, init=False)
+    # says when decoding collapses (a busy CPU)
+    slowdown: Slowdown = field(default_factory=Slowdown, init=False)
 
-    # -- actions (the key table's: ``LoomApp.run_action`` finds them here) --------
-    def action_generate(self) -> None:
-        """Continue from the caret (once the engine is free)."""
-        self.jobs.when_idle(lambda: self.generate(1), sync=False)
-
-    def action_generate_n(self) -> None:
-        """Generate N continuations at once from the caret."""
-        self.generate_n()
-
-    def action_regenerate(self) -> None:
-        """A new sibling of the generated node at the caret."""
-        self.jobs.when_idle(self.regenerate)
-
-    def action_regenerate_own_context(self) -> None:
+    @key_action(when_idle=True)
+    def regenerate_own_context(self) -> None:
         """Regenerate the generated node at the caret with the context it was made
         with (memory, author's note, world info of that time), not the current one."""
-        self.jobs.when_idle(lambda: self.regenerate(own_context=True))
+        self.regenerate(own_context=True)
 
-    def action_refresh_exact(self) -> None:
-        """Recompute the approximate tokens of this path exactly."""
-        self.refresh_exact()
-
-    def action_stop(self) -> None:
+    @key_action()
+    def stop(self) -> None:
         """Esc: stop reading a long text (keeping the edit) or generating (keeping what
         came); else leave the branch pane."""
         app = self.app
@@ -120,6 +111,7 @@ class Generation:
         node = self.regenerated()
         return None if node is None else node.parent
 
+    @key_action(when_idle=True)
     def regenerate(self, own_context: bool = False) -> None:
         """A new sibling of the generated node at the caret; ``own_context``: with the
         memory, author's note and world info it was generated with, not today's."""
@@ -133,9 +125,10 @@ class Generation:
         start = healed_from(app.loom, node) or node.parent
         self.generate(1, start=start, context=context)
 
+    @key_action(when_idle=True, sync=False)
     def generate(
         self,
-        n: int,
+        n: int = 1,
         start: Node | None = None,
         then: Callable[[], None] | None = None,
         models: list[tuple[str, int]] | None = None,
@@ -276,6 +269,7 @@ class Generation:
             return "generating\u2026 esc stops"
         return f"generating \u00b7 {rate:.1f} tok/s \u00b7 esc stops"
 
+    @key_action()
     def refresh_exact(self) -> None:
         """Recompute the shown node's path exactly (a job, once idle)."""
         app = self.app

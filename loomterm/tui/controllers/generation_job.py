@@ -35,57 +35,44 @@ class GenerationJob:
     caret, generate, and always end in one :class:`GenerationJob.Done`. Made on the UI
     thread with what the document and settings are at that moment."""
 
+    @dataclass
     class Started(Message, namespace="generation"):
         """Generation begins from ``start`` (after the edit and the cut at the caret)."""
 
-        def __init__(self, start: Node, text: str, n: int) -> None:
-            super().__init__()
-            self.start = start
-            self.text = text
-            self.n = n
+        start: Node
+        text: str
+        n: int
 
+    @dataclass
     class Streamed(Message, namespace="generation"):
         """Tokens ``start..start+len(pieces)`` of ``node`` arrived (the first row of the
         batch; the others are counted in ``total``); ``rate``: tokens per second since the
         first one (None before two)."""
 
-        def __init__(
-            self, node: Node, start: int, pieces: list[str], total: int, rate: float | None
-        ):
-            super().__init__()
-            self.node = node
-            self.start = start
-            self.pieces = pieces
-            self.total = total
-            self.rate = rate
+        node: Node
+        start: int
+        pieces: list[str]
+        total: int
+        rate: float | None
 
+    @dataclass
     class TakenBack(Message, namespace="generation"):
         """``node`` went back to its first ``length`` tokens (a banned phrase began there)."""
 
-        def __init__(self, node: Node, length: int):
-            super().__init__()
-            self.node = node
-            self.length = length
+        node: Node
+        length: int
 
+    @dataclass
     class Done(Message, namespace="generation"):
         """Generation ended (finished, stopped or failed midway): ``kids`` are the new
         siblings, ``start`` their parent; ``rate``: the decoding speed since the first
         token (None with fewer than two), ``seconds`` the whole job's time."""
 
-        def __init__(
-            self,
-            start: Node,
-            kids: list[Node],
-            total: int,
-            seconds: float,
-            rate: float | None = None,
-        ) -> None:
-            super().__init__()
-            self.start = start
-            self.kids = kids
-            self.total = total
-            self.seconds = seconds
-            self.rate = rate
+        start: Node
+        kids: list[Node]
+        total: int
+        seconds: float
+        rate: float | None = None
 
     app: Editor
     context_pane: Context  # the context view: it follows the generation when shown

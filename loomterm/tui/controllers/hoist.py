@@ -11,8 +11,10 @@ lets go of the hoist, and says so.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from loomterm.tui.controllers.actions import key_action
 from loomterm.tui.controllers.feedback import NO_BRANCH, refuse
 from loomterm.tui.sanitize import safe_line
 
@@ -24,13 +26,13 @@ if TYPE_CHECKING:
 LABEL = 24  # characters of the hoisted node's text in notes and titles
 
 
+@dataclass(eq=False, repr=False)
 class Hoist:
     """Which node the tree is hoisted at (None: the whole tree)."""
 
-    def __init__(self, app: Editor) -> None:
-        self.app = app
-        self.node_id: int | None = None
-        self._loom: Loom | None = None  # the loom the saved hoist was read for
+    app: Editor
+    node_id: int | None = field(default=None, init=False)
+    _loom: Loom | None = field(default=None, init=False)  # the loom the saved hoist was read for
 
     @property
     def node(self) -> Node | None:
@@ -70,14 +72,7 @@ class Hoist:
 
         record_hoist(self.app.loom, self.node_id)
 
-    def action_hoist(self) -> None:
-        """The hoist key: hoist at the node the caret is in."""
-        self.hoist()
-
-    def action_unhoist(self) -> None:
-        """The unhoist key: the whole tree again."""
-        self.unhoist()
-
+    @key_action()
     def hoist(self) -> None:
         """Hoist at the branch the caret is in."""
         app = self.app
@@ -91,6 +86,7 @@ class Hoist:
         self._show()
         app.notify(f"Hoisted at {self.label()}: the tree shows only this branch", timeout=3)
 
+    @key_action()
     def unhoist(self, why: str = "") -> None:
         """Show the whole tree again."""
         app = self.app

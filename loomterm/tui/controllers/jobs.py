@@ -19,6 +19,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from textual.message import Message
@@ -36,27 +37,24 @@ ENGINE = "loomterm-engine"  # the worker thread's name
 class Jobs:
     """The engine worker's queue and everything that waits on it."""
 
+    @dataclass
     class Started(Message):
         """The worker picked up a job."""
 
-        def __init__(self, label: str) -> None:
-            super().__init__()
-            self.label = label
+        label: str
 
+    @dataclass
     class Finished(Message):
         """The worker finished a job (whatever its outcome)."""
 
-        def __init__(self, label: str) -> None:
-            super().__init__()
-            self.label = label
+        label: str
 
+    @dataclass
     class Failed(Message):
         """A job raised. ``error`` is shown as one line; the app keeps running."""
 
-        def __init__(self, label: str, error: BaseException) -> None:
-            super().__init__()
-            self.label = label
-            self.error = error
+        label: str
+        error: BaseException
 
     def __init__(self, app: Editor) -> None:
         self.app = app

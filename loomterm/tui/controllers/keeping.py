@@ -19,11 +19,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from textual.message import Message
 
 from loomterm.errors import LoomError
+from loomterm.tui.controllers.actions import key_action
 from loomterm.tui.sanitize import safe_line
 
 if TYPE_CHECKING:
@@ -36,29 +38,25 @@ class SaveStateChanged(Message):
     """The session file failed to take a write, or took one again (any thread)."""
 
 
+@dataclass
 class SavedElsewhere(Message):
     """The session was written to another path, which records it from now on."""
 
-    def __init__(self, path) -> None:
-        super().__init__()
-        self.path = path
+    path: None
 
 
+@dataclass(eq=False, repr=False)
 class Keeping:
     """Typing kept before the model is there, quitting while it loads, and saving that
     fails."""
 
-    def __init__(self, app: Editor, jobs: Jobs, lifecycle: Lifecycle) -> None:
-        self.app = app
-        self.jobs = jobs
-        self.lifecycle = lifecycle
-        self.problem = ""  # why the typed text could not be written, if it could not
-        self._heard: set[int] = set()  # ids of the recorders this editor listens to
-
-    # -- actions (the key table's: ``LoomApp.run_action`` finds them here) --------
-    def action_save_elsewhere(self) -> None:
-        """Write the session to another name or path."""
-        self.save_elsewhere()
+    app: Editor
+    jobs: Jobs
+    lifecycle: Lifecycle
+    # why the typed text could not be written, if it could not
+    problem: str = field(default="", init=False)
+    # ids of the recorders this editor listens to
+    _heard: set[int] = field(default_factory=set, init=False)
 
     def saving(self) -> str:
         """What the status bar says while the changes do not reach the session file
@@ -86,6 +84,7 @@ class Keeping:
             " \u00b7 ctrl+p: save elsewhere"
         )
 
+    @key_action()
     def save_elsewhere(self) -> None:
         """Ask for another name or path, and write the whole session there (it is
         recorded there from then on; the old file keeps its journal)."""

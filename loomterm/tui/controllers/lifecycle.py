@@ -12,6 +12,7 @@ closed then, and the command leaves the process without waiting for the job
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from textual.message import Message
@@ -29,12 +30,11 @@ class Lifecycle:
     """Read-only sessions and quitting: ``read_only`` while the open session is one
     (``unsaved`` once it was changed), ``quitting`` once quit was asked for."""
 
+    @dataclass
     class SavedAs(Message):
         """The session (a read-only one) was saved as the new session ``name``."""
 
-        def __init__(self, name: str) -> None:
-            super().__init__()
-            self.name = name
+        name: str
 
     def __init__(self, app: Editor, jobs: Jobs) -> None:
         self.app = app

@@ -4,6 +4,7 @@ user's, one Theme command), the user's key map, and the rows of the help screen.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from textual.binding import Binding
@@ -21,12 +22,31 @@ if TYPE_CHECKING:
     from loomterm.tui.controllers.editor import Editor
 
 
+# What the branch pane's rows show besides text: the help screen explains them.
+MARKS = (
+    ("[2]", "Branches", "The text goes on in that many ways below this row."),
+    (
+        "(3 nodes)",
+        "Folded run",
+        "Nodes with one way on each, shown as one row: first … last words.",
+    ),
+    (
+        "~",
+        "Approximate",
+        "Its keys were moved by a fast splice; Recompute exactly (f8) makes them exact.",
+    ),
+    ("\u23ce", "Line break", "A line break in the row's text (the row is one line)."),
+    ("\u2205", "No text", "A node with nothing to show: an end-of-text token, or an empty edit."),
+)
+
+
+@dataclass(eq=False, repr=False)
 class Looks:
     """Themes, the key map in use (``keymap``: action id to keys) and the help rows."""
 
-    def __init__(self, app: Editor) -> None:
-        self.app = app
-        self.keymap: dict[str, str] = {}  # the user's key map, as applied
+    app: Editor
+    # the user's key map, as applied
+    keymap: dict[str, str] = field(default_factory=dict, init=False)
 
     def load_themes(self) -> None:
         """Register loomterm's themes (bundled, then the user's) and use the one in
@@ -156,4 +176,5 @@ class Looks:
                 "Right-click, ctrl+click or double-click a token for its alternatives.",
             )
         )
+        rows.extend(("Branch pane marks", mark, "", title, text) for mark, title, text in MARKS)
         return rows

@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import random
 import time
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from loomterm.tree import Node
+from loomterm.tui.controllers.actions import key_action
 from loomterm.tui.widgets.models import AttachScreen, ModelLegend, SiblingsScreen
 
 if TYPE_CHECKING:
@@ -53,43 +55,24 @@ def blind_group(node: Node | None) -> tuple[Node, object] | None:
     return None
 
 
+@dataclass(eq=False, repr=False)
 class Models:
     """The models of the tree: the active one, their colours and legend, blind mode."""
 
-    def __init__(
-        self, app: Editor, jobs: Jobs, navigation: Navigation, generation: Generation
-    ) -> None:
-        self.app = app
-        self.jobs = jobs
-        self.navigation = navigation
-        self.generation = generation
-        self.blind = False
-        """Blind mode: siblings from several models hide who wrote them until picked."""
-        self.legend = ModelLegend(id="model-legend")  # the app composes it
-        self.colours: dict[str, str] = {}  # model key -> colour (two or more models)
-        self.revealed: set[object] = set()  # blind groups the user has picked from
-        self.sibling_counts: list[tuple[str, int]] = []  # the last plan asked for
-
-    # -- actions (the key table's: ``LoomApp.run_action`` finds them here) --------
-    def action_siblings(self) -> None:
-        """N siblings, asking how many of each attached model."""
-        self.siblings()
-
-    def action_next_model(self) -> None:
-        """Make the next attached model the active one."""
-        self.next()
-
-    def action_attach_model(self) -> None:
-        """Ask for another model to attach to this tree."""
-        self.ask_attach()
-
-    def action_toggle_blind(self) -> None:
-        """Blind mode on or off."""
-        self.toggle_blind()
-
-    def action_pick_branch(self) -> None:
-        """Pick the sibling the caret is in."""
-        self.pick_branch()
+    app: Editor
+    jobs: Jobs
+    navigation: Navigation
+    generation: Generation
+    blind: bool = field(default=False, init=False)
+    """Blind mode: siblings from several models hide who wrote them until picked."""
+    # the app composes it
+    legend: ModelLegend = field(default_factory=lambda: ModelLegend(id="model-legend"), init=False)
+    # model key -> colour (two or more models)
+    colours: dict[str, str] = field(default_factory=dict, init=False)
+    # blind groups the user has picked from
+    revealed: set[object] = field(default_factory=set, init=False)
+    # the last plan asked for
+    sibling_counts: list[tuple[str, int]] = field(default_factory=list, init=False)
 
     def mounted(self) -> None:
         """The app is mounted: colour the writers, and say which models are missing."""
@@ -171,6 +154,7 @@ class Models:
         """The keys of the models attached now."""
         return list(self.app.loom.models)
 
+    @key_action("next_model")
     def next(self) -> None:
         """Make the next attached model the active one."""
         keys = self.attached()
@@ -193,6 +177,7 @@ class Models:
         self.jobs.when_idle(lambda: self.jobs.submit("use model", job), stop=True)
         app.notify(f"Active model: {key}", timeout=2)
 
+    @key_action("attach_model")
     def ask_attach(self) -> None:
         """The attach dialog: a server URL or a local model."""
 
@@ -232,6 +217,7 @@ class Models:
         self.jobs.submit("attach model", job)
 
     # -- siblings from several models --------------------------------------------------
+    @key_action()
     def siblings(self) -> None:
         """ctrl+n: N siblings from the active model, or (several attached) the dialog."""
         app = self.app
@@ -264,6 +250,7 @@ class Models:
         self.jobs.when_idle(lambda: generation.generate(total, models=plan, meta=meta), sync=False)
 
     # -- blind mode --------------------------------------------------------------------
+    @key_action()
     def toggle_blind(self) -> None:
         """Blind mode on or off."""
         self.blind = not self.blind
@@ -276,6 +263,7 @@ class Models:
         )
         self.changed()
 
+    @key_action()
     def pick_branch(self) -> None:
         """alt+p: pick the branch at the caret (reveals its blind group)."""
         app = self.app

@@ -12,6 +12,7 @@ history and the branch pane.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from textual.message import Message
@@ -19,6 +20,7 @@ from textual.message import Message
 from loomterm.tree import WRITER, Node
 from loomterm.tui import ops
 from loomterm.tui.branch_rows import is_hidden, visible_children
+from loomterm.tui.controllers.actions import key_action
 from loomterm.tui.controllers.feedback import NO_BRANCH, refuse
 from loomterm.tui.history import Place
 from loomterm.tui.tree_places import branch_of, place_of, siblings_of
@@ -29,31 +31,23 @@ if TYPE_CHECKING:
     from loomterm.tui.controllers.jobs import Jobs
 
 
+@dataclass(eq=False, repr=False)
 class Navigation:
     """Moving around the tree; remembers where the user last was below each node."""
 
+    @dataclass
     class Moved(Message):
         """A job produced a new place to show (a picked token, a chat turn, a refresh)."""
 
-        def __init__(self, node: Node, then_generate: bool = False) -> None:
-            super().__init__()
-            self.node = node
-            self.then_generate = then_generate
+        node: Node
+        then_generate: bool = False
 
-    def __init__(self, app: Editor, jobs: Jobs) -> None:
-        self.app = app
-        self.jobs = jobs
-        self.last_seen: dict[int, Node] = {}  # node id -> deepest node last shown below it
-        self.undo_run: ops.TypingRun | None = None  # the typing run undo's edits write into
-
-    # -- actions (the key table's: ``LoomApp.run_action`` finds them here) --------
-    def action_sibling(self, step: int) -> None:
-        """Show the sibling ``step`` away of the branch the caret is in."""
-        self.jobs.when_idle(lambda: self.sibling(step), stop=True)
-
-    def action_branch_point(self, step: int) -> None:
-        """Move the caret to the branch point above (-1) or below (1)."""
-        self.jobs.when_idle(lambda: self.branch_point(step), stop=True)
+    app: Editor
+    jobs: Jobs
+    # node id -> deepest node last shown below it
+    last_seen: dict[int, Node] = field(default_factory=dict, init=False)
+    # the typing run undo's edits write into
+    undo_run: ops.TypingRun | None = field(default=None, init=False)
 
     def arrive(self, node: Node, record: bool = True, engine: bool = True) -> None:
         """The document now stands on ``node``: tell the engine, history, the pane.
@@ -127,6 +121,7 @@ class Navigation:
             return None
         return node
 
+    @key_action(when_idle=True, stop=True)
     def sibling(self, step: int) -> None:
         """Show the next (``step`` 1) or previous (-1) sibling of the caret's branch."""
         app = self.app
@@ -155,6 +150,7 @@ class Navigation:
         self.app.view.document_changed()
         self.arrive(leaf)
 
+    @key_action(when_idle=True, stop=True)
     def branch_point(self, step: int) -> None:
         """Move the caret to the nearest place above (``step`` < 0) or below it where the
         path forks (the end of a node with more than one visible child); below the last

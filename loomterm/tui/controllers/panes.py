@@ -5,8 +5,10 @@ shown or not, each remembered in the prefs.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from loomterm.tui.controllers.actions import key_action
 from loomterm.tui.prefs import save_prefs
 
 if TYPE_CHECKING:
@@ -36,38 +38,19 @@ def tree_width(terminal: int, share: float) -> int:
     return max(low, min(high, round(terminal * share)))
 
 
+@dataclass(eq=False, repr=False)
 class Panes:
     """The branch pane (its contents, width, focus) and the document's view toggles."""
 
-    def __init__(self, app: Editor) -> None:
-        self.app = app
-        self.texts: dict[tuple[int, int, int], str] = {}  # node_text's cache
-        self.tree_timer: Timer | None = None
+    app: Editor
+    # node_text's cache
+    texts: dict[tuple[int, int, int], str] = field(default_factory=dict, init=False)
+    tree_timer: Timer | None = field(default=None, init=False)
 
-    # -- actions (the key table's: ``LoomApp.run_action`` finds them here) --------
-    def action_tree_width(self, step: int) -> None:
-        """Make the branch pane narrower (-1) or wider (1)."""
-        self.tree_width(step)
-
-    def action_toggle_tree(self) -> None:
-        """Show or hide the branch pane."""
-        self.toggle_tree()
-
-    def action_focus_tree(self) -> None:
-        """Focus the branch pane, or from it the document."""
-        self.focus_tree()
-
-    def action_focus_document(self) -> None:
+    @key_action()
+    def focus_document(self) -> None:
         """Focus the document."""
         self.app.view.focus()
-
-    def action_toggle_view(self, what: str) -> None:
-        """Turn one of the document's marks on or off."""
-        self.toggle_view(what)
-
-    def action_toggle_hidden(self) -> None:
-        """Show archived branches, or hide them again."""
-        self.toggle_hidden()
 
     def show_prefs(self) -> None:
         """The panes as the prefs remember them: the branch pane shown or hidden,
@@ -90,6 +73,7 @@ class Panes:
         if terminal > 0:
             app.branches.styles.width = tree_width(terminal, app.prefs.tree_share)
 
+    @key_action()
     def tree_width(self, step: int) -> None:
         """Narrow (-1) or widen (+1) the branch pane; remembered."""
         prefs = self.app.prefs
@@ -104,6 +88,7 @@ class Panes:
         save_prefs(prefs)
         self.fit_tree()
 
+    @key_action()
     def toggle_tree(self) -> None:
         """Show or hide the branch pane; remembered."""
         app = self.app
@@ -116,6 +101,7 @@ class Panes:
         elif app.focused is tree:
             app.view.focus()
 
+    @key_action()
     def focus_tree(self) -> None:
         """Focus the branch pane (shown if hidden), or from it the document."""
         app = self.app
@@ -127,6 +113,7 @@ class Panes:
             self.toggle_tree()
         tree.focus()
 
+    @key_action()
     def toggle_view(self, what: str) -> None:
         """Turn one of the document's marks on or off; remembered."""
         view, prefs = self.app.view, self.app.prefs
@@ -161,6 +148,7 @@ class Panes:
             return f"{name}: on (no approximate tokens on this path)"
         return f"{name}: on ({count} approximate node{'' if count == 1 else 's'}; F8 recomputes)"
 
+    @key_action()
     def toggle_hidden(self) -> None:
         """Show archived branches in the pane, or hide them again; remembered."""
         app = self.app

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from loomterm.config.presets import Preset, describe, load_presets
@@ -11,12 +12,12 @@ if TYPE_CHECKING:
     from loomterm.tui.controllers.editor import Editor
 
 
+@dataclass(eq=False, repr=False)
 class Presets:
     """``Preset: NAME`` palette commands; the presets, read once."""
 
-    def __init__(self, app: Editor) -> None:
-        self.app = app
-        self.known: dict[str, Preset] | None = None  # None: not read yet
+    app: Editor
+    known: dict[str, Preset] | None = field(default=None, init=False)  # None: not read yet
 
     def listed(self, reload: bool = False) -> dict[str, Preset]:
         """Shipped presets and the user's (``<config>/presets/*.toml``), read once (the

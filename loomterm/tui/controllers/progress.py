@@ -4,6 +4,7 @@ stops it between two chunks) and loading a model while a session opens."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from textual.message import Message
@@ -15,34 +16,33 @@ if TYPE_CHECKING:
     from loomterm.tui.controllers.jobs import Jobs
 
 
+@dataclass(eq=False, repr=False)
 class Progress:
     """What the engine reports it is reading or loading, for the status bar."""
 
+    @dataclass
     class Loading(Message):
         """Long work other than reading tokens (a model loading, converting, quantizing
         while a session opens): the status bar shows its stage and how far it is."""
 
-        def __init__(self, stage: str, done: int, total: int | None) -> None:
-            super().__init__()
-            self.stage = stage
-            self.done = done
-            self.total = total
+        stage: str
+        done: int
+        total: int | None
 
+    @dataclass
     class Prefill(Message):
         """The model has read ``done`` of the ``total`` tokens it must read (a long edit,
         a generation far from the cache): the status bar shows it, escape stops it."""
 
-        def __init__(self, done: int, total: int) -> None:
-            super().__init__()
-            self.done = done
-            self.total = total
+        done: int
+        total: int
 
-    def __init__(self, app: Editor, jobs: Jobs) -> None:
-        self.app = app
-        self.jobs = jobs
-        # Reading in progress: (done, total, done at the first report, its time).
-        self.prefill: tuple[int, int, int, float] | None = None
-        self.loading: tuple[str, int, int | None] | None = None  # stage, done, total
+    app: Editor
+    jobs: Jobs
+    # Reading in progress: (done, total, done at the first report, its time).
+    prefill: tuple[int, int, int, float] | None = field(default=None, init=False)
+    # stage, done, total
+    loading: tuple[str, int, int | None] | None = field(default=None, init=False)
 
     def report(self, stage: str, done: int, total: int | None) -> None:
         """Runner and model-loading progress, on the worker thread: to the UI as a

@@ -11,10 +11,11 @@ state of the branch pane only: the document, navigation and exports see every br
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from loomterm.tree import BAD, GOOD, Node, rating_of
+from loomterm.tui.controllers.actions import key_action
 from loomterm.tui.tree_places import branch_of
 
 if TYPE_CHECKING:
@@ -74,25 +75,17 @@ def rating_filter(mode: str, keep: Callable[[], set[int]]) -> Callable[[Node], R
     return None
 
 
+@dataclass(eq=False, repr=False)
 class Ratings:
     """Rating branches, and the branch pane's rating filter (``mode``)."""
 
-    def __init__(self, app: Editor, jobs: Jobs, navigation: Navigation, weave: Weave) -> None:
-        self.app = app
-        self.jobs = jobs
-        self.navigation = navigation
-        self.weave = weave
-        self.mode = "all"  # one of FILTERS
+    app: Editor
+    jobs: Jobs
+    navigation: Navigation
+    weave: Weave
+    mode: str = field(default="all", init=False)  # one of FILTERS
 
-    # -- actions (the key table's: ``LoomApp.run_action`` finds them here) --------
-    def action_rate(self, value: int) -> None:
-        """Rate the branch the caret is in good (1) or bad (-1)."""
-        self.rate(value)
-
-    def action_rating_filter(self) -> None:
-        """The branch pane's next rating filter."""
-        self.next_filter()
-
+    @key_action()
     def rate(self, value: int) -> None:
         """Rate the caret's branch ``value`` (GOOD or BAD); the same again clears it."""
         app = self.app
@@ -109,6 +102,7 @@ class Ratings:
         word = "good" if value == GOOD else "bad"
         app.notify("Rating cleared" if clear else f"Branch rated {word}", timeout=2)
 
+    @key_action("rating_filter")
     def next_filter(self) -> None:
         """Every branch, then only good ones, then no bad ones, then every branch."""
         self.mode = FILTERS[(FILTERS.index(self.mode) + 1) % len(FILTERS)]

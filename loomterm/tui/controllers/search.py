@@ -14,11 +14,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from loomterm.errors import InputError
 from loomterm.search import DEADLINE_S, Hit, NodeTexts, Query, SearchResult, search_tree
 from loomterm.search.pattern import PatternTooSlow, SearchStopped
+from loomterm.tui.controllers.actions import key_action
 from loomterm.tui.widgets.search import SearchPick, SearchScreen
 
 if TYPE_CHECKING:
@@ -27,28 +29,20 @@ if TYPE_CHECKING:
     from loomterm.tui.controllers.navigation import Navigation
 
 
+@dataclass(eq=False, repr=False)
 class Search:
     """Search and its hits; keeps the last search and the decoded node texts."""
 
-    def __init__(self, app: Editor, jobs: Jobs, navigation: Navigation) -> None:
-        self.app = app
-        self.jobs = jobs
-        self.navigation = navigation
-        self.texts: NodeTexts | None = None
-        self.texts_of: object = None  # the loom ``texts`` was decoded from
-        self.last: SearchPick | None = None
-        self.serial = 0  # the newest search; an older one stops between nodes
-        self.running = 0  # searches whose result has not come back yet
-        self.deadline_s = DEADLINE_S
-
-    # -- actions (the key table's: ``LoomApp.run_action`` finds them here) --------
-    def action_search(self) -> None:
-        """Search every branch."""
-        self.ask()
-
-    def action_search_step(self, step: int) -> None:
-        """Go to the next (1) or previous (-1) hit."""
-        self.step(step)
+    app: Editor
+    jobs: Jobs
+    navigation: Navigation
+    texts: NodeTexts | None = field(default=None, init=False)
+    texts_of: object = field(default=None, init=False)  # the loom ``texts`` was decoded from
+    last: SearchPick | None = field(default=None, init=False)
+    # the newest search; an older one stops between nodes
+    serial: int = field(default=0, init=False)
+    running: int = field(default=0, init=False)  # searches whose result has not come back yet
+    deadline_s: float = field(default=DEADLINE_S, init=False)
 
     def start(self, query: Query, done: Callable[[SearchResult | InputError], None]) -> None:
         """Search ``query`` over the whole tree on a thread; ``done`` gets the result or
@@ -122,6 +116,7 @@ class Search:
         if self.texts is not None:
             self.texts.forget()
 
+    @key_action("search")
     def ask(self) -> None:
         """The search dialog; the hit picked there is shown."""
         app = self.app
@@ -143,6 +138,7 @@ class Search:
         navigation = self.navigation
         navigation.show_at(navigation.leaf_below(hit.node), hit.char)
 
+    @key_action("search_step")
     def step(self, step: int) -> None:
         """The next (``step`` 1) or previous (-1) hit of the last search, searched again
         so that it sees the tree as it is now."""

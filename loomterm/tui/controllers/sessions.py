@@ -9,6 +9,7 @@ perhaps loads its model), so it runs as a worker job that ends in
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,6 +17,7 @@ from textual.message import Message
 
 from loomterm.errors import SessionError
 from loomterm.tui import sessions
+from loomterm.tui.controllers.actions import key_action
 from loomterm.tui.widgets.sessions import SessionChoice, SessionsScreen
 
 if TYPE_CHECKING:
@@ -34,59 +36,41 @@ def name_of(path: Path) -> str:
     return path.name.removesuffix(".loom")
 
 
+@dataclass(eq=False, repr=False)
 class Sessions:
     """Sessions switched in place; remembers the one open before."""
 
+    @dataclass
     class Switched(Message):
         """A new session (a new chat) replaces the open one; ``node`` is where to stand."""
 
-        def __init__(self, loom: Loom, name: str, node: Node, then_generate: bool) -> None:
-            super().__init__()
-            self.loom = loom
-            self.name = name
-            self.node = node
-            self.then_generate = then_generate
+        loom: Loom
+        name: str
+        node: Node
+        then_generate: bool
 
+    @dataclass
     class Previewed(Message):
         """Another session replaces the open one before its model is loaded: ``opening``'s
         preview is shown at once and its model loads in the background."""
 
-        def __init__(self, opening: SessionOpening, name: str) -> None:
-            super().__init__()
-            self.opening = opening
-            self.name = name
+        opening: SessionOpening
+        name: str
 
-    def __init__(
-        self,
-        app: Editor,
-        jobs: Jobs,
-        navigation: Navigation,
-        caret: Caret,
-        generation: Generation,
-        progress: Progress,
-    ) -> None:
-        self.app = app
-        self.jobs = jobs
-        self.navigation = navigation
-        self.caret = caret
-        self.generation = generation
-        self.progress = progress  # a session opening loads its model: the status bar shows it
-        self.previous: Path | None = None
-        """The session open before this one (``Back to previous session``)."""
-        self.fallback: tuple[Loom, Path | None, Path | None] | None = None
-        """While a session switched to loads its model: the session left (its closed
-        Loom, whose models are still in memory, and its file), to go back to if the
-        model cannot load, and the previous session before the switch."""
+    app: Editor
+    jobs: Jobs
+    navigation: Navigation
+    caret: Caret
+    generation: Generation
+    progress: Progress  # a session opening loads its model: the status bar shows it
+    previous: Path | None = field(default=None, init=False)
+    """The session open before this one (``Back to previous session``)."""
+    fallback: tuple[Loom, Path | None, Path | None] | None = field(default=None, init=False)
+    """While a session switched to loads its model: the session left (its closed
+    Loom, whose models are still in memory, and its file), to go back to if the
+    model cannot load, and the previous session before the switch."""
 
-    # -- actions (the key table's: ``LoomApp.run_action`` finds them here) --------
-    def action_sessions(self) -> None:
-        """The session picker."""
-        self.pick()
-
-    def action_previous_session(self) -> None:
-        """Back to the session open before this one."""
-        self.back()
-
+    @key_action("sessions")
     def pick(self) -> None:
         """The session picker; its choice is opened, made or renamed."""
         app = self.app
@@ -101,6 +85,7 @@ class Sessions:
 
         app.push_screen(SessionsScreen(current, hint=hint), chosen)
 
+    @key_action("previous_session")
     def back(self) -> None:
         """Open the session open before this one."""
         path = self.previous

@@ -3,6 +3,7 @@ which session is open."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from loomterm.tui.sanitize import safe_line
@@ -27,33 +28,23 @@ TITLE_POP = "\x1b[23;2t"  # and give it back
 STATUS_DELAY = 0.1  # seconds: many things change the status bar at once
 
 
+@dataclass(eq=False, repr=False)
 class StatusLine:
     """Keeps the status bar (``bar``) and the terminal's title up to date."""
 
-    def __init__(
-        self,
-        app: Editor,
-        jobs: Jobs,
-        progress: Progress,
-        generation: Generation,
-        weave: Weave,
-        presets: Presets,
-        navigation: Navigation,
-        keeping: Keeping,
-        caret: Caret,
-    ) -> None:
-        self.app = app
-        self.jobs = jobs
-        self.progress = progress
-        self.generation = generation
-        self.weave = weave
-        self.presets = presets
-        self.navigation = navigation
-        self.keeping = keeping
-        self.caret = caret
-        self.bar = StatusBar(id="status")
-        self.timer: Timer | None = None
-        self.title_saved = False  # the terminal's own title, pushed before the first one
+    app: Editor
+    jobs: Jobs
+    progress: Progress
+    generation: Generation
+    weave: Weave
+    presets: Presets
+    navigation: Navigation
+    keeping: Keeping
+    caret: Caret
+    bar: StatusBar = field(default_factory=lambda: StatusBar(id="status"), init=False)
+    timer: Timer | None = field(default=None, init=False)
+    # the terminal's own title, pushed before the first one
+    title_saved: bool = field(default=False, init=False)
 
     def soon(self) -> None:
         """Refresh the status bar shortly (many things change it at once)."""

@@ -9,6 +9,7 @@ The held Loom's own events (from whichever thread changed it) reach the app as
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from textual.message import Message
@@ -43,37 +44,26 @@ CHANGES = frozenset({"add", "split", "update", "rewrite", "settings"})  # change
 SHAPES = frozenset({"add", "split", "update", "rewrite"})  # change the branch pane
 
 
+@dataclass(eq=False, repr=False)
 class Swap:
     """Holds the app's Loom: hears its events, lets go of it, puts another in place."""
 
+    @dataclass
     class LoomChanged(Message):
         """The Loom reported a change (from any thread): add, split, update, done,
         cursor, settings. Token-by-token growth comes as ``Generation.Streamed``."""
 
-        def __init__(self, event: str, node: Node | None) -> None:
-            super().__init__()
-            self.event = event
-            self.node = node
+        event: str
+        node: Node | None
 
-    def __init__(
-        self,
-        app: Editor,
-        jobs: Jobs,
-        progress: Progress,
-        caret: Caret,
-        navigation: Navigation,
-        generation: Generation,
-        models: Models,
-        panes: Panes,
-    ) -> None:
-        self.app = app
-        self.jobs = jobs
-        self.progress = progress
-        self.caret = caret
-        self.navigation = navigation
-        self.generation = generation
-        self.models = models
-        self.panes = panes
+    app: Editor
+    jobs: Jobs
+    progress: Progress
+    caret: Caret
+    navigation: Navigation
+    generation: Generation
+    models: Models
+    panes: Panes
 
     def hear(self, loom: EditorLoom) -> None:
         """Hear ``loom``'s changes and prefill progress (the status bar), and let

@@ -25,6 +25,7 @@ caret's keys.
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from loomterm.errors import LoomError
@@ -42,17 +43,18 @@ LOCAL = ("torch", "llama.cpp")  # backends ``auto`` thinks ahead on
 LABEL = "think ahead"  # the job's label
 
 
+@dataclass(eq=False, repr=False)
 class ThinkAhead:
     """The pause, the plan and the low-priority job (module docstring)."""
 
-    def __init__(self, app: Editor, jobs: Jobs, generation: Generation, models: Models) -> None:
-        self.app = app
-        self.jobs = jobs
-        self.generation = generation
-        self.models = models
-        self.timer: Timer | None = None
-        self.cancel: threading.Event | None = None  # the latest job's
-        self.done: threading.Event | None = None  # set when the latest job has ended
+    app: Editor
+    jobs: Jobs
+    generation: Generation
+    models: Models
+    timer: Timer | None = field(default=None, init=False)
+    cancel: threading.Event | None = field(default=None, init=False)  # the latest job's
+    # set when the latest job has ended
+    done: threading.Event | None = field(default=None, init=False)
 
     # -- when ------------------------------------------------------------------------------
     @property

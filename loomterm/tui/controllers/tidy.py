@@ -12,12 +12,14 @@ holds such a change.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from textual.message import Message
 
 from loomterm.tree import Node
 from loomterm.tui import ops, tidy_changes
+from loomterm.tui.controllers.actions import key_action
 from loomterm.tui.controllers.feedback import NO_BRANCH, refuse
 from loomterm.tui.history import Place
 from loomterm.tui.sanitize import safe_line
@@ -31,61 +33,28 @@ if TYPE_CHECKING:
     from loomterm.tui.controllers.navigation import Navigation
 
 
+@dataclass
 class Tidied(Message):
     """A tidying job (or its undo or redo) finished: show ``node``'s path with the caret
     at ``caret`` (None: the end of ``focus``'s text); ``change`` goes on the history
     (None for an undo or redo, which move along it instead)."""
 
-    def __init__(
-        self,
-        node: Node,
-        caret: int | None,
-        change: tidy_changes.Change | None,
-        focus: Node | None,
-        done: str = "",
-    ) -> None:
-        super().__init__()
-        self.node = node
-        self.caret = caret
-        self.change = change
-        self.focus = focus
-        self.done = done
+    node: Node
+    caret: int | None
+    change: tidy_changes.Change | None
+    focus: Node | None
+    done: str = ""
 
 
+@dataclass(eq=False, repr=False)
 class Tidy:
     """Split, merge and move, their undo and redo; holds the branch picked up."""
 
-    def __init__(self, app: Editor, jobs: Jobs, navigation: Navigation, looks: Looks) -> None:
-        self.app = app
-        self.jobs = jobs
-        self.navigation = navigation
-        self.looks = looks
-        self.picked_up: Node | None = None  # the branch alt+c picked up, to move
-
-    # -- actions (the key table's: ``LoomApp.run_action`` finds them here) --------
-    def action_undo(self) -> None:
-        """Undo the last edit, generation or tree change."""
-        self.jobs.when_idle(self.undo, stop=True)
-
-    def action_redo(self) -> None:
-        """Redo after an undo."""
-        self.jobs.when_idle(self.redo, stop=True)
-
-    def action_split_node(self) -> None:
-        """Cut the node at the caret in two there."""
-        self.jobs.when_idle(self.split, stop=True)
-
-    def action_merge_node(self) -> None:
-        """Merge the node at the caret into its parent."""
-        self.jobs.when_idle(self.merge, stop=True)
-
-    def action_pick_up_branch(self) -> None:
-        """Pick up the branch the caret is in, to move it."""
-        self.pick_up()
-
-    def action_move_branch_here(self) -> None:
-        """Hang the picked-up branch at the caret."""
-        self.jobs.when_idle(self.move_here, stop=True)
+    app: Editor
+    jobs: Jobs
+    navigation: Navigation
+    looks: Looks
+    picked_up: Node | None = field(default=None, init=False)  # the branch alt+c picked up, to move
 
     # -- the three operations ----------------------------------------------------------
     def caret_position(self) -> tuple[Node, int] | None:
@@ -96,6 +65,7 @@ class Tidy:
         position, _ = ops.split_at_char(self.app.loom, node, self.app.doc.caret)
         return node, position
 
+    @key_action("split_node", when_idle=True, stop=True)
     def split(self) -> None:
         """Split the node at the caret (a job; undoable)."""
         app = self.app
@@ -112,6 +82,7 @@ class Tidy:
 
         self.jobs.submit("split", job, lock=True)
 
+    @key_action("merge_node", when_idle=True, stop=True)
     def merge(self) -> None:
         """Merge the node at the caret into its parent (a job; undoable)."""
         app = self.app
@@ -128,6 +99,7 @@ class Tidy:
 
         self.jobs.submit("merge", job, lock=True)
 
+    @key_action("pick_up_branch")
     def pick_up(self) -> None:
         """Remember the branch at the caret, to move it with :meth:`move_here`."""
         app = self.app
@@ -139,6 +111,7 @@ class Tidy:
         key = self.looks.key_for("move_branch_here")
         app.notify(f"Picked up {preview!r}: put the caret where it goes, then {key}", timeout=5)
 
+    @key_action("move_branch_here", when_idle=True, stop=True)
     def move_here(self) -> None:
         """Hang the branch picked up at the caret (a job; undoable)."""
         app = self.app
@@ -191,6 +164,7 @@ class Tidy:
         else:
             app.notify(message.done, timeout=2)
 
+    @key_action(when_idle=True, stop=True)
     def undo(self) -> None:
         """Revert the change at this place, or (none here) navigation's undo."""
         history = self.app.history
@@ -202,6 +176,7 @@ class Tidy:
         assert place is not None
         self.replay(current.change.undo, place, "undo", f"Undid the {current.change.label}")
 
+    @key_action(when_idle=True, stop=True)
     def redo(self) -> None:
         """Apply the change at the next place again, or (none there) go there as
         navigation does, with the text that place had."""

@@ -11,9 +11,11 @@ with its cursor where it was.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from loomterm.tree_map import MapLayout
+from loomterm.tui.controllers.actions import key_action
 from loomterm.tui.widgets.tree_map import TreeMapScreen
 
 if TYPE_CHECKING:
@@ -26,17 +28,17 @@ if TYPE_CHECKING:
 CHANGES = frozenset({"add", "split", "update", "rewrite", "move", "merge"})
 
 
+@dataclass(eq=False, repr=False)
 class TreeMapper:
     """Opens the tree map and keeps its layout per version of the tree."""
 
-    def __init__(self, app: Editor, navigation: Navigation, hoist: Hoist) -> None:
-        self.app = app
-        self.navigation = navigation
-        self.hoist = hoist
-        self.version = 0
-        self.screen: TreeMapScreen | None = None
-        self._layout: MapLayout | None = None
-        self._key: tuple[int, int, bool, int] | None = None
+    app: Editor
+    navigation: Navigation
+    hoist: Hoist
+    version: int = field(default=0, init=False)
+    screen: TreeMapScreen | None = field(default=None, init=False)
+    _layout: MapLayout | None = field(default=None, init=False)
+    _key: tuple[int, int, bool, int] | None = field(default=None, init=False)
 
     def layout(self) -> MapLayout:
         """The layout of the tree as it is now (kept while it does not change)."""
@@ -58,10 +60,7 @@ class TreeMapper:
         if screen is not None and screen.is_attached:
             screen.tree_map.use(self.layout(), self.app.doc.node)
 
-    def action_tree_map(self) -> None:
-        """The tree map key."""
-        self.open()
-
+    @key_action("tree_map")
     def open(self) -> None:
         """Open the map, its cursor on the document's branch."""
         app = self.app

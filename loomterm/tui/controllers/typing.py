@@ -8,6 +8,7 @@ job), which ends in :class:`Typing.Synced`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from textual.message import Message
@@ -15,6 +16,7 @@ from textual.message import Message
 from loomterm.errors import PrefillCancelled
 from loomterm.tree import Node
 from loomterm.tui import ops
+from loomterm.tui.controllers.actions import key_action
 from loomterm.tui.history import Place
 
 if TYPE_CHECKING:
@@ -27,32 +29,30 @@ if TYPE_CHECKING:
     from loomterm.tui.widgets.document_view import DocumentView
 
 
+@dataclass(eq=False, repr=False)
 class Typing:
     """The typed text and its sync: the pending timer, the run of nodes typing writes
     into (``run``), and the text the engine last refused as it was."""
 
+    @dataclass
     class Synced(Message):
         """The engine caught up with the typed text: ``node``'s path reads ``text``."""
 
-        def __init__(self, node: Node, text: str) -> None:
-            super().__init__()
-            self.node = node
-            self.text = text
+        node: Node
+        text: str
 
-    def __init__(
-        self, app: Editor, jobs: Jobs, lifecycle: Lifecycle, keeping: Keeping, delay: float
-    ) -> None:
-        self.app = app
-        self.jobs = jobs
-        self.lifecycle = lifecycle
-        self.keeping = keeping
-        self.delay = delay
-        self.due = False
-        self.timer: Timer | None = None
-        # The nodes this run of typing writes into (``ops.TypingRun``): a new run
-        # begins when the caret leaves them, a generation starts or on "branch here".
-        self.run = ops.TypingRun()
-        self.failed: str | None = None  # the text a sync refused, not sent again as is
+    app: Editor
+    jobs: Jobs
+    lifecycle: Lifecycle
+    keeping: Keeping
+    delay: float
+    due: bool = field(default=False, init=False)
+    timer: Timer | None = field(default=None, init=False)
+    # The nodes this run of typing writes into (``ops.TypingRun``): a new run
+    # begins when the caret leaves them, a generation starts or on "branch here".
+    run: ops.TypingRun = field(default_factory=ops.TypingRun, init=False)
+    # the text a sync refused, not sent again as is
+    failed: str | None = field(default=None, init=False)
 
     def edited(self, event: DocumentView.Edited) -> None:
         """The user typed (or undid typing): sync once the typing pauses."""
@@ -77,7 +77,8 @@ class Typing:
                 self.run = ops.TypingRun()
         self.app.status_line.soon()  # the sibling and depth of the caret's branch
 
-    def action_branch_here(self) -> None:
+    @key_action()
+    def branch_here(self) -> None:
         """The next keystroke makes a new branch, even in text of the writer's own that
         would be retyped in place; the old text stays as it is."""
         self.run = ops.TypingRun(branch=True)

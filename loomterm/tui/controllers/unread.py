@@ -8,6 +8,7 @@ them; they are queued behind the generation that made the branch.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from loomterm.tree import Node, Origin
@@ -19,13 +20,13 @@ if TYPE_CHECKING:
 UNREAD = "unread"
 
 
+@dataclass(eq=False, repr=False)
 class Unread:
     """Marks new model branches unread and clears the mark where the writer goes."""
 
-    def __init__(self, jobs: Jobs) -> None:
-        self.jobs = jobs
-        # Ids marked but whose job has not run yet: a visit before it must clear them.
-        self.pending: set[int] = set()
+    jobs: Jobs
+    # Ids marked but whose job has not run yet: a visit before it must clear them.
+    pending: set[int] = field(default_factory=set, init=False)
 
     def added(self, node: Node) -> None:
         """A node joined the tree: the model's are unread until visited."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import queue
 import time
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from textual.message import Message
@@ -21,6 +22,7 @@ from textual.message import Message
 from loomterm.errors import LoomError
 from loomterm.tree import Node
 from loomterm.tui import ops
+from loomterm.tui.controllers.actions import key_action
 from loomterm.tui.controllers.feedback import BUSY, refuse
 from loomterm.tui.widgets.weave_dialog import WeaveChoice, WeaveScreen
 
@@ -33,27 +35,25 @@ if TYPE_CHECKING:
 POST_INTERVAL = 0.1  # token counts reach the status bar at most this often
 
 
+@dataclass
 class WeaveProgress(Message):
     """The weave is at ``level`` of ``depth``: ``done`` of ``total`` nodes made there,
     ``tokens`` generated so far in all."""
 
-    def __init__(self, level: int, depth: int, done: int, total: int, tokens: int) -> None:
-        super().__init__()
-        self.level = level
-        self.depth = depth
-        self.done = done
-        self.total = total
-        self.tokens = tokens
+    level: int
+    depth: int
+    done: int
+    total: int
+    tokens: int
 
 
+@dataclass
 class WeaveDone(Message):
     """The weave ended (finished, stopped or failed): ``result`` is None when it failed
     before making anything; ``start`` is where it grew from."""
 
-    def __init__(self, start: Node, result: WeaveResult | None) -> None:
-        super().__init__()
-        self.start = start
-        self.result = result
+    start: Node
+    result: WeaveResult | None
 
 
 class Reporter:
@@ -93,22 +93,19 @@ class Reporter:
         )
 
 
+@dataclass(eq=False, repr=False)
 class Weave:
     """The weave action, its dialog, its progress in the status bar and its result on
     screen."""
 
-    def __init__(self, app: Editor, jobs: Jobs, navigation: Navigation) -> None:
-        self.app = app
-        self.jobs = jobs
-        self.navigation = navigation
-        self.choice: WeaveChoice | None = None  # the last shape asked for, offered again
-        self.progress: WeaveProgress | None = None  # None: no weave running
-        self.ratings: queue.SimpleQueue | None = None  # ratings for the running weave
-
-    # -- actions (the key table's: ``LoomApp.run_action`` finds them here) --------
-    def action_weave(self) -> None:
-        """Ask for a weave from the caret."""
-        self.ask()
+    app: Editor
+    jobs: Jobs
+    navigation: Navigation
+    # the last shape asked for, offered again
+    choice: WeaveChoice | None = field(default=None, init=False)
+    progress: WeaveProgress | None = field(default=None, init=False)  # None: no weave running
+    # ratings for the running weave
+    ratings: queue.SimpleQueue | None = field(default=None, init=False)
 
     @property
     def weaving(self) -> bool:
@@ -126,6 +123,7 @@ class Weave:
         ratings.put((node, rating))
         return True
 
+    @key_action("weave")
     def ask(self) -> None:
         """The weave dialog; the shape chosen there is woven once the engine is idle."""
         app = self.app

@@ -29,6 +29,7 @@ rows show their depth instead.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.segment import Segment
@@ -132,13 +133,12 @@ class BranchTree(ScrollView, can_focus=True):
     }
     """
 
+    @dataclass
     class Selected(Message):
         """A row was chosen (enter or click): move the document to ``chain.last``."""
 
-        def __init__(self, tree: BranchTree, chain: Chain) -> None:
-            super().__init__()
-            self.tree = tree
-            self.chain = chain
+        tree: BranchTree
+        chain: Chain
 
         @property
         def control(self) -> BranchTree:

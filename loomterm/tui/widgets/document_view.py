@@ -14,6 +14,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.segment import Segment
@@ -150,40 +151,37 @@ class DocumentView(DocumentKeys, ScrollView, can_focus=True):
     """Hold edits back (while a generation is being set up, or a job whose result
     replaces the document runs); they are applied, in order, once it is False."""
 
+    @dataclass
     class Edited(Message):
         """The text changed here; the engine has not seen it yet. ``undoing``: the
         change is an undo or redo putting text back, which is already a step of the
         history (recording it again would cut off the redo)."""
 
-        def __init__(self, view: DocumentView, undoing: bool = False) -> None:
-            super().__init__()
-            self.view = view
-            self.undoing = undoing
+        view: DocumentView
+        undoing: bool = False
 
         @property
         def control(self) -> DocumentView:
             return self.view
 
+    @dataclass
     class CaretMoved(Message):
         """The caret moved (by a key or a click)."""
 
-        def __init__(self, view: DocumentView, caret: int) -> None:
-            super().__init__()
-            self.view = view
-            self.caret = caret
+        view: DocumentView
+        caret: int
 
         @property
         def control(self) -> DocumentView:
             return self.view
 
+    @dataclass
     class TokenClicked(Message):
         """A token was right-clicked, ctrl-clicked or double-clicked: show its
         alternatives."""
 
-        def __init__(self, view: DocumentView, char: int) -> None:
-            super().__init__()
-            self.view = view
-            self.char = char
+        view: DocumentView
+        char: int
 
         @property
         def control(self) -> DocumentView:

@@ -50,12 +50,11 @@ class ExportScreen(FormScreen[None]):
 
     SUBMIT = "export"
 
+    @dataclass
     class Requested(Message):
         """The user asked for ``request`` to be written."""
 
-        def __init__(self, request: ExportRequest) -> None:
-            super().__init__()
-            self.request = request
+        request: ExportRequest
 
     DEFAULT_CSS = (
         "ExportScreen {"

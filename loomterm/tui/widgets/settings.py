@@ -10,6 +10,7 @@ the rule it breaks.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from textual.app import ComposeResult
@@ -77,13 +78,12 @@ class SettingInput(Field):
     """A setting's field: a number field says which characters it refused (Textual's
     own only rings the bell, and a letter typed into it was lost without a word)."""
 
+    @dataclass
     class Refused(Message):
         """``text`` was typed into ``field`` and refused by its type."""
 
-        def __init__(self, field: SettingInput, text: str) -> None:
-            super().__init__()
-            self.field = field
-            self.text = text
+        field: SettingInput
+        text: str
 
     _attempt = ""
 

@@ -17,6 +17,7 @@ neighbour, so a key costs what the rows on screen cost on a tree of any size.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.segment import Segment
@@ -97,25 +98,23 @@ class TreeMap(Widget, can_focus=True):
     }
     """
 
+    @dataclass
     class Moved(Message):
         """The cursor moved to ``unit`` (its first node)."""
 
-        def __init__(self, tree_map: TreeMap, unit: Node) -> None:
-            super().__init__()
-            self.tree_map = tree_map
-            self.unit = unit
+        tree_map: TreeMap
+        unit: Node
 
         @property
         def control(self) -> TreeMap:
             return self.tree_map
 
+    @dataclass
     class Selected(Message):
         """Enter: go to ``node`` (the last node of the cursor's unit)."""
 
-        def __init__(self, tree_map: TreeMap, node: Node) -> None:
-            super().__init__()
-            self.tree_map = tree_map
-            self.node = node
+        tree_map: TreeMap
+        node: Node
 
         @property
         def control(self) -> TreeMap:
