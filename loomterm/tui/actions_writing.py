@@ -20,7 +20,7 @@ WRITING: tuple[Action, ...] = (
         "ctrl+r",
         "regenerate",
         "Regenerate",
-        "Generate a new sibling of the generated text the caret is in.",
+        "A new sibling of the generated text at the caret (in your own text: of the last generation).",
         True,
         short="Regen",
     ),

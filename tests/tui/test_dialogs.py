@@ -239,6 +239,10 @@ async def test_help_lists_every_key_beside_its_action_id(make_app):
             assert what.startswith(action.title)
             assert keys == (action.key or "(palette)")
         assert by_id["cursor_left"][0] == "left"  # the document's own keys too
+        # and the branch pane's marks, which no key names ([2], ⏎, ∅, ...)
+        marks = {row[0]: row[2] for row in rows}
+        assert marks["[2]"].startswith("Branches") and marks["\u2205"].startswith("No text")
+        assert marks["\u23ce"].startswith("Line break")
         text = screen_text(app)
         assert "ctrl+g" in text and "generate" in text
         # The longest id is whole on one line, as keymap.toml needs it (it used to wrap).
