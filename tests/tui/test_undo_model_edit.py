@@ -77,6 +77,28 @@ async def test_undo_of_an_edit_in_model_text_goes_back_to_the_model_branch(
     assert {PROMPT + MODEL, PROMPT + OTHER, EDITED} <= stored
 
 
+async def test_undo_before_the_edit_synced_goes_back_to_the_model_branch(make_app, loom):
+    """ctrl+z at once after the keys (the engine has not had the edit yet): the edit
+    goes to the engine first, then the undo goes back to the model's branch."""
+    prompt = loom.append(loom.root, PROMPT)
+    written = loom.append(prompt, MODEL, origin=Origin.MODEL)
+    loom.cursor = written
+    app = make_app(sync_delay=5.0)  # no pause syncs it: only the undo does
+    async with app.run_test(size=TERMINAL) as pilot:
+        await settle(pilot)
+        await pilot.press("ctrl+home", *["right"] * len(PROMPT + " on the beach, in the sand"))
+        await pilot.press(*["backspace"] * len("sand"))
+        await type_text(pilot, "snow")
+        await pilot.press("ctrl+z")
+        await settle(pilot)
+        assert app.doc.text == PROMPT + MODEL and loom.cursor is written
+        assert EDITED in path_texts(loom, loom.tree)  # the edit is kept beside it
+        await pilot.press("ctrl+y")
+        await settle(pilot)
+        assert app.doc.text == EDITED
+        assert HALF not in path_texts(loom, loom.tree)
+
+
 async def test_undo_of_typing_steps_back_a_word_at_a_time_without_new_branches(
     make_app, loom, tmp_path
 ):
