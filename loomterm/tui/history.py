@@ -2,9 +2,10 @@
 deleted, so undoing an edit or a generation just goes back to where the document was.
 
 A state may also carry text typed on top of its node that the engine has not seen yet
-(undoing unsynced typing keeps it for redo), and the change to the tree's structure
-that led to it (a move, merge or split, ``tui.tidy_changes``): undoing past that state
-reverts the change, redoing to it applies it again.
+(a word end of typing on at the end of the text; an edit inside text the tree holds
+is one state, so no undo ever makes a branch of its half-made text), and the change to
+the tree's structure that led to it (a move, merge or split, ``tui.tidy_changes``):
+undoing past that state reverts the change, redoing to it applies it again.
 """
 
 from __future__ import annotations

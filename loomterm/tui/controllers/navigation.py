@@ -233,9 +233,10 @@ class Navigation:
 
     def restore_onto(self, place: Place) -> Node:
         """Where an undo to ``place`` shows its text: the node shown now, when it is the
-        writer's childless node below ``place.node`` and the text differs only inside
-        it (then the undo retypes it in place instead of branching); else
-        ``place.node``."""
+        writer's node below ``place.node`` and either childless with the text differing
+        only inside it (then the undo retypes it in place instead of branching) or the
+        text is a start of what is shown (then the undo cuts the path shown, and makes
+        no copy of the words kept beside it); else ``place.node``."""
         doc = self.app.doc
         current = doc.node
         text = place.text
@@ -243,11 +244,14 @@ class Navigation:
             text is None
             or current is None
             or current is place.node
-            or current.children
             or current.origin not in WRITER
             or current.parent is None
             or not place.node.is_ancestor_of(current)
         ):
+            return place.node
+        if doc.text.startswith(text):
+            return current
+        if current.children:
             return place.node
         start = doc.end_of(current.parent)
         if start is None or not text.startswith(doc.text[:start]):

@@ -63,11 +63,20 @@ class Typing:
         self.lifecycle.note_change()
         self.keeping.edited()  # while the model loads: written to the file at once
         doc = app.doc
-        if not event.undoing and doc.word_ended():  # a step for undo, as editors coalesce typing
+        if not event.undoing and self.word_step():
             app.history.push(Place(doc.node or app.loom.root, doc.caret, doc.text))
         self._stop_timer()
         self.timer = app.set_timer(self.delay, self.sync_now)
         app.status_line.soon()
+
+    def word_step(self) -> bool:
+        """A word of typing just ended on text that only goes on after what the engine
+        has: a step for undo, as editors coalesce typing. An edit of text the tree
+        already holds (the model's words, or the writer's before the caret) is one
+        step however many words it has: its texts between keys are no state of the
+        tree, and undoing to one would make a branch of a half-made text."""
+        doc = self.app.doc
+        return doc.word_ended() and doc.text.startswith(doc.synced_text)
 
     def caret_moved(self) -> None:
         """The caret moved: a run of typing ends where the caret leaves its text."""
