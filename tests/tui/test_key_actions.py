@@ -27,6 +27,17 @@ async def test_every_action_of_the_key_table_runs_a_controller_method_or_the_app
         assert set(app.actions) <= asked, set(app.actions) - asked
 
 
+class Worker:
+    """Runs what waits at once, and notes how it was asked to wait."""
+
+    def __init__(self) -> None:
+        self.waited: list[tuple[bool, bool]] = []
+
+    def when_idle(self, action, *, sync: bool = True, stop: bool = False) -> None:
+        self.waited.append((sync, stop))
+        action()
+
+
 def test_two_controllers_marking_one_action_is_refused():
     class First:
         @key_action("save")
@@ -39,17 +50,10 @@ def test_two_controllers_marking_one_action_is_refused():
             """Save."""
 
     with pytest.raises(ValueError, match="'save'"):
-        key_actions([First(), Second()], jobs=None)  # type: ignore[arg-type]
+        key_actions([First(), Second()], Worker())
 
 
 def test_a_waiting_mark_hands_the_method_to_the_worker_with_its_parameters():
-    waited: list[tuple] = []
-
-    class Worker:
-        def when_idle(self, action, *, sync=True, stop=False):
-            waited.append((sync, stop))
-            action()
-
     class Steps:
         def __init__(self) -> None:
             self.steps: list[int] = []
@@ -59,6 +63,6 @@ def test_a_waiting_mark_hands_the_method_to_the_worker_with_its_parameters():
             """Step."""
             self.steps.append(step)
 
-    steps = Steps()
-    key_actions([steps], Worker())["go"](-1)  # type: ignore[arg-type]
-    assert steps.steps == [-1] and waited == [(False, True)]
+    steps, worker = Steps(), Worker()
+    key_actions([steps], worker)["go"](-1)
+    assert steps.steps == [-1] and worker.waited == [(False, True)]

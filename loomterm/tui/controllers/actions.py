@@ -13,13 +13,18 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
-
-if TYPE_CHECKING:
-    from loomterm.tui.controllers.jobs import Jobs
+from typing import Any, Protocol, TypeVar
 
 MARK = "key_action"  # the attribute a marked method carries
 Method = TypeVar("Method", bound=Callable[..., Any])
+
+
+class Waiter(Protocol):
+    """What runs an action once the engine is idle (the editor's ``Jobs``)."""
+
+    def when_idle(
+        self, action: Callable[[], None], *, sync: bool = True, stop: bool = False
+    ) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -46,7 +51,7 @@ def key_action(
     return mark
 
 
-def key_actions(controllers: Iterable[object], jobs: Jobs) -> dict[str, Callable[..., Any]]:
+def key_actions(controllers: Iterable[object], jobs: Waiter) -> dict[str, Callable[..., Any]]:
     """The marked methods of ``controllers``, by action name, bound and ready to run
     with the action's parameters. Two controllers marking one name is a mistake in the
     code, raised here (at start-up) rather than a key that runs the wrong thing."""
@@ -63,7 +68,7 @@ def key_actions(controllers: Iterable[object], jobs: Jobs) -> dict[str, Callable
     return actions
 
 
-def _waiting(method: Callable[..., Any], mark: KeyAction, jobs: Jobs) -> Callable[..., None]:
+def _waiting(method: Callable[..., Any], mark: KeyAction, jobs: Waiter) -> Callable[..., None]:
     def run(*params: Any) -> None:
         jobs.when_idle(partial(method, *params), stop=mark.stop, sync=mark.sync)
 
