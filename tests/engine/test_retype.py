@@ -142,3 +142,21 @@ def test_the_session_file_holds_every_retype(llama_loom, tmp_path, exact):
     reopened = load(path).tree.nodes[node.id]
     assert reopened.tokens == node.tokens
     assert reopened.logprobs == pytest.approx(node.logprobs)
+
+
+def test_a_run_node_with_a_branch_the_path_does_not_show_is_not_retyped(llama_loom):
+    """An undo that cuts the path shown leaves the undone words as a child of the run's
+    node; typing on must branch, not change that child's text with its parent's."""
+    loom = llama_loom
+    run = TypingRun()
+    node = sync_text(loom, loom.root, " One two three", run=run)
+    run.ids.add(node.id)
+    undone = loom.append_tokens(node, loom.encode(" four five"), Origin.USER)
+    run.ids.add(undone.id)
+    kept = loom.text(undone)
+    assert loom.retype(node, " One two three six", run=run.ids) is None
+    typed = sync_text(loom, node, " One two three six", run=run)
+    assert loom.text(typed) == " One two three six"
+    assert loom.text(undone) == kept  # the undone words read as they did
+    assert_matches_recompute(loom, typed)
+    assert_matches_recompute(loom, undone)

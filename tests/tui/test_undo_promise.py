@@ -114,3 +114,13 @@ def test_type_pause_undo_redo_puts_the_words_back(make_app, tiny_loaded):
     loom = Loom.from_loaded(tiny_loaded, n_ctx=512)
     steps = [("type",), ("pause",), ("type_at", 3), ("pause",), ("undo",), ("pause",), ("redo",)]
     asyncio.run(play(make_app, loom, steps))
+
+
+def test_typing_after_undos_keeps_the_undone_words(make_app, tiny_loaded):
+    """Hypothesis found it: nine words typed, two undos, a word typed: the undone
+    words must stay in the tree (a branch beside the new word), not be typed over."""
+    from loomterm.engine import Loom
+
+    loom = Loom.from_loaded(tiny_loaded, n_ctx=512)
+    steps = [("type",)] * 9 + [("undo",), ("undo",), ("type",)]
+    asyncio.run(play(make_app, loom, steps))

@@ -159,15 +159,18 @@ class Retype:
 
 def in_run(path: list[Node], run: Collection[int]) -> Callable[[int], bool]:
     """Which nodes of ``path`` (the root left off) a retype may change in place: the
-    last one when the writer wrote it (origin user or edit) and it has no children, or
-    one of ``run`` (ids of the nodes the current typing run made) whose nodes below are
-    all the run's, one chain, ending in a leaf (``Loom.retype``)."""
+    last one when it has no children and the writer wrote it (origin user or edit) or
+    ``run`` holds it, or one of ``run`` (ids of the nodes the current typing run made)
+    whose nodes below are all the run's, one chain, ending in a leaf (``Loom.retype``).
+    A node with a branch the path does not show is never changed in place: the
+    branch's text would change with it (an undo that cut the path leaves the undone
+    words there)."""
     ids = set(run)
 
     def rewritable(index: int) -> bool:
         target, below = path[index], path[index + 1 :]
         if not below:
-            return (not target.children and target.origin in WRITER) or target.id in ids
+            return not target.children and (target.origin in WRITER or target.id in ids)
         return (
             target.id in ids
             and len(target.children) == 1
