@@ -172,6 +172,9 @@ def test_the_cursor_in_a_real_terminal(tmux_run, tiny_llama_dir, extra_env):
     )
     term.wait_for(lambda s: idle(s) and "(12 nodes)" in s, what="the editor and its pane")
     term.keys("F4")
+    # The pane draws its cursor only once it has the focus: Home before that moved the
+    # document's caret instead, under load.
+    term.wait_for(lambda s: CURSOR_MARK in s, what="the branch pane focused")
     term.keys("Home")
     term.keys("Down")
     term.wait_for(lambda s: f"\u2514{CURSOR_MARK}" in s, what="the cursor on the story's row")
