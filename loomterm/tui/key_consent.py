@@ -19,7 +19,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Label
 
-from loomterm.tui.widgets.dialogs import DIALOG_CSS, DialogScreen
+from loomterm.tui.widgets.dialogs import DialogScreen, dialog_css, dialog_title
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -33,7 +33,7 @@ class KeyConsentScreen(DialogScreen["str | None"]):
     """Send the API key to ``origin``? Dismisses with "once", "always", "never" or None
     (not now)."""
 
-    DEFAULT_CSS = "KeyConsentScreen {" + DIALOG_CSS + "}"
+    DEFAULT_CSS = dialog_css("KeyConsentScreen")
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y", "answer('once')", "Send this time", id="key_once"),
         Binding("a", "answer('always')", "Always", id="key_always"),
@@ -52,7 +52,7 @@ class KeyConsentScreen(DialogScreen["str | None"]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label(self.question, classes="dialog--title", markup=False)
+            yield dialog_title(self.question)
             yield Label(
                 "This session file names that server; you did not. Whoever runs it "
                 "could use your key. Without it, the server may refuse to answer.",

@@ -15,7 +15,7 @@ from textual.widgets import Label, OptionList
 from textual.widgets.option_list import Option
 
 from loomterm.tui.sanitize import safe_line
-from loomterm.tui.widgets.dialogs import DIALOG_CSS, DialogScreen
+from loomterm.tui.widgets.dialogs import DialogScreen, dialog_css, dialog_title
 
 BAR = 12
 
@@ -67,13 +67,12 @@ def chosen_summary(rows: list[Alternative], logprob: float | None) -> str:
 class AlternativesScreen(DialogScreen["Pick | None"]):
     """Pick an alternative token. Enter picks; ctrl+g picks and generates."""
 
-    DEFAULT_CSS = (
-        "AlternativesScreen {"
-        + DIALOG_CSS
-        + """
+    DEFAULT_CSS = dialog_css(
+        "AlternativesScreen",
+        """
         & > Vertical { width: 60; }
         & OptionList { height: auto; max-height: 14; }
-    }"""
+    """,
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Close", id="alternatives_close"),
@@ -98,7 +97,7 @@ class AlternativesScreen(DialogScreen["Pick | None"]):
             )
             options.append(Option(text, id=str(row.token_id)))
         with Vertical():
-            yield Label(safe_line(self.title_text), classes="dialog--title", markup=False)
+            yield dialog_title(self.title_text)
             yield OptionList(*options, markup=False)
             yield Label(
                 "enter: branch · ^g: branch and generate · esc: close",

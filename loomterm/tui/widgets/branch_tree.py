@@ -38,7 +38,6 @@ from textual import events
 from textual.binding import Binding, BindingType
 from textual.cache import LRUCache
 from textual.geometry import Size
-from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
@@ -53,6 +52,7 @@ from loomterm.tui.branch_rows import (
     is_unread,
     lay_out,
 )
+from loomterm.tui.widgets.widget_message import WidgetMessage
 
 MAX_INDENT = 12
 CURSOR_MARK = "\u276f"  # ❯: the keyboard cursor's row, in place of its connector's gap
@@ -134,15 +134,10 @@ class BranchTree(ScrollView, can_focus=True):
     """
 
     @dataclass
-    class Selected(Message):
+    class Selected(WidgetMessage["BranchTree"]):
         """A row was chosen (enter or click): move the document to ``chain.last``."""
 
-        tree: BranchTree
         chain: Chain
-
-        @property
-        def control(self) -> BranchTree:
-            return self.tree
 
     def __init__(self, text_of: Callable[[Node], str], *, id: str | None = None) -> None:
         super().__init__(id=id)

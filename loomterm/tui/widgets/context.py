@@ -15,13 +15,13 @@ from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import Button, Label, Static, TextArea
+from textual.widgets import Label, Static, TextArea
 
 from loomterm.config.settings import SettingError, Settings
 from loomterm.tui.sanitize import safe_line, safe_text
-from loomterm.tui.widgets.dialogs import DIALOG_CSS, FormScreen
+from loomterm.tui.widgets.dialogs import FormScreen, dialog_css, dialog_title, form_bindings
 from loomterm.tui.widgets.fields import Field, FieldArea
 
 KIND_LABELS = {"memory": "memory", "world_info": "world info", "authors_note": "author's note"}
@@ -62,10 +62,9 @@ class ContextScreen(FormScreen["dict[str, Any] | None"]):
     SUBMIT = "save"
     SUBMIT_ON_ENTER = False  # enter in the depth field is no save (as before)
 
-    DEFAULT_CSS = (
-        "ContextScreen {"
-        + DIALOG_CSS
-        + """
+    DEFAULT_CSS = dialog_css(
+        "ContextScreen",
+        """
         & > Vertical { width: 96; }
         & TextArea { height: 4; }
         & #context-note { height: 3; }
@@ -75,12 +74,9 @@ class ContextScreen(FormScreen["dict[str, Any] | None"]):
         & .context--row Input { width: 12; }
         & .context--help { color: $text-muted; width: 100%; }
         & #context-problem { color: $error; height: auto; }
-    }"""
+    """,
     )
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "cancel", "Cancel", id="context_cancel"),
-        Binding("ctrl+s", "submit", "Save", id="context_save"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = form_bindings("context", "Save", "context_save")
 
     def __init__(self, settings: Settings) -> None:
         super().__init__()
@@ -90,7 +86,7 @@ class ContextScreen(FormScreen["dict[str, Any] | None"]):
     def compose(self) -> ComposeResult:
         s = self.settings
         with Vertical():
-            yield Label("What the model sees besides the document", classes="dialog--title")
+            yield dialog_title("What the model sees besides the document")
             yield Label("Memory: before the document in every request", classes="context--help")
             yield FieldArea(s.memory, id="context-memory", soft_wrap=True)
             yield Label("Author's note: inside the document, near its end", classes="context--help")  # fmt: skip
@@ -109,9 +105,7 @@ class ContextScreen(FormScreen["dict[str, Any] | None"]):
                 yield Label("Scan depth (tokens)")
                 yield Field(str(s.world_info["scan_depth"]), id="context-scan", type="integer", compact=True)  # fmt: skip
             yield Label("", id="context-problem", markup=False)
-            with Horizontal(classes="dialog--buttons"):
-                yield Button("Cancel", id="cancel", compact=True)
-                yield Button("Save", id="save", variant="primary", compact=True)
+            yield self.buttons("Save")
             yield Label("ctrl+s saves · escape cancels", classes="dialog--hint")
 
     def on_mount(self) -> None:

@@ -15,7 +15,7 @@ from textual.screen import ModalScreen, ScreenResultType
 from textual.widgets import Button, Label
 
 from loomterm.tui.key_order import FOCUS_BINDINGS, hand_on
-from loomterm.tui.sanitize import safe_line, safe_text
+from loomterm.tui.sanitize import safe_text
 from loomterm.tui.widgets.fields import Field, FieldArea, FieldForm
 
 DEFAULT_SYSTEM = "You are a helpful assistant."
@@ -39,6 +39,28 @@ DIALOG_CSS = """
 """
 
 
+def dialog_css(screen: str, rules: str = "") -> str:
+    """The CSS of the dialog ``screen`` (its class name): :data:`DIALOG_CSS`, then
+    ``rules`` of its own (nested, as ``& .row { ... }``)."""
+    return f"{screen} {{{DIALOG_CSS}{rules}}}"
+
+
+def dialog_title(text: str) -> Label:
+    """A dialog's title, through the sanitiser: titles name outside things (a server,
+    a session, a token)."""
+    return Label(safe_text(text), classes="dialog--title", markup=False)
+
+
+def form_bindings(name: str, submit: str = "", submit_id: str = "") -> list[BindingType]:
+    """A form dialog's own keys: escape cancels (id ``{name}_cancel``), and with
+    ``submit`` ctrl+s submits (shown as ``submit``, id ``submit_id``). The ids are what
+    a keymap file names."""
+    keys: list[BindingType] = [Binding("escape", "cancel", "Cancel", id=f"{name}_cancel")]
+    if submit:
+        keys.append(Binding("ctrl+s", "submit", submit, id=submit_id))
+    return keys
+
+
 class DialogScreen(ModalScreen[ScreenResultType], Generic[ScreenResultType]):
     """A modal dialog whose keys apply in the order they were typed
     (``loomterm.tui.key_order``): tab and shift+tab move the focus as the app reads
@@ -53,6 +75,15 @@ class DialogScreen(ModalScreen[ScreenResultType], Generic[ScreenResultType]):
         # A key that bubbled up here after the dialog closed (typed right after the
         # key that closed it) belongs to what has the focus now.
         hand_on(self, event)
+
+    def filled(self, field_id: str, missing: str) -> str | None:
+        """What the field ``#field_id`` holds, stripped; None, with ``missing`` said as
+        a warning, when it is empty."""
+        value = self.query_one(f"#{field_id}", Field).value.strip()
+        if not value:
+            self.notify(missing, severity="warning")
+            return None
+        return value
 
 
 class FormScreen(DialogScreen[ScreenResultType], FieldForm, Generic[ScreenResultType]):
@@ -81,11 +112,19 @@ class FormScreen(DialogScreen[ScreenResultType], FieldForm, Generic[ScreenResult
     def action_cancel(self) -> None:
         self.dismiss(None)
 
+    def buttons(self, submit: str) -> Horizontal:
+        """The form's buttons: Cancel, then ``submit``, the primary one (id ``SUBMIT``)."""
+        return Horizontal(
+            Button("Cancel", id="cancel", compact=True),
+            Button(submit, id=self.SUBMIT, variant="primary", compact=True),
+            classes="dialog--buttons",
+        )
+
 
 class ConfirmScreen(DialogScreen[bool]):
     """Ask a yes/no question; dismisses with True for yes."""
 
-    DEFAULT_CSS = "ConfirmScreen {" + DIALOG_CSS + "}"
+    DEFAULT_CSS = dialog_css("ConfirmScreen")
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y", "answer(True)", "Yes", id="confirm_yes"),
         Binding("n,escape", "answer(False)", "No", id="confirm_no"),
@@ -99,7 +138,7 @@ class ConfirmScreen(DialogScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label(safe_text(self.question), classes="dialog--title", markup=False)
+            yield dialog_title(self.question)
             with Horizontal(classes="dialog--buttons"):
                 yield Button(self.no, id="no", compact=True)
                 yield Button(self.yes, id="yes", variant="warning", compact=True)
@@ -130,18 +169,14 @@ class ChatScreen(FormScreen["ChatRequest | None"]):
     SUBMIT = "start"
     SUBMIT_ON_ENTER = False  # enter in the name field is no start: the messages follow
 
-    DEFAULT_CSS = (
-        "ChatScreen {"
-        + DIALOG_CSS
-        + """
+    DEFAULT_CSS = dialog_css(
+        "ChatScreen",
+        """
         & TextArea { height: 4; }  /* the dialog fits 80x24 */
         & #user { height: 5; }
-    }"""
+    """,
     )
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "cancel", "Cancel", id="chat_cancel"),
-        Binding("ctrl+s", "submit", "Start", id="chat_start"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = form_bindings("chat", "Start", "chat_start")
 
     def __init__(self, system: str = DEFAULT_SYSTEM) -> None:
         super().__init__()
@@ -149,16 +184,14 @@ class ChatScreen(FormScreen["ChatRequest | None"]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label("New chat", classes="dialog--title")
+            yield dialog_title("New chat")
             yield Label("Session name (empty: a new name from the time)")
             yield Field(placeholder="chat-…", id="name", compact=True)
             yield Label("System message")
             yield FieldArea(self.system, id="system", soft_wrap=True)
             yield Label("User message")
             yield FieldArea("", id="user", soft_wrap=True)
-            with Horizontal(classes="dialog--buttons"):
-                yield Button("Cancel", id="cancel", compact=True)
-                yield Button("Start and generate", id="start", variant="primary", compact=True)
+            yield self.buttons("Start and generate")
             yield Label("ctrl+s starts · escape cancels", classes="dialog--hint")
 
     def on_mount(self) -> None:
@@ -189,7 +222,7 @@ class TurnRequest:
 class TurnScreen(DialogScreen["TurnRequest | None"]):
     """Add a user turn to a chat."""
 
-    DEFAULT_CSS = "TurnScreen {" + DIALOG_CSS + "& TextArea { height: 7; } }"
+    DEFAULT_CSS = dialog_css("TurnScreen", "& TextArea { height: 7; }")
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel", id="turn_cancel"),
         Binding("ctrl+s", "add(True)", "Add and generate", id="turn_add"),
@@ -197,7 +230,7 @@ class TurnScreen(DialogScreen["TurnRequest | None"]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label("Add a user turn", classes="dialog--title")
+            yield dialog_title("Add a user turn")
             yield FieldArea("", id="turn", soft_wrap=True)
             with Horizontal(classes="dialog--buttons"):
                 yield Button("Cancel", id="cancel", compact=True)
@@ -230,7 +263,7 @@ class SaveAsScreen(DialogScreen["str | None"], FieldForm):
     session, or quit without them. Dismisses with the new session's name, ``""`` to
     quit without saving, or None to stay."""
 
-    DEFAULT_CSS = "SaveAsScreen {" + DIALOG_CSS + "& Input { margin-bottom: 1; } }"
+    DEFAULT_CSS = dialog_css("SaveAsScreen", "& Input { margin-bottom: 1; }")
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "stay", "Stay", id="save_as_stay"),
     ]
@@ -242,11 +275,7 @@ class SaveAsScreen(DialogScreen["str | None"], FieldForm):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label(
-                f"{self.session!r} is open read-only: your changes are not saved.",
-                classes="dialog--title",
-                markup=False,
-            )
+            yield dialog_title(f"{self.session!r} is open read-only: your changes are not saved.")
             yield Label("Save them as a new session named")
             yield Field(self.name_value, id="name", compact=True)
             with Horizontal(classes="dialog--buttons"):
@@ -270,11 +299,9 @@ class SaveAsScreen(DialogScreen["str | None"], FieldForm):
             self.dismiss(None)
 
     def _save(self) -> None:
-        name = self.query_one("#name", Field).value.strip()
-        if not name:
-            self.notify("Name the new session", severity="warning")
-            return
-        self.dismiss(name)
+        name = self.filled("name", "Name the new session")
+        if name is not None:
+            self.dismiss(name)
 
     def action_stay(self) -> None:
         self.dismiss(None)
@@ -283,10 +310,11 @@ class SaveAsScreen(DialogScreen["str | None"], FieldForm):
 class NameScreen(FormScreen["str | None"]):
     """Ask for a name (a new session, a rename); dismisses with it, or None."""
 
-    DEFAULT_CSS = "NameScreen {" + DIALOG_CSS + "}"
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "cancel", "Cancel", id="name_cancel"),
-    ]
+    MISSING: ClassVar[str] = "Write a name first"
+    """What an empty name is told."""
+
+    DEFAULT_CSS = dialog_css("NameScreen")
+    BINDINGS: ClassVar[list[BindingType]] = form_bindings("name")
 
     def __init__(self, title: str, value: str = "", action: str = "OK") -> None:
         super().__init__()
@@ -296,19 +324,15 @@ class NameScreen(FormScreen["str | None"]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label(safe_line(self.title_text), classes="dialog--title", markup=False)
+            yield dialog_title(self.title_text)
             yield Field(self.value, id="name", compact=True)
-            with Horizontal(classes="dialog--buttons"):
-                yield Button("Cancel", id="cancel", compact=True)
-                yield Button(self.action, id="ok", variant="primary", compact=True)
+            yield self.buttons(self.action)
             yield Label("enter confirms · escape cancels", classes="dialog--hint")
 
     def on_mount(self) -> None:
         self.query_one("#name", Field).focus()
 
     def action_submit(self) -> None:
-        name = self.query_one("#name", Field).value.strip()
-        if not name:
-            self.notify("Write a name first", severity="warning")
-            return
-        self.dismiss(name)
+        name = self.filled("name", self.MISSING)
+        if name is not None:
+            self.dismiss(name)

@@ -23,7 +23,6 @@ from textual import events
 from textual.binding import Binding, BindingType
 from textual.cache import LRUCache
 from textual.geometry import Size
-from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -33,6 +32,7 @@ from loomterm.tui.document import DocumentModel
 from loomterm.tui.sanitize import display
 from loomterm.tui.shades import prob_bucket, surprisal_bucket
 from loomterm.tui.widgets.document_keys import DocumentKeys
+from loomterm.tui.widgets.widget_message import WidgetMessage
 
 GUTTER = 11  # "assistant" and a bar
 
@@ -152,40 +152,25 @@ class DocumentView(DocumentKeys, ScrollView, can_focus=True):
     replaces the document runs); they are applied, in order, once it is False."""
 
     @dataclass
-    class Edited(Message):
+    class Edited(WidgetMessage["DocumentView"]):
         """The text changed here; the engine has not seen it yet. ``undoing``: the
         change is an undo or redo putting text back, which is already a step of the
         history (recording it again would cut off the redo)."""
 
-        view: DocumentView
         undoing: bool = False
 
-        @property
-        def control(self) -> DocumentView:
-            return self.view
-
     @dataclass
-    class CaretMoved(Message):
+    class CaretMoved(WidgetMessage["DocumentView"]):
         """The caret moved (by a key or a click)."""
 
-        view: DocumentView
         caret: int
 
-        @property
-        def control(self) -> DocumentView:
-            return self.view
-
     @dataclass
-    class TokenClicked(Message):
+    class TokenClicked(WidgetMessage["DocumentView"]):
         """A token was right-clicked, ctrl-clicked or double-clicked: show its
         alternatives."""
 
-        view: DocumentView
         char: int
-
-        @property
-        def control(self) -> DocumentView:
-            return self.view
 
     def __init__(
         self,

@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import ClassVar
 
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Button, Checkbox, Input, Label, Select
 
 from loomterm.tui.sanitize import safe_line
-from loomterm.tui.widgets.dialogs import DIALOG_CSS, FormScreen
+from loomterm.tui.widgets.dialogs import FormScreen, dialog_css, dialog_title, form_bindings
 from loomterm.tui.widgets.fields import Field
 
 FORMAT_LABELS = {
@@ -56,21 +56,17 @@ class ExportScreen(FormScreen[None]):
 
         request: ExportRequest
 
-    DEFAULT_CSS = (
-        "ExportScreen {"
-        + DIALOG_CSS
-        + """
+    DEFAULT_CSS = dialog_css(
+        "ExportScreen",
+        """
         & .export--row { height: 1; margin-bottom: 1; }
         & .export--row Label { width: 10; }
         & .export--row Input, & .export--row Select { width: 1fr; }
         & #export-status { width: 100%; height: auto; color: $error; display: none; }
         & #export-status.-working { color: $text-muted; }
-    }"""
+    """,
     )
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "cancel", "Cancel", id="export_cancel"),
-        Binding("ctrl+s", "submit", "Export", id="export_go"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = form_bindings("export", "Export", "export_go")
 
     def __init__(
         self,
@@ -96,7 +92,7 @@ class ExportScreen(FormScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label("Export", classes="dialog--title")
+            yield dialog_title("Export")
             with Horizontal(classes="export--row"):
                 yield Label("Format")
                 yield Select(
@@ -125,9 +121,7 @@ class ExportScreen(FormScreen[None]):
                     compact=True,
                 )
             yield Label("", id="export-status", markup=False)
-            with Horizontal(classes="dialog--buttons"):
-                yield Button("Cancel", id="cancel", compact=True)
-                yield Button("Export", id="export", variant="primary", compact=True)
+            yield self.buttons("Export")
             yield Label(
                 "ctrl+s exports (or enter in the file name) · tab moves · escape cancels",
                 classes="dialog--hint",

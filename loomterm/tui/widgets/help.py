@@ -11,7 +11,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.widgets import DataTable, Label
 
-from loomterm.tui.widgets.dialogs import DIALOG_CSS, DialogScreen
+from loomterm.tui.widgets.dialogs import DialogScreen, dialog_css, dialog_title
 
 HelpRow = tuple[str, str, str, str, str]  # (group, keys, action id, title, help)
 KEY_WIDTH = 15  # "alt+shift+right"
@@ -22,15 +22,14 @@ class HelpScreen(DialogScreen[None]):
     """A table of keys, a heading per group. Rows come from the app (so remapped keys
     show as remapped)."""
 
-    DEFAULT_CSS = (
-        "HelpScreen {"
-        + DIALOG_CSS
-        + """
+    DEFAULT_CSS = dialog_css(
+        "HelpScreen",
+        """
         & > Vertical { width: 96%; max-width: 120; height: 100%; max-height: 40; padding: 0 1; }
         & .dialog--title { margin-bottom: 0; }
         & .dialog--hint { margin-top: 0; }
         & DataTable { height: 1fr; min-height: 3; }
-    }"""
+    """,
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,f1,q", "close", "Close", id="help_close"),
@@ -43,7 +42,7 @@ class HelpScreen(DialogScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label("loomterm keys", classes="dialog--title")
+            yield dialog_title("loomterm keys")
             yield DataTable(zebra_stripes=True, cursor_type="row")
             where = self.where or "keymap.toml in the config folder"
             hint = f"escape closes \u00b7 remap by action id: {where}"

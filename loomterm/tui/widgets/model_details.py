@@ -11,7 +11,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Label
 
-from loomterm.tui.widgets.dialogs import DIALOG_CSS, DialogScreen
+from loomterm.tui.widgets.dialogs import DialogScreen, dialog_css, dialog_title
 
 
 def model_lines(loom: Any) -> list[str]:
@@ -36,13 +36,12 @@ def model_lines(loom: Any) -> list[str]:
 class ModelDetailsScreen(DialogScreen[None]):
     """The model view (read only): escape closes it."""
 
-    DEFAULT_CSS = (
-        "ModelDetailsScreen {"
-        + DIALOG_CSS
-        + """
+    DEFAULT_CSS = dialog_css(
+        "ModelDetailsScreen",
+        """
         & > Vertical { width: 96%; max-width: 110; max-height: 90%; }
         & VerticalScroll { height: auto; max-height: 30; }
-    }"""
+    """,
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q,enter", "close", "Close", id="model_details_close"),
@@ -54,7 +53,7 @@ class ModelDetailsScreen(DialogScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label("Models", classes="dialog--title")
+            yield dialog_title("Models")
             with VerticalScroll():
                 yield Label("\n".join(self.lines), id="model-lines", markup=False)
             yield Label(

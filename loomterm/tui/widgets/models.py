@@ -9,13 +9,19 @@ from typing import ClassVar
 from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
-from textual.widgets import Button, Label
+from textual.widgets import Label
 
 from loomterm.tui.sanitize import safe_line
-from loomterm.tui.widgets.dialogs import DIALOG_CSS, FormScreen, NameScreen
+from loomterm.tui.widgets.dialogs import (
+    FormScreen,
+    NameScreen,
+    dialog_css,
+    dialog_title,
+    form_bindings,
+)
 from loomterm.tui.widgets.fields import Field
 
 SWATCH = "\u25a0"  # ■
@@ -78,35 +84,27 @@ class ModelLegend(Widget):
 class AttachScreen(NameScreen):
     """Ask for a model to attach: a server URL or a local model (folder or name)."""
 
+    MISSING = "Write a URL, a folder or a model name first"
+
     def __init__(self) -> None:
         super().__init__(
             "Attach a model: a server URL (http://host:port) or a local model folder or name",
             action="Attach",
         )
 
-    def action_submit(self) -> None:
-        source = self.query_one("#name", Field).value.strip()
-        if not source:
-            self.notify("Write a URL, a folder or a model name first", severity="warning")
-            return
-        self.dismiss(source)
-
 
 class SiblingsScreen(FormScreen["list[tuple[str, int]] | None"]):
     """Siblings from several models at once: a count per model (0 leaves it out)."""
 
-    DEFAULT_CSS = (
-        "SiblingsScreen {"
-        + DIALOG_CSS
-        + """
+    DEFAULT_CSS = dialog_css(
+        "SiblingsScreen",
+        """
         & .siblings--row { height: 1; margin-bottom: 1; }
         & .siblings--row Label { width: 1fr; }
         & .siblings--row Input { width: 8; }
-    }"""
+    """,
     )
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "cancel", "Cancel", id="siblings_cancel"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = form_bindings("siblings")
 
     def __init__(self, counts: list[tuple[str, int]], blind: bool) -> None:
         super().__init__()
@@ -115,14 +113,12 @@ class SiblingsScreen(FormScreen["list[tuple[str, int]] | None"]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label("Siblings from several models", classes="dialog--title")
+            yield dialog_title("Siblings from several models")
             for i, (key, count) in enumerate(self.counts):
                 with Horizontal(classes="siblings--row"):
                     yield Label(safe_line(key), markup=False)
                     yield Field(str(count), id=f"count-{i}", type="integer", compact=True)
-            with Horizontal(classes="dialog--buttons"):
-                yield Button("Cancel", id="cancel", compact=True)
-                yield Button("Generate", id="ok", variant="primary", compact=True)
+            yield self.buttons("Generate")
             hint = "how many siblings each model writes · enter generates · escape cancels"
             if self.blind:
                 hint += " · blind: who wrote which stays hidden until you pick one"

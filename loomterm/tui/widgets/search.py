@@ -26,7 +26,7 @@ from textual.widgets.option_list import Option
 from loomterm.errors import InputError
 from loomterm.search import Hit, Query, SearchResult, branch_label
 from loomterm.tui.sanitize import safe_line
-from loomterm.tui.widgets.dialogs import DIALOG_CSS, DialogScreen
+from loomterm.tui.widgets.dialogs import DialogScreen, dialog_css, dialog_title
 from loomterm.tui.widgets.fields import Field, FieldForm
 
 SHOWN = 200  # hits listed at most (the count says how many there are)
@@ -59,17 +59,16 @@ class SearchPick:
 class SearchScreen(DialogScreen["SearchPick | None"], FieldForm):
     """Search every branch; dismisses with the chosen hit (None: escape)."""
 
-    DEFAULT_CSS = (
-        "SearchScreen {"
-        + DIALOG_CSS
-        + """
+    DEFAULT_CSS = dialog_css(
+        "SearchScreen",
+        """
         & > Vertical { width: 100; }
         & #search-options { height: 1; margin-top: 1; }
         & #search-options Checkbox { margin-right: 2; }
         & #search-status { width: 100%; color: $text-muted; margin-top: 1; }
         & #search-status.-error { color: $error; }
         & OptionList { height: auto; max-height: 16; margin-top: 1; }
-    }"""
+    """,
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel", id="search_cancel"),
@@ -94,7 +93,7 @@ class SearchScreen(DialogScreen["SearchPick | None"], FieldForm):
     def compose(self) -> ComposeResult:
         start = self.query_start
         with Vertical():
-            yield Label("Search every branch", classes="dialog--title")
+            yield dialog_title("Search every branch")
             yield Field(start.text, placeholder="text, or a regular expression", id="search-text")
             with Horizontal(id="search-options"):
                 yield Checkbox("Regular expression (alt+r)", start.regex, id="regex", compact=True)

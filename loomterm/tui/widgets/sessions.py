@@ -23,7 +23,13 @@ from loomterm.errors import LoomError
 from loomterm.tui import sessions
 from loomterm.tui.sanitize import plain_text, safe_line, safe_text
 from loomterm.tui.sessions import SessionRow
-from loomterm.tui.widgets.dialogs import DIALOG_CSS, ConfirmScreen, DialogScreen, NameScreen
+from loomterm.tui.widgets.dialogs import (
+    ConfirmScreen,
+    DialogScreen,
+    NameScreen,
+    dialog_css,
+    dialog_title,
+)
 from loomterm.tui.widgets.status_bar import human_bytes
 
 
@@ -44,13 +50,12 @@ def when(seconds: float) -> str:
 class SessionsScreen(DialogScreen["SessionChoice | None"]):
     """The saved sessions, newest change first; the open one is marked ``●``."""
 
-    DEFAULT_CSS = (
-        "SessionsScreen {"
-        + DIALOG_CSS
-        + """
+    DEFAULT_CSS = dialog_css(
+        "SessionsScreen",
+        """
         & > Vertical { width: 96%; max-width: 110; height: auto; max-height: 94%; }
         & DataTable { height: auto; max-height: 20; }
-    }"""
+    """,
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Close", id="sessions_close"),
@@ -76,7 +81,7 @@ class SessionsScreen(DialogScreen["SessionChoice | None"]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label("Sessions", classes="dialog--title")
+            yield dialog_title("Sessions")
             yield DataTable(cursor_type="row", zebra_stripes=True, id="sessions")
             yield Label("", id="empty", classes="dialog--hint", markup=False)
             hint = "enter opens · n new · r rename · d delete · escape closes"

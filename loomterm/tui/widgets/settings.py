@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
-from textual.widgets import Button, Input, Label, Select
+from textual.widgets import Input, Label, Select
 
 from loomterm.config.settings import SettingError, Settings, Spec
 from loomterm.tui.sanitize import plain, safe_line
-from loomterm.tui.widgets.dialogs import DIALOG_CSS, FormScreen
+from loomterm.tui.widgets.dialogs import FormScreen, dialog_css, dialog_title, form_bindings
 from loomterm.tui.widgets.fields import Field
 
 # Rows of the dialog: typed into an input, or chosen from a list (choices, on/off).
@@ -107,10 +107,9 @@ class SettingsScreen(FormScreen["dict[str, Any] | None"]):
 
     SUBMIT = "save"
 
-    DEFAULT_CSS = (
-        "SettingsScreen {"
-        + DIALOG_CSS
-        + """
+    DEFAULT_CSS = dialog_css(
+        "SettingsScreen",
+        """
         & > Vertical { width: 92; }
         & #settings-rows { height: 1fr; scrollbar-size-vertical: 1; }
         & .settings--row { height: 1; margin-bottom: 1; }
@@ -129,12 +128,9 @@ class SettingsScreen(FormScreen["dict[str, Any] | None"]):
         &.-short .dialog--title, &.-short .settings--row { margin-bottom: 0; }
         &.-short .dialog--buttons { margin-top: 0; }
         &.-short .dialog--hint { display: none; }
-    }"""
+    """,
     )
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "cancel", "Cancel", id="settings_cancel"),
-        Binding("ctrl+s", "submit", "Save", id="settings_save"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = form_bindings("settings", "Save", "settings_save")
 
     def __init__(
         self,
@@ -154,13 +150,11 @@ class SettingsScreen(FormScreen["dict[str, Any] | None"]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label("Settings (kept with this session)", classes="dialog--title")
+            yield dialog_title("Settings (kept with this session)")
             with VerticalScroll(id="settings-rows", can_focus=False):
                 yield from self._rows()
             yield Label("", id="problems", markup=False)
-            with Horizontal(classes="dialog--buttons"):
-                yield Button("Cancel", id="cancel", compact=True)
-                yield Button("Save", id="save", variant="primary", compact=True)
+            yield self.buttons("Save")
             yield Label("enter or ctrl+s saves · escape cancels", classes="dialog--hint")
 
     def _rows(self) -> ComposeResult:

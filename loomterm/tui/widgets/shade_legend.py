@@ -11,21 +11,17 @@ from textual.app import RenderResult
 from textual.widget import Widget
 
 from loomterm.tui.shades import PROBABILITY_LABELS, SURPRISAL_LABELS
+from loomterm.tui.widgets.status_bar import LINE_BAR_CSS
 
 
 class ShadeLegend(Widget):
     """Hidden unless the document colours tokens; then the colours' key."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {f"shade-legend--{i}" for i in range(1, 6)}
-    DEFAULT_CSS = """
-    ShadeLegend {
-        height: 1;
-        background: $panel;
-        color: $text-muted;
-        padding: 0 1;
-        text-wrap: nowrap;
-        text-overflow: ellipsis;
-    }
+    DEFAULT_CSS = (
+        "ShadeLegend {"
+        + LINE_BAR_CSS
+        + """}
     ShadeLegend.-hidden { display: none; }
     ShadeLegend > .shade-legend--1 { background: $loom-prob-1; color: $text; }
     ShadeLegend > .shade-legend--2 { background: $loom-prob-2; color: $text; }
@@ -33,6 +29,7 @@ class ShadeLegend(Widget):
     ShadeLegend > .shade-legend--4 { background: $loom-prob-4; color: $text; }
     ShadeLegend > .shade-legend--5 { background: $loom-prob-5; color: $text; }
     """
+    )
 
     view = ""
     """``surprisal``, ``probabilities`` or "" (hidden)."""

@@ -60,6 +60,17 @@ class StatusInfo:
     saving: str = ""  # why the changes are not reaching the session file, while they are not
 
 
+LINE_BAR_CSS = """
+    height: 1;
+    background: $panel;
+    color: $text-muted;
+    padding: 0 1;
+    text-wrap: nowrap;
+    text-overflow: ellipsis;
+"""
+"""The look of a one-line bar under the document (this one, the shade legend)."""
+
+
 class StatusBar(Widget):
     """One line under the document.
 
@@ -68,16 +79,7 @@ class StatusBar(Widget):
     never changes, so an update repaints only the bar.
     """
 
-    DEFAULT_CSS = """
-    StatusBar {
-        height: 1;
-        background: $panel;
-        color: $text-muted;
-        padding: 0 1;
-        text-wrap: nowrap;
-        text-overflow: ellipsis;
-    }
-    """
+    DEFAULT_CSS = "StatusBar {" + LINE_BAR_CSS + "}"
 
     def show_status(self, info: StatusInfo) -> None:
         self._info = info

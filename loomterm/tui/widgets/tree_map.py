@@ -27,7 +27,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.geometry import Region
-from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Label
@@ -35,7 +34,8 @@ from textual.widgets import Label
 from loomterm.tree import Node, Origin
 from loomterm.tree_map import CELLS, GUIDE, Cell, MapLayout
 from loomterm.tui.sanitize import safe_line
-from loomterm.tui.widgets.dialogs import DIALOG_CSS, DialogScreen
+from loomterm.tui.widgets.dialogs import DialogScreen, dialog_css, dialog_title
+from loomterm.tui.widgets.widget_message import WidgetMessage
 
 CURSOR_MARK = "\u276f"  # ❯: in the connector before the cursor's glyph
 PREVIEW = 60
@@ -99,26 +99,16 @@ class TreeMap(Widget, can_focus=True):
     """
 
     @dataclass
-    class Moved(Message):
+    class Moved(WidgetMessage["TreeMap"]):
         """The cursor moved to ``unit`` (its first node)."""
 
-        tree_map: TreeMap
         unit: Node
 
-        @property
-        def control(self) -> TreeMap:
-            return self.tree_map
-
     @dataclass
-    class Selected(Message):
+    class Selected(WidgetMessage["TreeMap"]):
         """Enter: go to ``node`` (the last node of the cursor's unit)."""
 
-        tree_map: TreeMap
         node: Node
-
-        @property
-        def control(self) -> TreeMap:
-            return self.tree_map
 
     def __init__(self, layout: MapLayout, current: Node | None, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -325,15 +315,14 @@ class TreeMapScreen(DialogScreen[Node | None]):
     """The tree map over the editor: enter dismisses with the node to go to, escape
     with None. The line under the map says what the cursor is on."""
 
-    DEFAULT_CSS = (
-        "TreeMapScreen {"
-        + DIALOG_CSS
-        + """
+    DEFAULT_CSS = dialog_css(
+        "TreeMapScreen",
+        """
         & > Vertical { width: 100%; height: 100%; padding: 0 1; }
         & .dialog--title { margin-bottom: 0; }
         & .dialog--hint { margin-top: 0; }
         & #map-unit { width: 100%; height: 1; }
-    }"""
+    """,
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q", "close", "Close", id="map_close"),
@@ -353,7 +342,7 @@ class TreeMapScreen(DialogScreen[Node | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label(self.title_text, classes="dialog--title", markup=False)
+            yield dialog_title(self.title_text)
             yield self.tree_map
             yield Label("", id="map-unit", markup=False)
             yield Label(

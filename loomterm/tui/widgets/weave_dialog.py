@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Button, Label, Select
+from textual.widgets import Label, Select
 
 from loomterm.tui.sanitize import safe_line
-from loomterm.tui.widgets.dialogs import DIALOG_CSS, FormScreen
+from loomterm.tui.widgets.dialogs import FormScreen, dialog_css, dialog_title, form_bindings
 from loomterm.tui.widgets.fields import Field
 
 # Kept in step with ``engine.loom.weave`` (SCORES, MAX_N, MAX_DEPTH), which the editor's
@@ -69,20 +69,16 @@ class WeaveScreen(FormScreen["WeaveChoice | None"]):
 
     SUBMIT = "start"
 
-    DEFAULT_CSS = (
-        "WeaveScreen {"
-        + DIALOG_CSS
-        + """
+    DEFAULT_CSS = dialog_css(
+        "WeaveScreen",
+        """
         & .weave--row { height: 1; margin-bottom: 1; }
         & .weave--row Label { width: 26; }
         & .weave--row Input, & .weave--row Select { width: 1fr; }
         & #weave-problems { color: $error; height: auto; }
-    }"""
+    """,
     )
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "cancel", "Cancel", id="weave_cancel"),
-        Binding("ctrl+s", "submit", "Weave", id="weave_start"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = form_bindings("weave", "Weave", "weave_start")
 
     def __init__(self, choice: WeaveChoice | None = None) -> None:
         super().__init__()
@@ -90,7 +86,7 @@ class WeaveScreen(FormScreen["WeaveChoice | None"]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label("Weave from the caret", classes="dialog--title")
+            yield dialog_title("Weave from the caret")
             for name, label in LABELS.items():
                 with Horizontal(classes="weave--row"):
                     yield Label(label, markup=False)
@@ -110,9 +106,7 @@ class WeaveScreen(FormScreen["WeaveChoice | None"]):
                     compact=True,
                 )
             yield Label("", id="weave-problems", markup=False)
-            with Horizontal(classes="dialog--buttons"):
-                yield Button("Cancel", id="cancel", compact=True)
-                yield Button("Weave", id="start", variant="primary", compact=True)
+            yield self.buttons("Weave")
             yield Label(
                 "Each level gives every kept node n children in one batch and keeps the best "
                 "k; the rest stay in the tree. enter or ctrl+s starts · escape cancels · "
