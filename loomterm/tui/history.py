@@ -57,17 +57,18 @@ class History:
 
     def undo(self) -> Place | None:
         """Step back; returns the place to show, or None at the oldest."""
-        if not self._past or self.current is None:
-            return None
-        self._future.append(self.current)
-        self.current = self._past.pop()
-        return self.current
+        return self._step(self._past, self._future)
 
     def redo(self) -> Place | None:
-        if not self._future or self.current is None:
+        """Step forward again; returns the place to show, or None at the newest."""
+        return self._step(self._future, self._past)
+
+    def _step(self, source: list[Place], behind: list[Place]) -> Place | None:
+        """Move to the last place of ``source``, the current one going onto ``behind``."""
+        if not source or self.current is None:
             return None
-        self._past.append(self.current)
-        self.current = self._future.pop()
+        behind.append(self.current)
+        self.current = source.pop()
         return self.current
 
     def save_unsynced(self, place: Place) -> None:

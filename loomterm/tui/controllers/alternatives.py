@@ -6,10 +6,10 @@ picking one, which makes a branch there (optionally generating on) as a worker j
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from loomterm.engine.text_prefix import healed_count
 from loomterm.tui.controllers.actions import key_action
+from loomterm.tui.controllers.controller import Controller
 from loomterm.tui.controllers.navigation import Navigation
 from loomterm.tui.widgets.alternatives import (
     Alternative,
@@ -19,17 +19,10 @@ from loomterm.tui.widgets.alternatives import (
     shown_piece,
 )
 
-if TYPE_CHECKING:
-    from loomterm.tui.controllers.editor import Editor
-    from loomterm.tui.controllers.jobs import Jobs
-
 
 @dataclass(eq=False, repr=False)
-class Alternatives:
+class Alternatives(Controller):
     """A token's alternatives, and picking one."""
-
-    app: Editor
-    jobs: Jobs
 
     def clicked(self, char: int) -> None:
         """A token was clicked: its alternatives, once the engine is free."""

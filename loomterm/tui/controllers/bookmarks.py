@@ -12,14 +12,13 @@ from typing import TYPE_CHECKING
 from loomterm.tree import Node
 from loomterm.tui.branch_rows import is_hidden
 from loomterm.tui.controllers.actions import key_action
+from loomterm.tui.controllers.controller import Controller
 from loomterm.tui.sanitize import safe_line
 from loomterm.tui.tidy_changes import Archive
 from loomterm.tui.tree_places import branch_of
 from loomterm.tui.widgets.dialogs import ConfirmScreen
 
 if TYPE_CHECKING:
-    from loomterm.tui.controllers.editor import Editor
-    from loomterm.tui.controllers.jobs import Jobs
     from loomterm.tui.controllers.navigation import Navigation
 
 
@@ -35,11 +34,9 @@ def neighbour_of(branch: Node) -> Node | None:
 
 
 @dataclass(eq=False, repr=False)
-class Bookmarks:
+class Bookmarks(Controller):
     """Bookmarks and archived branches."""
 
-    app: Editor
-    jobs: Jobs
     navigation: Navigation
 
     def listed(self) -> list[tuple[Node, str]]:
@@ -54,13 +51,12 @@ class Bookmarks:
     @key_action("bookmark")
     def toggle(self) -> None:
         """Bookmark the node at the caret, or remove its bookmark."""
-        app = self.app
         node = self.navigation.node_at_caret()
         if node is None:
             return
         marked = bool(node.meta.get("bookmark"))
         self.jobs.set_meta(node, bookmark=None if marked else True)
-        app.notify("Bookmark removed" if marked else "Bookmarked", timeout=2)
+        self.app.notify("Bookmark removed" if marked else "Bookmarked", timeout=2)
 
     @key_action("next_bookmark")
     def next(self) -> None:

@@ -15,22 +15,19 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from loomterm.tree import Node
+from loomterm.tui.controllers.controller import Controller
 
 if TYPE_CHECKING:
     from textual.timer import Timer
 
-    from loomterm.tui.controllers.editor import Editor
-    from loomterm.tui.controllers.jobs import Jobs
 
 CARET_DELAY = 1.0  # seconds the caret must rest before it is written
 
 
 @dataclass(eq=False, repr=False)
-class Caret:
+class Caret(Controller):
     """Reporting the caret to the session, and finding where it was left."""
 
-    app: Editor
-    jobs: Jobs
     timer: Timer | None = field(default=None, init=False)  # runs once the caret has rested
 
     def saved(self, node: Node) -> int | None:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from loomterm.tui import chat, ops
 from loomterm.tui.controllers.actions import key_action
+from loomterm.tui.controllers.controller import Controller
 from loomterm.tui.controllers.navigation import Navigation
 from loomterm.tui.controllers.sessions import Sessions
 from loomterm.tui.widgets.dialogs import (
@@ -22,26 +23,28 @@ from loomterm.tui.widgets.dialogs import (
 )
 
 if TYPE_CHECKING:
-    from loomterm.tui.controllers.editor import Editor
-    from loomterm.tui.controllers.jobs import Jobs
     from loomterm.tui.controllers.looks import Looks
 
 
 @dataclass(eq=False, repr=False)
-class Chat:
+class Chat(Controller):
     """Chats and their turns."""
 
-    app: Editor
-    jobs: Jobs
     looks: Looks
+
+    def has_template(self) -> bool:
+        """Whether the model has a chat template; a warning says so when it has none."""
+        if chat.has_template(self.app.loom.runner.tokenizer):
+            return True
+        self.app.notify("This model has no chat template", severity="warning")
+        return False
 
     @key_action("new_chat")
     def new(self) -> None:
         """Ask for a new chat's turns (first, if this session has text, whether to
         start it in a new session)."""
         app = self.app
-        if not chat.has_template(app.loom.runner.tokenizer):
-            app.notify("This model has no chat template", severity="warning")
+        if not self.has_template():
             return
 
         def chosen(request: ChatRequest | None) -> None:
@@ -91,16 +94,14 @@ class Chat:
     @key_action("add_turn")
     def ask_turn(self) -> None:
         """Ask for the next user turn."""
-        app = self.app
-        if not chat.has_template(app.loom.runner.tokenizer):
-            app.notify("This model has no chat template", severity="warning")
+        if not self.has_template():
             return
 
         def chosen(request: TurnRequest | None) -> None:
             if request is not None:
                 self.jobs.when_idle(lambda: self.add_turn(request), stop=True)
 
-        app.push_screen(TurnScreen(), chosen)
+        self.app.push_screen(TurnScreen(), chosen)
 
     def add_turn(self, request: TurnRequest) -> None:
         """The user's turn (and the template's next header) after the document."""

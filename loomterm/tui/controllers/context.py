@@ -14,12 +14,11 @@ from textual.message import Message
 from loomterm.engine.context import PATH
 from loomterm.errors import LoomError
 from loomterm.tui.controllers.actions import key_action
+from loomterm.tui.controllers.controller import Controller
 from loomterm.tui.widgets.context import ContextScreen, Run
 
 if TYPE_CHECKING:
     from loomterm.tree import Node
-    from loomterm.tui.controllers.editor import Editor
-    from loomterm.tui.controllers.jobs import Jobs
     from loomterm.tui.controllers.swap import Swap
 
 
@@ -36,11 +35,9 @@ CONTEXT_EVENTS = frozenset({"settings", "cursor", "add", "split", "done"})
 
 
 @dataclass(eq=False, repr=False)
-class Context:
+class Context(Controller):
     """The context dialog and the context view."""
 
-    app: Editor
-    jobs: Jobs
     # a refresh is in the worker's queue: one is enough
     queued: bool = field(default=False, init=False)
 

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from textual.app import App
 
+    from loomterm.tui.controllers.editor import Editor
+
 NO_BRANCH = "No branch at the caret: move it into the text"
 BUSY = "Busy generating: esc stops it"
 
@@ -16,3 +18,12 @@ def refuse(app: App, why: str) -> None:
     """Ring the bell and say ``why`` for two seconds."""
     app.bell()
     app.notify(why, timeout=2)
+
+
+def refused_while_generating(app: Editor) -> bool:
+    """True, with :data:`BUSY` said, while a generation runs: a second one waits for no
+    one and would race the first for the document."""
+    if app.generating:
+        refuse(app, BUSY)
+        return True
+    return False

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from loomterm.tree import WRITER, Node, Origin
 from loomterm.tui import ops
 from loomterm.tui.controllers.actions import key_action
-from loomterm.tui.controllers.feedback import BUSY, refuse
+from loomterm.tui.controllers.feedback import refused_while_generating
 from loomterm.tui.controllers.generation_job import GenerationJob
 from loomterm.tui.controllers.navigation import Navigation
 from loomterm.tui.controllers.slowdown import Slowdown
@@ -138,8 +138,7 @@ class Generation:
         """Generate ``n`` siblings at the caret (or from ``start``); ``models`` and
         ``meta`` go to ``Loom.generate`` (siblings from several models)."""
         app = self.app
-        if app.generating:
-            refuse(app, BUSY)
+        if refused_while_generating(app):
             return
         loom = app.loom
         doc = app.doc

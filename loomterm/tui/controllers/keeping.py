@@ -26,11 +26,10 @@ from textual.message import Message
 
 from loomterm.errors import LoomError
 from loomterm.tui.controllers.actions import key_action
+from loomterm.tui.controllers.controller import Controller
 from loomterm.tui.sanitize import safe_line
 
 if TYPE_CHECKING:
-    from loomterm.tui.controllers.editor import Editor
-    from loomterm.tui.controllers.jobs import Jobs
     from loomterm.tui.controllers.lifecycle import Lifecycle
 
 
@@ -46,12 +45,10 @@ class SavedElsewhere(Message):
 
 
 @dataclass(eq=False, repr=False)
-class Keeping:
+class Keeping(Controller):
     """Typing kept before the model is there, quitting while it loads, and saving that
     fails."""
 
-    app: Editor
-    jobs: Jobs
     lifecycle: Lifecycle
     # why the typed text could not be written, if it could not
     problem: str = field(default="", init=False)

@@ -26,12 +26,11 @@ from typing import TYPE_CHECKING
 
 from loomterm.tree import Node
 from loomterm.tui.controllers.actions import key_action
+from loomterm.tui.controllers.controller import Controller
 from loomterm.tui.widgets.models import AttachScreen, ModelLegend, SiblingsScreen
 
 if TYPE_CHECKING:
-    from loomterm.tui.controllers.editor import Editor
     from loomterm.tui.controllers.generation import Generation
-    from loomterm.tui.controllers.jobs import Jobs
     from loomterm.tui.controllers.navigation import Navigation
     from loomterm.tui.controllers.swap import Swap
 
@@ -56,11 +55,9 @@ def blind_group(node: Node | None) -> tuple[Node, object] | None:
 
 
 @dataclass(eq=False, repr=False)
-class Models:
+class Models(Controller):
     """The models of the tree: the active one, their colours and legend, blind mode."""
 
-    app: Editor
-    jobs: Jobs
     navigation: Navigation
     generation: Generation
     blind: bool = field(default=False, init=False)

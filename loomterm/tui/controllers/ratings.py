@@ -16,11 +16,10 @@ from typing import TYPE_CHECKING
 
 from loomterm.tree import BAD, GOOD, Node, rating_of
 from loomterm.tui.controllers.actions import key_action
+from loomterm.tui.controllers.controller import Controller
 from loomterm.tui.tree_places import branch_of
 
 if TYPE_CHECKING:
-    from loomterm.tui.controllers.editor import Editor
-    from loomterm.tui.controllers.jobs import Jobs
     from loomterm.tui.controllers.navigation import Navigation
     from loomterm.tui.controllers.weave import Weave
 
@@ -76,11 +75,9 @@ def rating_filter(mode: str, keep: Callable[[], set[int]]) -> Callable[[Node], R
 
 
 @dataclass(eq=False, repr=False)
-class Ratings:
+class Ratings(Controller):
     """Rating branches, and the branch pane's rating filter (``mode``)."""
 
-    app: Editor
-    jobs: Jobs
     navigation: Navigation
     weave: Weave
     mode: str = field(default="all", init=False)  # one of FILTERS

@@ -21,20 +21,17 @@ from loomterm.errors import InputError
 from loomterm.search import DEADLINE_S, Hit, NodeTexts, Query, SearchResult, search_tree
 from loomterm.search.pattern import PatternTooSlow, SearchStopped
 from loomterm.tui.controllers.actions import key_action
+from loomterm.tui.controllers.controller import Controller
 from loomterm.tui.widgets.search import SearchPick, SearchScreen
 
 if TYPE_CHECKING:
-    from loomterm.tui.controllers.editor import Editor
-    from loomterm.tui.controllers.jobs import Jobs
     from loomterm.tui.controllers.navigation import Navigation
 
 
 @dataclass(eq=False, repr=False)
-class Search:
+class Search(Controller):
     """Search and its hits; keeps the last search and the decoded node texts."""
 
-    app: Editor
-    jobs: Jobs
     navigation: Navigation
     texts: NodeTexts | None = field(default=None, init=False)
     texts_of: object = field(default=None, init=False)  # the loom ``texts`` was decoded from

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from loomterm.tui.controllers.controller import Controller
 from loomterm.tui.sanitize import safe_line
 from loomterm.tui.widgets.status_bar import StatusBar, StatusInfo, backend_name
 
@@ -13,9 +14,7 @@ if TYPE_CHECKING:
     from textual.timer import Timer
 
     from loomterm.tui.controllers.caret import Caret
-    from loomterm.tui.controllers.editor import Editor
     from loomterm.tui.controllers.generation import Generation
-    from loomterm.tui.controllers.jobs import Jobs
     from loomterm.tui.controllers.keeping import Keeping
     from loomterm.tui.controllers.navigation import Navigation
     from loomterm.tui.controllers.presets import Presets
@@ -29,11 +28,9 @@ STATUS_DELAY = 0.1  # seconds: many things change the status bar at once
 
 
 @dataclass(eq=False, repr=False)
-class StatusLine:
+class StatusLine(Controller):
     """Keeps the status bar (``bar``) and the terminal's title up to date."""
 
-    app: Editor
-    jobs: Jobs
     progress: Progress
     generation: Generation
     weave: Weave

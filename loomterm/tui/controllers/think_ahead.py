@@ -29,14 +29,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from loomterm.errors import LoomError
+from loomterm.tui.controllers.controller import Controller
 
 if TYPE_CHECKING:
     from textual.timer import Timer
 
     from loomterm.engine.loom.foresight import Ask
-    from loomterm.tui.controllers.editor import Editor
     from loomterm.tui.controllers.generation import Generation
-    from loomterm.tui.controllers.jobs import Jobs
     from loomterm.tui.controllers.models import Models
 
 LOCAL = ("torch", "llama.cpp")  # backends ``auto`` thinks ahead on
@@ -44,11 +43,9 @@ LABEL = "think ahead"  # the job's label
 
 
 @dataclass(eq=False, repr=False)
-class ThinkAhead:
+class ThinkAhead(Controller):
     """The pause, the plan and the low-priority job (module docstring)."""
 
-    app: Editor
-    jobs: Jobs
     generation: Generation
     models: Models
     timer: Timer | None = field(default=None, init=False)

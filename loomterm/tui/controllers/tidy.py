@@ -20,6 +20,7 @@ from textual.message import Message
 from loomterm.tree import Node
 from loomterm.tui import ops, tidy_changes
 from loomterm.tui.controllers.actions import key_action
+from loomterm.tui.controllers.controller import Controller
 from loomterm.tui.controllers.feedback import NO_BRANCH, refuse
 from loomterm.tui.history import Place
 from loomterm.tui.sanitize import safe_line
@@ -27,8 +28,6 @@ from loomterm.tui.tree_places import branch_of
 
 if TYPE_CHECKING:
     from loomterm.engine import Loom
-    from loomterm.tui.controllers.editor import Editor
-    from loomterm.tui.controllers.jobs import Jobs
     from loomterm.tui.controllers.looks import Looks
     from loomterm.tui.controllers.navigation import Navigation
 
@@ -47,11 +46,9 @@ class Tidied(Message):
 
 
 @dataclass(eq=False, repr=False)
-class Tidy:
+class Tidy(Controller):
     """Split, merge and move, their undo and redo; holds the branch picked up."""
 
-    app: Editor
-    jobs: Jobs
     navigation: Navigation
     looks: Looks
     picked_up: Node | None = field(default=None, init=False)  # the branch alt+c picked up, to move

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import queue
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
 from textual.message import Message
@@ -23,13 +23,13 @@ from loomterm.errors import LoomError
 from loomterm.tree import Node
 from loomterm.tui import ops
 from loomterm.tui.controllers.actions import key_action
-from loomterm.tui.controllers.feedback import BUSY, refuse
+from loomterm.tui.controllers.controller import Controller
+from loomterm.tui.controllers.feedback import refused_while_generating
 from loomterm.tui.widgets.weave_dialog import WeaveChoice, WeaveScreen
 
 if TYPE_CHECKING:
     from loomterm.engine.loom.weave import WeaveResult
     from loomterm.tui.controllers.editor import Editor
-    from loomterm.tui.controllers.jobs import Jobs
     from loomterm.tui.controllers.navigation import Navigation
 
 POST_INTERVAL = 0.1  # token counts reach the status bar at most this often
@@ -94,12 +94,10 @@ class Reporter:
 
 
 @dataclass(eq=False, repr=False)
-class Weave:
+class Weave(Controller):
     """The weave action, its dialog, its progress in the status bar and its result on
     screen."""
 
-    app: Editor
-    jobs: Jobs
     navigation: Navigation
     # the last shape asked for, offered again
     choice: WeaveChoice | None = field(default=None, init=False)
@@ -127,8 +125,7 @@ class Weave:
     def ask(self) -> None:
         """The weave dialog; the shape chosen there is woven once the engine is idle."""
         app = self.app
-        if app.generating:
-            refuse(app, BUSY)
+        if refused_while_generating(app):
             return
         app.push_screen(WeaveScreen(self.choice), self.answered)
 
@@ -141,11 +138,9 @@ class Weave:
     def start(self, choice: WeaveChoice) -> None:
         """Weave ``choice`` from the caret, as one job."""
         app = self.app
-        if app.generating:
-            refuse(app, BUSY)
+        if refused_while_generating(app):
             return
-        loom = app.loom
-        doc = app.doc
+        loom, doc = app.loom, app.doc
         base = doc.node or loom.root
         keep = doc.shown_tokens
         caret = doc.caret if doc.caret < doc.length else None
@@ -174,11 +169,7 @@ class Weave:
                 reporter = Reporter(app, choice.depth, ratings)
                 request = WeaveRequest(
                     node,
-                    n=choice.n,
-                    depth=choice.depth,
-                    keep=choice.keep,
-                    score=choice.score,
-                    tokens=choice.tokens,
+                    **asdict(choice),  # the shape: n, depth, keep, tokens, score
                     settings=sampling,
                     cancel=cancel,
                     progress=reporter.progress,
