@@ -147,6 +147,19 @@ class Node:
         return node
 
 
+def merge_problem(node: Node) -> str | None:
+    """Why ``node`` cannot merge into its parent (:meth:`Tree.merge`), or None if it can."""
+    head = node.parent
+    if head is None or head.parent is None:
+        return "this node has no parent to merge into (the root is above it)"
+    if len(head.children) != 1:
+        return (
+            f"the parent has {len(head.children)} branches: only an only child merges "
+            "into its parent (move the others first)"
+        )
+    return None
+
+
 class Tree:
     """Owns the nodes and hands out ids. Every structural change goes through here."""
 
@@ -303,13 +316,11 @@ class Tree:
         Returns a :class:`Merged` record that :meth:`unmerge` takes to undo it.
         ``join_kv(head_kv, tail_kv, head_tokens)`` (else the ``merge_kv`` hook) joins
         the KV of the halves; without either the merged node has none."""
+        problem = merge_problem(node)
+        if problem is not None:
+            raise ValueError(problem)
         head = node.parent
-        if head is None or head.parent is None:
-            raise ValueError("a node below the root has no parent to merge into")
-        if len(head.children) != 1:
-            raise ValueError(
-                f"the parent has {len(head.children)} children: only an only child merges"
-            )
+        assert head is not None and head.parent is not None  # merge_problem said so
         grand = head.parent
         count = len(head.tokens)
         record = Merged(

@@ -21,6 +21,8 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 from loomterm.errors import InputError
 
+J = TypeVar("J", list, dict)  # what a JSON field may hold
+
 
 class SettingError(InputError):
     """A setting that does not exist, or a value it cannot take. One line.
@@ -229,14 +231,19 @@ def number_text(value: float) -> str:
     return f"{value:g}"
 
 
+def json_of(raw: str, kind: type[J]) -> J | None:
+    """``raw`` read as JSON, if it is valid and a ``kind``; else None."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    return value if isinstance(value, kind) else None
+
+
 def parse_list(raw: str) -> list[str] | None:
     """A JSON list of strings, or comma-separated words."""
     if raw.startswith("["):
-        try:
-            value = json.loads(raw)
-        except ValueError:
-            return None
-        return value if isinstance(value, list) else None
+        return json_of(raw, list)
     return [part.strip() for part in raw.split(",") if part.strip()]
 
 
@@ -245,11 +252,7 @@ def parse_bias(raw: str) -> dict[str, Any] | None:
     if not raw:
         return {}
     if raw.startswith("{"):
-        try:
-            value = json.loads(raw)
-        except ValueError:
-            return None
-        return value if isinstance(value, dict) else None
+        return json_of(raw, dict)
     out: dict[str, Any] = {}
     for part in raw.split(","):
         key, sep, bias = part.strip().rpartition(":")

@@ -92,7 +92,7 @@ class CacheView(Protocol):
         ids: list[int],
         owners: list[tuple[Node, int]],
         need: list[bool],
-        on_chunk: Callable[[int], None] | None = None,
+        on_chunk: Callable[[int], None] | None,
     ) -> torch.Tensor: ...
 
 

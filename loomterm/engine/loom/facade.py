@@ -139,7 +139,7 @@ class Loom:
     @property
     def models(self) -> dict[str, Runner]:
         """The attached models' runners by key, in the order they joined."""
-        return self._models.models
+        return self._models.registry.runners()
 
     @property
     def model_table(self) -> dict[str, dict[str, Any]]:
@@ -149,12 +149,12 @@ class Loom:
     @property
     def active_model(self) -> str:
         """The key of the model that operations use (``use`` changes it)."""
-        return self._models.active_model
+        return self._models.registry.active
 
     @property
     def kv_owner(self) -> str | None:
         """The key of the local model whose KV is kept on the nodes, or None."""
-        return self._models.kv_owner
+        return self._models.registry.kv_owner
 
     @property
     def model_state(self) -> dict[str, Any]:

@@ -65,25 +65,10 @@ class LoomModels:
         self.runner = registry.runner()
 
     @property
-    def models(self) -> dict[str, Runner]:
-        """The attached models' runners by key, in the order they joined."""
-        return self.registry.runners()
-
-    @property
     def model_table(self) -> dict[str, dict[str, Any]]:
         """Key to record (``registry.model_record``) of every model that wrote or may
         write into this tree, attached or only recorded; the session file keeps it."""
         return self.registry.table()
-
-    @property
-    def active_model(self) -> str:
-        """The key of the model that operations use (``use`` changes it)."""
-        return self.registry.active
-
-    @property
-    def kv_owner(self) -> str | None:
-        """The key of the local model whose KV is kept on the nodes, or None."""
-        return self.registry.kv_owner
 
     def kv_bytes(self) -> KVBytes:
         """Resident KV: ``.nodes`` (stored on nodes), ``.working`` (the working buffer)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 from loomterm.engine.events import Event
 from loomterm.engine.kv import tidy as kv_tidy
 from loomterm.errors import EditRangeError, InputError
+from loomterm.tree import merge_problem
 
 if TYPE_CHECKING:
     from loomterm.engine.runner import Runner
@@ -73,14 +74,10 @@ class LoomTidy:
         ``node``. Emits ``merge`` with ``node`` (the parent is gone from the tree)."""
         with self.loom.exclusive():
             self.loom.check_node(node)
+            problem = merge_problem(node)
+            if problem is not None:
+                raise InputError(problem)
             head = node.parent
-            if head is None or head.parent is None:
-                raise InputError("this node has no parent to merge into (the root is above it)")
-            if len(head.children) != 1:
-                raise InputError(
-                    f"the parent has {len(head.children)} branches: only an only child "
-                    "merges into its parent (move the others first)"
-                )
             # The working cache names the halves: it forgets them (their KV stays on
             # the nodes, copied out of the buffer first) and reloads the merged node.
             for runner in self._each_runner():
