@@ -482,3 +482,26 @@ async def test_a_letter_in_a_number_field_is_refused_aloud(make_app, loom):
         messages = [n.message for n in app._notifications]  # noqa: SLF001
         assert "No setting changed" in messages
         assert not any("Settings saved" in m for m in messages)
+
+
+@pytest.mark.parametrize("which", ["key consent", "name", "confirm"])
+async def test_a_dialog_title_shows_outside_text_as_its_symbols(make_app, which):
+    """A title names outside things (a server a session file gave, a session's name):
+    a terminal escape or BEL in it is drawn as a symbol, never sent to the terminal,
+    and brackets stay text."""
+    from loomterm.tui.key_consent import KeyConsentScreen
+    from loomterm.tui.widgets.dialogs import ConfirmScreen, NameScreen
+
+    hostile = "evil\x1b[31m[b]red[/b]\x07"
+    screens = {
+        "key consent": lambda: KeyConsentScreen(f"http://{hostile}", "OPENAI_API_KEY"),
+        "name": lambda: NameScreen(f"Rename {hostile}"),
+        "confirm": lambda: ConfirmScreen(f"Delete {hostile}?"),
+    }
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        app.push_screen(screens[which]())
+        await settle(pilot)
+        text = screen_text(app)
+        assert "\x1b" not in text and "\x07" not in text
+        assert "evil\u241b[31m[b]red[/b]\u2407" in text
