@@ -128,7 +128,7 @@ class MessageRoutes:
         """A job (a pick, a recompute, a chat turn) made ``message.node``: show it."""
         self.navigation.show_node(message.node)
         if message.then_generate:
-            self.jobs.when_idle(lambda: self.generation.generate(1), sync=False)
+            self.generation.generate_when_idle()
 
     # -- a generation ----------------------------------------------------------------------
     def on_generation_started(self, message: Generation.Started) -> None:

@@ -13,18 +13,17 @@ from loomterm.errors import LoomError
 from loomterm.sessions import defaults
 from loomterm.tui import ops
 from loomterm.tui.controllers.actions import key_action
+from loomterm.tui.controllers.controller import Controller
 from loomterm.tui.widgets.export_dialog import ExportRequest, ExportScreen
 from loomterm.tui.widgets.help import HelpScreen
 from loomterm.tui.widgets.settings import SettingsScreen, unavailable_settings
 
 if TYPE_CHECKING:
-    from loomterm.tui.controllers.editor import Editor
-    from loomterm.tui.controllers.jobs import Jobs
     from loomterm.tui.controllers.looks import Looks
 
 
 @dataclass(eq=False, repr=False)
-class Dialogs:
+class Dialogs(Controller):
     """Opens the settings, export and help screens and acts on their answers."""
 
     @dataclass
@@ -36,8 +35,6 @@ class Dialogs:
         error: str = ""
         exists: str = ""
 
-    app: Editor
-    jobs: Jobs
     looks: Looks
     export_dir: Path | None  # exports go here first (else the documents folder)
     # The last export of this editor run: the export dialog opens on its choices.

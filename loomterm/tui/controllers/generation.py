@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from loomterm.tree import WRITER, Node, Origin
 from loomterm.tui import ops
 from loomterm.tui.controllers.actions import key_action
+from loomterm.tui.controllers.controller import Controller
 from loomterm.tui.controllers.feedback import refused_while_generating
 from loomterm.tui.controllers.generation_job import GenerationJob
 from loomterm.tui.controllers.navigation import Navigation
@@ -27,15 +28,13 @@ from loomterm.tui.controllers.slowdown import Slowdown
 if TYPE_CHECKING:
     from loomterm.engine import Loom
     from loomterm.tui.controllers.context import Context
-    from loomterm.tui.controllers.editor import Editor
-    from loomterm.tui.controllers.jobs import Jobs
     from loomterm.tui.controllers.navigation import Navigation
 
 STOPPING = "stopping\u2026"  # the status bar from escape until the engine has stopped
 
 
 @dataclass(eq=False, repr=False)
-class Generation:
+class Generation(Controller):
     """Asking for text and showing it arrive."""
 
     # What a generation reports, posted by its job on the worker (``generation_job``);
@@ -45,8 +44,6 @@ class Generation:
     TakenBack = GenerationJob.TakenBack
     Done = GenerationJob.Done
 
-    app: Editor
-    jobs: Jobs
     navigation: Navigation
     context: Context
     # run when this generation has ended
@@ -124,6 +121,11 @@ class Generation:
         context = app.loom.context_version(node) if own_context else None
         start = healed_from(app.loom, node) or node.parent
         self.generate(1, start=start, context=context)
+
+    def generate_when_idle(self) -> None:
+        """:meth:`generate` (one sibling at the caret) once the engine is idle, as its
+        key does: after a job that showed a node and asked for a generation there."""
+        self.jobs.when_idle(self.generate, sync=False)
 
     @key_action(when_idle=True, sync=False)
     def generate(

@@ -21,18 +21,18 @@ from loomterm.tree import WRITER, Node
 from loomterm.tui import ops
 from loomterm.tui.branch_rows import is_hidden, visible_children
 from loomterm.tui.controllers.actions import key_action
+from loomterm.tui.controllers.controller import Controller
 from loomterm.tui.controllers.feedback import NO_BRANCH, refuse
 from loomterm.tui.history import Place
 from loomterm.tui.tree_places import branch_of, place_of, siblings_of
 from loomterm.tui.widgets.document_view import DocumentView
 
 if TYPE_CHECKING:
-    from loomterm.tui.controllers.editor import Editor
-    from loomterm.tui.controllers.jobs import Jobs
+    pass
 
 
 @dataclass(eq=False, repr=False)
-class Navigation:
+class Navigation(Controller):
     """Moving around the tree; remembers where the user last was below each node."""
 
     @dataclass
@@ -42,8 +42,6 @@ class Navigation:
         node: Node
         then_generate: bool = False
 
-    app: Editor
-    jobs: Jobs
     # node id -> deepest node last shown below it
     last_seen: dict[int, Node] = field(default_factory=dict, init=False)
     # the typing run undo's edits write into

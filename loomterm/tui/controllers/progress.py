@@ -5,19 +5,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from textual.message import Message
 
+from loomterm.tui.controllers.controller import Controller
 from loomterm.tui.controllers.generation import STOPPING
-
-if TYPE_CHECKING:
-    from loomterm.tui.controllers.editor import Editor
-    from loomterm.tui.controllers.jobs import Jobs
 
 
 @dataclass(eq=False, repr=False)
-class Progress:
+class Progress(Controller):
     """What the engine reports it is reading or loading, for the status bar."""
 
     @dataclass
@@ -37,8 +33,6 @@ class Progress:
         done: int
         total: int
 
-    app: Editor
-    jobs: Jobs
     # Reading in progress: (done, total, done at the first report, its time).
     prefill: tuple[int, int, int, float] | None = field(default=None, init=False)
     # stage, done, total

@@ -18,6 +18,7 @@ from textual.message import Message
 from loomterm.errors import SessionError
 from loomterm.tui import sessions
 from loomterm.tui.controllers.actions import key_action
+from loomterm.tui.controllers.controller import Controller
 from loomterm.tui.widgets.sessions import SessionChoice, SessionsScreen
 
 if TYPE_CHECKING:
@@ -25,9 +26,7 @@ if TYPE_CHECKING:
     from loomterm.sessions.opening import SessionOpening
     from loomterm.tree import Node
     from loomterm.tui.controllers.caret import Caret
-    from loomterm.tui.controllers.editor import Editor
     from loomterm.tui.controllers.generation import Generation
-    from loomterm.tui.controllers.jobs import Jobs
     from loomterm.tui.controllers.navigation import Navigation
     from loomterm.tui.controllers.progress import Progress
 
@@ -37,7 +36,7 @@ def name_of(path: Path) -> str:
 
 
 @dataclass(eq=False, repr=False)
-class Sessions:
+class Sessions(Controller):
     """Sessions switched in place; remembers the one open before."""
 
     @dataclass
@@ -57,8 +56,6 @@ class Sessions:
         opening: SessionOpening
         name: str
 
-    app: Editor
-    jobs: Jobs
     navigation: Navigation
     caret: Caret
     generation: Generation
@@ -178,7 +175,7 @@ class Sessions:
         if caret is None:
             self.navigation.show_node(message.node)
             if message.then_generate:
-                self.jobs.when_idle(lambda: self.generation.generate(1), sync=False)
+                self.generation.generate_when_idle()
         else:  # where the user left the caret in that session
             self.navigation.show_node(message.node, caret)
         self.say_where()

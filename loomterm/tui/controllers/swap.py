@@ -16,6 +16,7 @@ from textual.message import Message
 
 from loomterm.tree import Node
 from loomterm.tui import sessions
+from loomterm.tui.controllers.controller import Controller
 from loomterm.tui.document import DocumentModel
 from loomterm.tui.history import History, Place
 from loomterm.tui.model_loading import StartupLoader
@@ -23,9 +24,7 @@ from loomterm.tui.model_loading import StartupLoader
 if TYPE_CHECKING:
     from loomterm.sessions.opening import SessionOpening
     from loomterm.tui.controllers.caret import Caret
-    from loomterm.tui.controllers.editor import Editor
     from loomterm.tui.controllers.generation import Generation
-    from loomterm.tui.controllers.jobs import Jobs
     from loomterm.tui.controllers.models import Models
     from loomterm.tui.controllers.navigation import Navigation
     from loomterm.tui.controllers.panes import Panes
@@ -45,7 +44,7 @@ SHAPES = frozenset({"add", "split", "update", "rewrite"})  # change the branch p
 
 
 @dataclass(eq=False, repr=False)
-class Swap:
+class Swap(Controller):
     """Holds the app's Loom: hears its events, lets go of it, puts another in place."""
 
     @dataclass
@@ -56,8 +55,6 @@ class Swap:
         event: str
         node: Node | None
 
-    app: Editor
-    jobs: Jobs
     progress: Progress
     caret: Caret
     navigation: Navigation

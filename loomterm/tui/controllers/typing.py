@@ -17,20 +17,19 @@ from loomterm.errors import PrefillCancelled
 from loomterm.tree import Node
 from loomterm.tui import ops
 from loomterm.tui.controllers.actions import key_action
+from loomterm.tui.controllers.controller import Controller
 from loomterm.tui.history import Place
 
 if TYPE_CHECKING:
     from textual.timer import Timer
 
-    from loomterm.tui.controllers.editor import Editor
-    from loomterm.tui.controllers.jobs import Jobs
     from loomterm.tui.controllers.keeping import Keeping
     from loomterm.tui.controllers.lifecycle import Lifecycle
     from loomterm.tui.widgets.document_view import DocumentView
 
 
 @dataclass(eq=False, repr=False)
-class Typing:
+class Typing(Controller):
     """The typed text and its sync: the pending timer, the run of nodes typing writes
     into (``run``), and the text the engine last refused as it was."""
 
@@ -41,8 +40,6 @@ class Typing:
         node: Node
         text: str
 
-    app: Editor
-    jobs: Jobs
     lifecycle: Lifecycle
     keeping: Keeping
     delay: float
