@@ -3,24 +3,32 @@ silent on most terminals, and a key with no visible answer looks broken."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from textual.app import App
-
-    from loomterm.tui.controllers.editor import Editor
 
 NO_BRANCH = "No branch at the caret: move it into the text"
 BUSY = "Busy generating: esc stops it"
 
 
-def refuse(app: App, why: str) -> None:
+class Generating(Protocol):
+    """What :func:`refused_while_generating` reads of the app (the editor has it)."""
+
+    generating: bool
+
+    def bell(self) -> None: ...
+
+    def notify(self, message: str, *, timeout: float | None = None) -> None: ...
+
+
+def refuse(app: App | Generating, why: str) -> None:
     """Ring the bell and say ``why`` for two seconds."""
     app.bell()
     app.notify(why, timeout=2)
 
 
-def refused_while_generating(app: Editor) -> bool:
+def refused_while_generating(app: Generating) -> bool:
     """True, with :data:`BUSY` said, while a generation runs: a second one waits for no
     one and would race the first for the document."""
     if app.generating:
