@@ -16,14 +16,13 @@ from typing import Final
 from textual import constants, events
 
 from loomterm.tui.terminal.keytable import (
-    FUNCTIONAL_KEYS,
     IGNORED_SEQUENCES,
-    MODIFIER_KEYS,
     NAME_REPLACEMENTS,
     SEQUENCE_CHARACTERS,
     SEQUENCE_KEYS,
     UNNAMED_CHARACTERS,
 )
+from loomterm.tui.terminal.kitty_keys import FUNCTIONAL_KEYS, MODIFIER_KEYS
 
 IGNORED: Final = "<ignore>"
 """The key name of a sequence read and dropped (Textual's ``Keys.Ignore``)."""
