@@ -37,7 +37,6 @@ from textual.containers import Horizontal
 from textual.reactive import var
 from textual.screen import Screen
 
-from loomterm.tui import paste
 from loomterm.tui.commands import LoomCommands
 from loomterm.tui.controllers.actions import key_actions
 from loomterm.tui.controllers.alternatives import Alternatives
@@ -198,8 +197,19 @@ class LoomApp(MessageRoutes, App[None]):
         return EditorScreen(id="_default")
 
     def get_driver_class(self) -> type[Driver]:
-        """Textual's driver, reading bracketed pastes whole (``loomterm.tui.paste``)."""
-        return paste.install(super().get_driver_class())
+        """Textual's choice of driver; where that is the Linux driver, loomterm's
+        (:class:`loomterm.tui.terminal.driver.LoomDriver`), which reads bracketed pastes
+        whole and in order. Windows, the web and inline mode keep Textual's driver and
+        its parser (and its reading of pastes that hold an ESC)."""
+        chosen = super().get_driver_class()
+        if chosen.__module__ != "textual.drivers.linux_driver":
+            return chosen
+        # Imported here: the Linux driver's module needs termios, which Windows lacks.
+        from textual.drivers.linux_driver import LinuxDriver
+
+        from loomterm.tui.terminal.driver import LoomDriver
+
+        return LoomDriver if chosen is LinuxDriver else chosen
 
     # -- composition -----------------------------------------------------------------
     def compose(self) -> ComposeResult:

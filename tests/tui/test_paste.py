@@ -8,7 +8,8 @@ import time
 
 from textual import events
 
-from loomterm.tui.paste import PasteParser, paste_text
+from loomterm.tui.paste import paste_text
+from loomterm.tui.terminal.parser import TerminalParser
 from tests.tui.conftest import TERMINAL, paste, settle
 from tests.tui.screen_text import screen_text
 
@@ -17,12 +18,12 @@ START, END = "\x1b[200~", "\x1b[201~"
 
 def parsed(*chunks: str) -> list[tuple[str, str]]:
     """What the parser makes of ``chunks`` fed one after another: (kind, key or text)."""
-    parser = PasteParser()
-    out: list[events.Event] = []
+    parser = TerminalParser()
+    out: list[object] = []
     for chunk in chunks:
-        out += list(parser.feed(chunk))
+        out += parser.feed(chunk)
     time.sleep(0.15)  # past the escape delay: a held ESC is a key
-    out += list(parser.tick())
+    out += parser.tick()
     return [
         ("paste", e.text) if isinstance(e, events.Paste) else ("key", e.key)
         for e in out

@@ -8,6 +8,7 @@ import pytest
 
 from loomterm.tree import rating_of
 from loomterm.tui.branch_labels import preview
+from loomterm.tui.terminal.parser import TerminalParser
 from loomterm.tui.widgets.search import SearchScreen
 from tests.helpers import assert_matches_recompute
 from tests.tui.conftest import TERMINAL, settle, type_text
@@ -92,9 +93,9 @@ async def test_next_and_previous_hit_and_a_bad_regex(make_app, loom, branched):
 
 
 async def test_search_toggles_from_a_real_terminal_with_the_query_focused(make_app, loom, branched):
-    """A terminal sends alt+r as ESC r, which Textual reads as a printable key ("r"):
-    the toggles must win over the focused query field, not type an "r" into it."""
-    from textual._xterm_parser import XTermParser
+    """A terminal sends alt+r as ESC r, which the input parser reads as a printable key
+    ("r", as Textual's does): the toggles must win over the focused query field, not type
+    an "r" into it."""
 
     app = make_app()
     async with app.run_test(size=TERMINAL) as pilot:
@@ -102,8 +103,8 @@ async def test_search_toggles_from_a_real_terminal_with_the_query_focused(make_a
         await pilot.pause()
         await type_text(pilot, "wep")
         for sequence in ("\x1br", "\x1bc", "\x1bh"):
-            parser = XTermParser()
-            (key,) = [*parser.feed(sequence), *parser.feed("")]
+            parser = TerminalParser()
+            (key,) = [*parser.feed(sequence), *parser.close()]
             assert key.is_printable  # what makes the query field take it
             app.post_message(key)
             await pilot.pause(0.2)
