@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -347,15 +348,48 @@ def test_the_default_models_gguf_attached_by_path_reuses_its_conversion(
     assert loaded.fingerprint["weights"] == load_model().fingerprint["weights"]
 
 
-def test_interrupted_conversion_leaves_nothing_to_load(tiny_llama_gguf, private_cache, monkeypatch):
-    def fail(*args, **kwargs):
-        raise KeyboardInterrupt  # as if the user pressed Ctrl-C mid-save
+def test_interrupted_conversion_leaves_nothing_to_load(tiny_llama_gguf, private_cache):
+    """Ctrl-C (here: raised by the progress callback) while the child process saves:
+    the child is stopped and its partial folder removed; the next load converts anew."""
 
-    with monkeypatch.context() as patch, pytest.raises(KeyboardInterrupt):
-        patch.setattr(gguf_convert, "_save_config", fail)
-        load_model(tiny_llama_gguf)
+    def interrupt(stage: str, done: int, total: int | None) -> None:
+        if stage == "save":
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        load_model(tiny_llama_gguf, progress=interrupt)
     models = private_cache / "models"
     assert list(models.iterdir()) == []  # neither a target nor a partial folder
+    assert load_model(tiny_llama_gguf).name == "tiny-llama"
+
+
+def test_the_conversion_runs_in_a_child_process(tiny_llama_gguf, private_cache):
+    """Dequantizing holds the interpreter for seconds: it runs in a process of its own,
+    so the editor's threads (its keys) keep this one."""
+    seen: list[tuple[int, bool]] = []
+
+    def watch(stage: str, done: int, total: int | None) -> None:
+        if stage == "dequantize":
+            seen.extend((child.pid, child.poll() is None) for child in gguf_convert.children())
+
+    load_model(tiny_llama_gguf, progress=watch)
+    assert seen and all(pid != os.getpid() and alive for pid, alive in seen)
+    assert gguf_convert.children() == []
+
+
+def test_a_conversion_killed_from_outside_is_one_line_and_leaves_nothing(
+    tiny_llama_gguf, private_cache
+):
+    def kill(stage: str, done: int, total: int | None) -> None:
+        if stage == "dequantize":
+            for child in gguf_convert.children():
+                child.send_signal(signal.SIGKILL)
+
+    with pytest.raises(ModelLoadError) as exc:
+        load_model(tiny_llama_gguf, progress=kill)
+    message = one_line(exc)
+    assert "tiny-llama.gguf" in message and "conversion stopped" in message
+    assert list((private_cache / "models").iterdir()) == []
     assert load_model(tiny_llama_gguf).name == "tiny-llama"
 
 

@@ -18,6 +18,9 @@ import importlib
 import json
 import os
 import shutil
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -26,6 +29,7 @@ from pathlib import Path
 
 import torch
 
+import loomterm.errors
 from loomterm.engine.models.conversions import (
     CONVERSION_FORMAT,
     MARKER,
@@ -34,6 +38,7 @@ from loomterm.engine.models.conversions import (
 )
 from loomterm.errors import ModelLoadError
 from loomterm.progress import Progress
+from loomterm.sanitize import safe_line
 
 # Partial folders older than this are leftovers of a crash, not a conversion under way.
 STALE_PARTIAL_S = 3600
@@ -41,21 +46,20 @@ STALE_PARTIAL_S = 3600
 # Conversions patch a module global of transformers for progress (see _count_tensors):
 # one at a time per process.
 _convert_lock = threading.Lock()
-_partials: set[Path] = set()  # temporary folders of the conversions under way
+_partials: set[Path] = set()  # temporary folders of the conversions under way here
+_children: dict[subprocess.Popen, Path] = {}  # the conversion processes under way: target
 
 
 def ensure_converted(
-    gguf_path: Path,
-    sha256: str,
-    target: Path,
-    progress: Progress,
-    check_config: Callable[[object], None] | None = None,
+    gguf_path: Path, sha256: str, target: Path, progress: Progress, check: bool = False
 ) -> Path:
     """Return ``target``, converting ``gguf_path`` into it first unless that was done
     (there, or in another folder: :func:`find_conversion`, whose folder is returned).
 
-    ``check_config(config)`` runs on the GGUF's config before any weights are read; it
-    raises to refuse the model (e.g. one that is not a causal LM).
+    The conversion runs in a child process (``conversion_child``), so this process's
+    threads (the editor's keys) keep the interpreter meanwhile; its progress comes back
+    through ``progress``. ``check``: first refuse, from the GGUF's config alone, a model
+    loomterm cannot run (``load.check_model_config``).
     """
     if is_converted(target, sha256):
         return target
@@ -64,8 +68,90 @@ def ensure_converted(
         done = target if is_converted(target, sha256) else find_conversion(sha256)
         if done is not None:
             return done
-        _convert(Path(gguf_path), sha256, Path(target), progress, check_config)
+        _convert_in_child(Path(gguf_path), sha256, Path(target), progress, check)
     return target
+
+
+def _convert_in_child(
+    gguf_path: Path, sha256: str, target: Path, progress: Progress, check: bool
+) -> None:
+    """Run :func:`convert` in ``conversion_child``, its reports handed to ``progress``;
+    its error raised here as the same class. Leaving early (an exception, a quit) kills
+    the child and removes its partial folder."""
+    read, write = os.pipe()
+    command = [sys.executable, "-m", "loomterm.engine.models.conversion_child"]
+    command += [str(write), str(gguf_path), sha256, str(target)] + (["--check"] if check else [])
+    with tempfile.TemporaryFile() as errors:
+        try:
+            child = subprocess.Popen(
+                command,
+                pass_fds=(write,),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=errors,
+            )
+        except OSError as exc:
+            os.close(read)
+            raise ModelLoadError(f"cannot start the conversion of {gguf_path}: {exc}") from None
+        finally:
+            os.close(write)
+        _children[child] = target
+        try:
+            outcome = _read_reports(read, progress)
+            status = child.wait()
+        except BaseException:
+            _stop(child, target)
+            raise
+        finally:
+            _children.pop(child, None)
+        if outcome != ["done"]:  # a child killed from outside leaves its folder behind
+            _stop(child, target)
+        errors.seek(0)
+        said = errors.read()[-2000:].decode("utf-8", "replace")
+    if outcome[:1] == ["error"] and len(outcome) == 3:
+        kind = getattr(loomterm.errors, str(outcome[1]), None)
+        kind = (
+            kind if isinstance(kind, type) and issubclass(kind, ModelLoadError) else ModelLoadError
+        )
+        raise kind(safe_line(outcome[2]))
+    if status != 0 or outcome != ["done"]:
+        last = [line for line in said.splitlines() if line.strip()][-1:] or [
+            f"exit status {status}"
+        ]
+        raise ModelLoadError(
+            f"cannot convert GGUF file {gguf_path}: the conversion stopped ({safe_line(last[0])[:160]})"
+        )
+
+
+def _read_reports(read: int, progress: Progress) -> list:
+    """Hand the child's progress reports to ``progress`` until its pipe closes; returns
+    its last other report (``["done"]`` or ``["error", kind, line]``; ``[]``: none)."""
+    outcome: list = []
+    with os.fdopen(read, "r", encoding="utf-8", errors="replace") as lines:
+        for line in lines:
+            try:
+                report = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(report, list) or not report:
+                continue
+            if report[0] == "progress" and len(report) == 4:
+                stage, done, total = report[1:]
+                progress(str(stage), int(done), None if total is None else int(total))
+            else:
+                outcome = report
+    return outcome
+
+
+def _stop(child: subprocess.Popen, target: Path) -> None:
+    """Kill ``child`` and remove the partial folder it was writing for ``target`` (named
+    with its process id)."""
+    with contextlib.suppress(OSError):
+        child.kill()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        child.wait(timeout=10)
+    for partial in target.parent.glob(f".{target.name}.{child.pid}-*.partial"):
+        shutil.rmtree(partial, ignore_errors=True)
 
 
 def read_gguf_config(gguf_path: Path, progress: Progress):
@@ -87,13 +173,16 @@ def _read_gguf(auto, gguf_path: Path, progress: Progress, stage: str, part: str)
             ) from None
 
 
-def _convert(
+def convert(
     gguf_path: Path,
     sha256: str,
     target: Path,
     progress: Progress,
     check_config: Callable[[object], None] | None,
 ) -> None:
+    """Convert ``gguf_path`` into ``target`` in this process (``conversion_child`` runs
+    it; :func:`ensure_converted` is the way in). ``check_config(config)`` runs on the
+    GGUF's config before any weights are read; it raises to refuse the model."""
     config = read_gguf_config(gguf_path, progress)
     if check_config is not None:
         check_config(config)
@@ -126,11 +215,18 @@ def _convert(
         _partials.discard(temp)
 
 
+def children() -> list[subprocess.Popen]:
+    """The conversion processes under way (``conversion_child``)."""
+    return list(_children)
+
+
 def remove_partials() -> None:
-    """Remove the temporary folders of the conversions under way: the process is
-    leaving without waiting for them (the editor quit during a first load). A folder
+    """Stop the conversions under way and remove their temporary folders: the process
+    is leaving without waiting for them (the editor quit during a first load). A folder
     counts as a conversion only once renamed into place, so none is ever half-used;
     this leaves no leftover either (else removed an hour later by the next one)."""
+    for child, target in list(_children.items()):
+        _stop(child, target)
     for temp in list(_partials):
         shutil.rmtree(temp, ignore_errors=True)
 

@@ -269,12 +269,10 @@ def _gguf_folder(gguf_path: Path, report: Progress) -> Path:
     target = find_conversion(sha256) or converted_dir(gguf_path, sha256)
     if is_converted(target, sha256):
         return target
-    return ensure_converted(
-        gguf_path, sha256, target, report, check_config=lambda c: _check_config(c, str(gguf_path))
-    )
+    return ensure_converted(gguf_path, sha256, target, report, check=True)
 
 
-def _check_config(config, source: str) -> None:
+def check_model_config(config, source: str) -> None:
     """Refuse what loomterm cannot hold, then what is not a causal LM."""
     check_supported(config, source)
     check_causal_lm(config, source)
