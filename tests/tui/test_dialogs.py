@@ -505,3 +505,40 @@ async def test_a_dialog_title_shows_outside_text_as_its_symbols(make_app, which)
         text = screen_text(app)
         assert "\x1b" not in text and "\x07" not in text
         assert "evil\u241b[31m[b]red[/b]\u2407" in text
+
+
+async def test_a_dialog_field_shows_a_session_files_escapes_as_symbols(make_app, loom):
+    """A memory from a session file (outside text) holding an OSC title and an inverse
+    video sequence: the context dialog's field shows them as symbols, and nothing of
+    them reaches the terminal."""
+    from loomterm.tui.widgets.context import ContextScreen
+
+    loom.update_settings(memory="Mem \x1b]2;PWNED\x07 A\x1b[7mINV\x1b[0m end")
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await pilot.press("f3")
+        await settle(pilot)
+        assert isinstance(app.screen, ContextScreen)
+        text = screen_text(app)
+        assert "\x1b" not in text and "\x07" not in text
+        assert "Mem \u241b]2;PWNED\u2407 A\u241b[7mINV\u241b[0m end" in text
+
+
+@pytest.mark.parametrize("dialog", ["search", "memory"])
+async def test_a_paste_into_a_dialog_field_is_shown_as_its_symbols(make_app, loom, dialog):
+    """A paste holding ESC and BEL into a one-line field (search) and a text area (the
+    memory): held and drawn as symbols, in order; nothing reaches the terminal raw."""
+    from textual import events
+
+    loom.cursor = loom.append(loom.root, "Once upon a time")
+    app = make_app()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await pilot.press("ctrl+f" if dialog == "search" else "f3")
+        await settle(pilot)
+        field = app.screen.focused
+        assert field is not None
+        field.post_message(events.Paste("ab\x1b[7mINV\x1b[0mcd\x07"))
+        await settle(pilot)
+        text = screen_text(app)
+        assert "\x1b" not in text and "\x07" not in text
+        assert "ab\u241b[7mINV\u241b[0mcd\u2407" in text
