@@ -62,7 +62,13 @@ class Progress:
         def tick() -> None:
             while not stop.wait(HEARTBEAT_S):
                 if not counted:
-                    self(stage, int(time.monotonic() - start), None)
+                    try:
+                        self(stage, int(time.monotonic() - start), None)
+                    except Exception:  # noqa: BLE001 - see below
+                        # The callback refused (a load that was abandoned raises): the
+                        # stage's own thread hears it at its next report. Raised here,
+                        # it would only print a traceback over the user's terminal.
+                        return
 
         self(stage, 0, None)
         thread = None

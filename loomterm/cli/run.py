@@ -186,7 +186,7 @@ def run_opening(opening: SessionOpening, name: str) -> int:
         last = cast("Loom", app.loom)  # the real Loom: the load finished
         say_how_it_ended(opening.path, before, session_file(last), is_read_only(last))
     elif opening.path.exists():  # quit during the load: what was typed is in the file
-        say_how_it_ended(opening.path, before, opening.path)
+        say_how_it_ended(opening.path, before, opening.path, opening.read_only)
     return _past_busy_engine(app, 0)
 
 

@@ -148,6 +148,8 @@ class LoomApp(MessageRoutes, App[None]):
         # Opening with the model still to load: ``loom`` is the session file's preview
         # until the loader's job brings the real Loom (``tui.model_loading``).
         self.loader = StartupLoader(self, self.jobs, opening) if opening is not None else None
+        if opening is not None and opening.read_only:
+            self.lifecycle.read_only = True  # the preview knows no session yet
         self._make_widgets()
 
     def _make_controllers(self, sync_delay: float, export_dir: Path | None) -> None:
@@ -155,10 +157,10 @@ class LoomApp(MessageRoutes, App[None]):
         marked ``@key_action`` are the key table's actions (:meth:`run_action`)."""
         self.jobs = jobs = Jobs(self)
         self.progress = progress = Progress(self, jobs)
-        self.lifecycle = lifecycle = Lifecycle(self, jobs)
+        self.looks = looks = Looks(self)
+        self.lifecycle = lifecycle = Lifecycle(self, jobs, looks)
         self.keeping = keeping = Keeping(self, jobs, lifecycle)
         self.typing = Typing(self, jobs, lifecycle, keeping, sync_delay)
-        self.looks = looks = Looks(self)
         self.presets = presets = Presets(self)
         self.panes = panes = Panes(self)
         self.navigation = navigation = Navigation(self, jobs)

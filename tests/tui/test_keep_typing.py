@@ -19,6 +19,7 @@ from loomterm.sessions.opening import SessionOpening
 from loomterm.sessions.session import session_path
 from tests.test_bad_environment import tmpfs  # noqa: F401
 from tests.tui.conftest import TERMINAL, type_text
+from tests.tui.screen_text import screen_text
 
 
 @pytest.fixture
@@ -184,3 +185,78 @@ async def test_typing_during_a_load_on_a_full_disk_goes_to_the_journal(
     SessionStore.open(opening.path).close()  # replayed into the file
     assert journal.journal_files(opening.path) == []
     assert typed_in_file(opening.path) == "typed on a full disk"
+
+
+async def test_typing_in_a_read_only_session_while_it_loads_is_not_dropped_at_quit(
+    silent_server,
+):
+    """A read-only session's typing is written nowhere: ctrl+q during the load says so
+    and stays (the offer to save it as a new session needs the model); ctrl+q again
+    leaves without it, and the file is as it was. The status bar says READ-ONLY from
+    the start."""
+    from loomterm.sessions.loading import read_file
+    from loomterm.tui.app import LoomApp
+
+    made = new_opening(silent_server, "kept")  # a session file on disk
+    made.close()
+    path = made.path
+    before = path.read_bytes()
+    opening = SessionOpening(
+        path, EngineOptions(model=silent_server), read_file(path, read_only=True), read_only=True
+    )
+    app = LoomApp(opening.preview(), session_name="kept", opening=opening, sync_delay=0.05)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await type_text(pilot, "read only words")
+        await pilot.pause(0.2)
+        assert app.loader is not None  # still connecting
+        assert "READ-ONLY" in screen_text(app)
+        await pilot.press("ctrl+q")
+        await pilot.pause(0.3)
+        assert app.is_running  # not dropped without a word
+        notes = [n.message for n in app._notifications]  # noqa: SLF001 - as test_no_markup
+        assert any("saved nowhere" in note for note in notes)
+        await pilot.press("ctrl+q")
+        start = time.monotonic()
+        while app.is_running and time.monotonic() - start < 5:
+            await pilot.pause(0.01)
+        assert not app.is_running
+    opening.close()
+    assert path.read_bytes() == before
+
+
+async def test_quitting_a_read_only_load_with_typing_offers_a_new_session_once_loaded(
+    tiny_llama_dir,
+):
+    """ctrl+q while a read-only session's model loads, with text typed: once the model
+    is there, the dialog offers to save the typing as a new session, and it is saved."""
+    from loomterm.sessions.loading import read_file
+    from loomterm.sessions.session import close_session, load_session
+    from loomterm.tui.app import LoomApp
+    from loomterm.tui.widgets.dialogs import SaveAsScreen
+
+    options = EngineOptions(model=str(tiny_llama_dir), device="cpu")
+    made = SessionOpening(session_path("kept-ro"), options)
+    made.reserve()
+    made.close()
+    path = made.path
+    before = path.read_bytes()
+    opening = SessionOpening(path, options, read_file(path, read_only=True), read_only=True)
+    app = LoomApp(opening.preview(), session_name="kept-ro", opening=opening, sync_delay=0.05)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await type_text(pilot, "words to keep")
+        await pilot.press("ctrl+q")
+        end = time.monotonic() + 300  # importing torch first: long on a busy machine
+        while not isinstance(app.screen, SaveAsScreen) and time.monotonic() < end:
+            await pilot.pause(0.05)
+        assert isinstance(app.screen, SaveAsScreen)
+        await pilot.press("enter")  # the name offered
+        end = time.monotonic() + 60
+        while app.is_running and time.monotonic() < end:
+            await pilot.pause(0.05)
+        assert not app.is_running
+    opening.close()
+    if opening.loom is not None:
+        close_session(opening.loom)
+    assert path.read_bytes() == before
+    saved = load_session(session_path("kept-ro-copy"))
+    assert saved.path_text() == "words to keep"

@@ -122,6 +122,9 @@ class Keeping(Controller):
         loader = app.loader
         if loader is None:
             return
+        if self.lifecycle.read_only:  # nothing is written: quitting offers to save it
+            self.lifecycle.note_change()
+            return
         base = app.doc.node or app.loom.root
         try:
             loader.opening.record_typed(base.id, app.doc.text)

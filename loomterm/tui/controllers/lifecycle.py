@@ -22,6 +22,7 @@ from loomterm.tui import sessions
 if TYPE_CHECKING:
     from loomterm.tui.controllers.editor import Editor
     from loomterm.tui.controllers.jobs import Jobs
+    from loomterm.tui.controllers.looks import Looks
 
 QUIT_WAIT = 0.4  # seconds quitting waits for the engine's job to stop before leaving it
 
@@ -36,9 +37,10 @@ class Lifecycle:
 
         name: str
 
-    def __init__(self, app: Editor, jobs: Jobs) -> None:
+    def __init__(self, app: Editor, jobs: Jobs, looks: Looks) -> None:
         self.app = app
         self.jobs = jobs
+        self.looks = looks
         self.quitting = False
         self.typing_in = False  # quitting: the keys typed before ctrl+q are applied
         self.read_only = sessions.is_read_only(app.loom)  # the open session's
@@ -100,17 +102,31 @@ class Lifecycle:
     def quit(self) -> None:
         """Stop generating, hand the last typing to the engine, then leave (a changed
         read-only session first asks whether to save the changes as a new one)."""
+        app = self.app
+        asks = self.read_only and self.unsaved
         if self.quitting:
+            if asks and app.loader is not None:  # asked twice while the model loads
+                app.keeping.quit_while_loading()  # without saving, as the note said
             return
         self.quitting = True
         jobs = self.jobs
         jobs.cancel.set()
-        jobs.interrupt.set()  # a long read stops at its next chunk
-        app = self.app
-        if app.loader is not None and not (self.read_only and self.unsaved):
+        if app.loader is not None and not asks:
+            jobs.interrupt.set()  # a long read stops at its next chunk
             app.keeping.quit_while_loading()  # the typing is written; the load left
             return
-        asks = self.read_only and self.unsaved
+        if app.loader is not None:
+            # A read-only session's typing is in no file: the offer to save it as a new
+            # session needs the model, so quitting waits for the load.
+            key = self.looks.key_for("quit")
+            app.notify(
+                "Read-only session: your typing is saved nowhere yet. Once the model has "
+                f"loaded you can save it as a new session; {key} again quits without it.",
+                severity="warning",
+                timeout=10,
+            )
+        else:
+            jobs.interrupt.set()  # a long read stops at its next chunk
         self.typing_in = False
 
         def typed_in() -> None:
