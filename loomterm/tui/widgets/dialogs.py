@@ -36,6 +36,10 @@ DIALOG_CSS = """
     & .dialog--hint { width: 100%; color: $text-muted; margin-top: 1; }
     & .dialog--buttons { height: auto; align-horizontal: right; margin-top: 1; }
     & .dialog--buttons Button { margin-left: 1; }
+    /* Compact fields have no border: a box of their own shows where to type, and a
+       focused list shows by reverse video (a 5% tint alone is lost in 16 colours). */
+    & Input.-textual-compact { background: $boost; }
+    & Select.-textual-compact:focus > SelectCurrent { text-style: reverse; }
 """
 
 
