@@ -103,6 +103,27 @@ def check_name(name: str) -> str:
     return name
 
 
+def new_session_path(name: str) -> Path:
+    """Where a new session ``name`` goes; :class:`SessionError` (one line) when ``name``
+    cannot name a session or one has it already."""
+    from loomterm.sessions.session import session_path
+
+    path = session_path(check_name(name))
+    if path.exists():
+        raise SessionError(f"a session named {name.strip()!r} exists already: choose another name")
+    return path
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a new session, or None: a name dialog says it and stays
+    open, rather than closing on an error the writer must start again after."""
+    try:
+        new_session_path(name)
+    except SessionError as exc:
+        return str(exc)
+    return None
+
+
 def free_name(stem: str) -> str:
     """``stem``, or ``stem-2``, ``stem-3``... whichever names no session yet."""
     from loomterm.sessions.session import session_path
@@ -122,11 +143,9 @@ def new_name(prefix: str = "session") -> str:
 def save_as(loom: Loom, name: str) -> Path:
     """Write ``loom`` (a read-only session's, say) to a new session ``name``, which
     records it from now on."""
-    from loomterm.sessions.session import save_loom, session_path
+    from loomterm.sessions.session import save_loom
 
-    path = session_path(check_name(name))
-    if path.exists():
-        raise SessionError(f"a session named {name!r} exists already: choose another name")
+    path = new_session_path(name)
     path.parent.mkdir(parents=True, exist_ok=True)
     save_loom(loom, path)
     return path
@@ -194,11 +213,9 @@ def opening_elsewhere(current: Loom, path: Path) -> SessionOpening | None:
 def create_like(current: Loom, name: str) -> Loom:
     """A new, empty session ``name`` on ``current``'s model and settings (not its
     story's memory, author's note or world info)."""
-    from loomterm.sessions.session import save_loom, session_path
+    from loomterm.sessions.session import save_loom
 
-    path = session_path(check_name(name))
-    if path.exists():
-        raise SessionError(f"a session named {name!r} exists already: choose another name")
+    path = new_session_path(name)
     if current.capabilities.node_kv:
         from loomterm.engine.open import runner_like
 
@@ -234,11 +251,8 @@ def _drop_lock_file(lock) -> None:
 def rename(path: Path, name: str) -> Path:
     """Rename the (closed) session at ``path`` to ``name``; returns the new path."""
     from loomterm.sessions.kv_snapshot import snapshot_path
-    from loomterm.sessions.session import session_path
 
-    target = session_path(check_name(name))
-    if target.exists():
-        raise SessionError(f"a session named {name!r} exists already: choose another name")
+    target = new_session_path(name)
     lock = _locked(path)
     try:
         os.replace(path, target)

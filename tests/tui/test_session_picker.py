@@ -207,3 +207,32 @@ async def test_new_chat_in_a_used_session_asks_first_and_can_go_back(make_app, t
         assert app.session_name == "story" and app.doc.text == "Once upon a time"
         assert session_path("chat").exists()  # the chat is kept
         close_session(app.loom)
+
+
+async def test_a_name_in_use_keeps_the_name_dialog_open_and_says_why(make_app, two_sessions):
+    """Renaming to a name a session has, or a new session under it: the dialog stays,
+    with the typed name and the reason, instead of closing on the error (and the list
+    with it) so the writer must start again."""
+    from loomterm.tui.widgets.dialogs import NameScreen
+
+    app = make_app(target_loom=two_sessions)
+    async with app.run_test(size=TERMINAL) as pilot:
+        picker = await open_picker(pilot)
+        table = picker.query_one("DataTable")
+        table.move_cursor(row=[r.name for r in picker.rows].index("other"))
+        for key in ("r", "n"):
+            await pilot.press(key)
+            await pilot.pause()
+            assert isinstance(app.screen, NameScreen)
+            app.screen.query_one("#name").value = "story"
+            await pilot.press("enter")
+            await settle(pilot)
+            assert isinstance(app.screen, NameScreen)  # still open
+            assert app.screen.query_one("#name").value == "story"
+            notes = [n.message for n in app._notifications]  # noqa: SLF001 - as test_no_markup
+            assert any("'story' exists already" in note for note in notes)
+            await pilot.press("escape")
+            await pilot.pause()
+            assert app.screen is picker
+        assert {r.name for r in picker.rows} == {"story", "other"}
+        close_session(app.loom)

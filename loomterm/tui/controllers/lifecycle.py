@@ -83,7 +83,7 @@ class Lifecycle:
 
             self.jobs.submit("save as", job)
 
-        app.push_screen(SaveAsScreen(name, default), answered)
+        app.push_screen(SaveAsScreen(name, default, sessions.name_problem), answered)
 
     def saved_as(self, message: Lifecycle.SavedAs) -> None:
         """The read-only session's changes are a new session now; go on quitting."""

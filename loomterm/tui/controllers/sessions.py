@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 from textual.message import Message
 
-from loomterm.errors import SessionError
 from loomterm.tui import sessions
 from loomterm.tui.controllers.actions import key_action
 from loomterm.tui.controllers.controller import Controller
@@ -132,11 +131,9 @@ class Sessions(Controller):
     def rename_open(self, path: Path, name: str) -> Path:
         """Rename the open session (in the worker): close it, rename, and hand back
         the path to reopen; on failure, the old path (reopened as it was)."""
-        from loomterm.sessions.session import close_session, session_path
+        from loomterm.sessions.session import close_session
 
-        target = session_path(sessions.check_name(name))
-        if target.exists():
-            raise SessionError(f"a session named {name!r} exists already: choose another name")
+        sessions.new_session_path(name)  # a name a session can take, or a one-line error
         close_session(self.app.loom)
         try:
             return sessions.rename(path, name)

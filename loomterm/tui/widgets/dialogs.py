@@ -4,6 +4,7 @@ typed) and :class:`FormScreen` (the submit-or-cancel behaviour of the form dialo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar, Generic
 
@@ -19,6 +20,9 @@ from loomterm.tui.sanitize import safe_text
 from loomterm.tui.widgets.fields import Field, FieldArea, FieldForm
 
 DEFAULT_SYSTEM = "You are a helpful assistant."
+
+NameCheck = Callable[[str], "str | None"]
+"""Why a name cannot be taken (a session of that name exists...), or None."""
 
 DIALOG_CSS = """
     align: center middle;
@@ -80,12 +84,17 @@ class DialogScreen(ModalScreen[ScreenResultType], Generic[ScreenResultType]):
         # key that closed it) belongs to what has the focus now.
         hand_on(self, event)
 
-    def filled(self, field_id: str, missing: str) -> str | None:
+    def filled(self, field_id: str, missing: str, check: NameCheck | None = None) -> str | None:
         """What the field ``#field_id`` holds, stripped; None, with ``missing`` said as
-        a warning, when it is empty."""
+        a warning, when it is empty, or with ``check``'s problem said (the dialog stays
+        open, the text as it was typed)."""
         value = self.query_one(f"#{field_id}", Field).value.strip()
         if not value:
             self.notify(missing, severity="warning")
+            return None
+        problem = check(value) if check is not None else None
+        if problem:
+            self.notify(problem, severity="error")
             return None
         return value
 
@@ -272,10 +281,11 @@ class SaveAsScreen(DialogScreen["str | None"], FieldForm):
         Binding("escape", "stay", "Stay", id="save_as_stay"),
     ]
 
-    def __init__(self, session: str, name: str) -> None:
+    def __init__(self, session: str, name: str, check: NameCheck | None = None) -> None:
         super().__init__()
         self.session = session
         self.name_value = name
+        self.check = check
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -303,7 +313,7 @@ class SaveAsScreen(DialogScreen["str | None"], FieldForm):
             self.dismiss(None)
 
     def _save(self) -> None:
-        name = self.filled("name", "Name the new session")
+        name = self.filled("name", "Name the new session", self.check)
         if name is not None:
             self.dismiss(name)
 
@@ -320,11 +330,14 @@ class NameScreen(FormScreen["str | None"]):
     DEFAULT_CSS = dialog_css("NameScreen")
     BINDINGS: ClassVar[list[BindingType]] = form_bindings("name")
 
-    def __init__(self, title: str, value: str = "", action: str = "OK") -> None:
+    def __init__(
+        self, title: str, value: str = "", action: str = "OK", check: NameCheck | None = None
+    ) -> None:
         super().__init__()
         self.title_text = title
         self.value = value
         self.action = action
+        self.check = check
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -337,6 +350,6 @@ class NameScreen(FormScreen["str | None"]):
         self.query_one("#name", Field).focus()
 
     def action_submit(self) -> None:
-        name = self.filled("name", self.MISSING)
+        name = self.filled("name", self.MISSING, self.check)
         if name is not None:
             self.dismiss(name)

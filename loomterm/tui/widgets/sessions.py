@@ -150,7 +150,8 @@ class SessionsScreen(DialogScreen["SessionChoice | None"]):
             if name:
                 self.dismiss(SessionChoice("new", name=name))
 
-        self.app.push_screen(NameScreen("New session", sessions.new_name(), "Create"), named)
+        screen = NameScreen("New session", sessions.new_name(), "Create", sessions.name_problem)
+        self.app.push_screen(screen, named)
 
     def action_rename(self) -> None:
         row = self._row()
@@ -170,7 +171,12 @@ class SessionsScreen(DialogScreen["SessionChoice | None"]):
                 return
             self.reload(select=path)
 
-        self.app.push_screen(NameScreen(f"Rename {row.name!r} to", row.name, "Rename"), named)
+        def problem(name: str) -> str | None:
+            return None if name == row.name else sessions.name_problem(name)
+
+        self.app.push_screen(
+            NameScreen(f"Rename {row.name!r} to", row.name, "Rename", problem), named
+        )
 
     def action_delete(self) -> None:
         row = self._row()
