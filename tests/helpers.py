@@ -45,6 +45,28 @@ def relative_error(got: torch.Tensor, want: torch.Tensor) -> float:
     )
 
 
+def assert_same_greedy(loom: Loom, got, want, label: str = "", tol: float = REL_TOL) -> None:
+    """Two greedy generations from one node wrote the same tokens, or they part where
+    the two tokens tie in float32 noise: each path's first token of its own is one of
+    the top two of a recompute there, and their logits differ by at most ``tol`` of
+    the largest. Two ways of computing the same logits (a block of drafted tokens
+    against one token a step) sum in another order, and on some CPUs (AVX2 builds of
+    the kernels) such a tie turns the other way; anything more is a bug."""
+    a, b = loom.tokens(got), loom.tokens(want)
+    if a == b:
+        return
+    at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    assert at < min(len(a), len(b)), f"{label}: one generation is a prefix of the other"
+    logits = reference_logits(loom, a[:at])
+    top2 = set(torch.topk(logits, 2).indices.tolist())
+    gap = float((logits[a[at]] - logits[b[at]]).abs())
+    scale = float(logits.abs().max())
+    assert {a[at], b[at]} == top2 and gap <= tol * scale, (
+        f"{label}: the generations part at token {at} ({a[at]} against {b[at]}), "
+        f"not a tie: logits differ by {gap:.3g} of {scale:.3g}"
+    )
+
+
 # The worst relative error any comparison saw in this run (reported at the end).
 WORST = {"relative": 0.0, "checks": 0}
 

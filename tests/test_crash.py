@@ -103,6 +103,11 @@ def test_kill_dash_nine_loses_at_most_half_a_second(tiny_llama_dir, tmp_path):
         generated = [nid for nid in new if data.tree.nodes[nid].origin.value == "model"]
         assert len(generated) == 1, f"round {round_no}: expected one generated node"
         saved_text = "".join(data.pieces[generated[0]])
+        # A healed child (token healing backed up over the cursor's last word) spells
+        # that word again first; the stream printed it before, as the document shows it.
+        healed = data.tree.nodes[generated[0]].meta.get("healed")
+        if isinstance(healed, str) and saved_text.startswith(healed):
+            saved_text = saved_text[len(healed) :]
         prompt = "Once upon a time" if round_no == 0 else ""
         expected = streamed[len(prompt) :]
         # A node that starts inside a broken UTF-8 sequence (the tiny model writes

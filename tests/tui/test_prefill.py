@@ -22,7 +22,9 @@ def long_loom(tiny_loaded):
     loom = Loom.from_loaded(tiny_loaded, n_ctx=2048)
     loom.update_settings(temperature=0.0, max_new_tokens=8, splice_mode="exact")
     text = WORDS
-    while len(loom.encode(text)) < 3 * PREFILL_CHUNK + 100:
+    # Six chunks: four still to read once the rate shows (after two), seconds of room
+    # for the keys below on a loaded machine.
+    while len(loom.encode(text)) < 5 * PREFILL_CHUNK + 100:
         text += WORDS
     loom.cursor = loom.append(loom.root, text)
     return loom
@@ -52,6 +54,16 @@ async def wait_for_status(pilot, text: str, timeout: float = 20.0) -> str:
     raise AssertionError(f"{text!r} never showed; the status was {status!r}")
 
 
+async def wait_for_notice(pilot, text: str, timeout: float = 20.0) -> None:
+    """Wait until a notification with ``text`` shows (before it times out and goes)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if any(text in n.message for n in pilot.app._notifications):  # noqa: SLF001
+            return
+        await pilot.pause(0.05)
+    raise AssertionError(f"no notification {text!r} showed")
+
+
 async def test_a_long_read_shows_progress_and_escape_keeps_the_edit(
     make_app, long_loom, monkeypatch
 ):
@@ -74,8 +86,8 @@ async def test_a_long_read_shows_progress_and_escape_keeps_the_edit(
         await pilot.press("backspace")
 
         await pilot.press("escape")
+        await wait_for_notice(pilot, "Stopped reading")
         await settle(pilot, timeout=30)
-        assert any("Stopped reading" in n.message for n in app._notifications)  # noqa: SLF001
         assert app.doc.text == edited and not app.doc.dirty  # the edit is kept
         assert long_loom.text(long_loom.cursor) == edited  # in the tree
         assert long_loom.text(original) == edited[len("Once, ") :]  # the old text too

@@ -46,9 +46,12 @@ which reads half float32's bytes and widens them in registers. SmolLM2-135M's pr
 one thread, weights streamed from memory: one row 11.8 ms against 33.5 ms for float32,
 a block of 4 rows 17.1 against 48.2 ms, 64 rows or more level with oneDNN's float32.
 Rounding a weight to float16 moves it by at most 2^-11 of itself, so the model barely
-moves (the bench's precision table gives the KL), and each row's product is the same
-bit for bit whether the row is alone or in a block: one token at a time equals a
-recompute exactly. Where fbgemm is missing (off x86, on a GPU) the layer multiplies
+moves (the bench's precision table gives the KL). With fbgemm's AVX-512 kernels each
+row's product is the same bit for bit whether the row is alone or in a block: one token
+at a time equals a recompute exactly. Its AVX2 kernels multiply a block of one or two
+rows in another order than a block of three or more (seen on an AMD EPYC without
+AVX-512), so there a row alone and in a block differ in float32 noise, about 1e-7 of
+the values; :func:`fbgemm_rows_agree` says which holds here. Where fbgemm is missing (off x86, on a GPU) the layer multiplies
 by its float16 weight cast to the activations' dtype: right, not fast.
 
 Quantized models are not exact against float32: ``loomterm bench``'s precision table
@@ -185,6 +188,26 @@ def fbgemm_available() -> bool:
         return bool(torch.equal(out, torch.full((1, 16), 32.0)))
     except (RuntimeError, NotImplementedError, AttributeError):
         return False
+
+
+@functools.cache
+def fbgemm_rows_agree() -> bool:
+    """Whether fbgemm's float16 product gives a row the same bits alone and in blocks
+    of every size up to 16 here (its AVX-512 kernels do; its AVX2 kernels do not: see
+    the module docstring). False where fbgemm does not run."""
+    if not fbgemm_available():
+        return False
+    generator = torch.Generator().manual_seed(0)
+    w = torch.randn(48, 64, generator=generator)  # (out, in)
+    x = torch.randn(16, 64, generator=generator)  # (rows, in)
+    packed = torch.ops.quantized.linear_prepack_fp16(w, None)
+    alone = torch.cat(
+        [torch.ops.quantized.linear_dynamic_fp16(x[i : i + 1], packed) for i in range(16)]
+    )
+    return all(
+        torch.equal(torch.ops.quantized.linear_dynamic_fp16(x[:rows], packed), alone[:rows])
+        for rows in range(2, 17)
+    )
 
 
 def _linear_weight(module: nn.Module) -> tuple[torch.Tensor, torch.Tensor | None] | None:
