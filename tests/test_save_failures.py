@@ -95,6 +95,58 @@ def test_a_full_disk_keeps_every_change_in_a_journal_and_writes_it_once_there_is
     con.close()
 
 
+def test_typing_on_a_full_disk_journals_each_change_from_its_first_changed_token(
+    tmpfs,  # noqa: F811
+    tiny_loom,
+    monkeypatch,
+):
+    """Each key typed into a node while the disk is full is journaled from the first
+    token it changed (a ``tokens`` line), not as the whole node again; a reader of the
+    file and its journal sees every node as the live tree holds it, records included,
+    after growing, retokenized, shortened and rewritten-in-the-middle text."""
+    from loomterm.sessions.session import Session, close_session
+
+    data = tmpfs("data", "size=1m")
+    monkeypatch.setenv("LOOMTERM_DATA_DIR", str(data))
+    path = data / "story.loom"
+    loom = tiny_loom
+    session = Session.create(loom, path)
+    node = loom.append(loom.root, "Once upon a time")
+    loom.cursor = node
+    session.flush()
+    filler = fill(data)
+    text = "Once upon a time"
+    edits = [text + " the" + " weaver wove" * i for i in range(1, 30)]  # typed on
+    edits += [edits[-1][:-25], "Once upon a night" + edits[-1][16:-25], "Once"]
+    for new_text in edits:
+        node = loom.retype(node, new_text) or loom.edit(node, new_text)
+        loom.cursor = node
+        loom.next_logits(node)  # the model reads it: its records change
+        assert loom.text(node) == new_text
+    assert not session.recorder.state.ok
+    lines = journal.read_lines(path)
+    kinds = [line["kind"] for line in lines]
+    assert kinds.count("tokens") > kinds.count("node")  # from the changed token on
+    big = max(len(line["value"].get("tokens", [])) for line in lines if line["kind"] == "tokens")
+    assert big < len(loom.encode(edits[-4]))
+    read = store.load(path)  # the file and its journal, as a reader sees them
+    for live in loom.tree.nodes.values():
+        kept = read.tree.nodes[live.id]
+        assert (kept.tokens, kept.logprobs) == (live.tokens, live.logprobs)
+        assert [t and [tuple(x) for x in t] for t in kept.top] == [
+            t and [tuple(x) for x in t] for t in live.top
+        ]
+    filler.unlink()
+    wait_for(lambda: session.recorder.state.ok, timeout=40)
+    close_session(loom)
+    assert data_text(path) == "Once"
+
+
+def data_text(path: Path) -> str:
+    data = store.load(path)
+    return data.path_text(data.cursor_node)
+
+
 def test_a_removed_data_folder_is_made_again_with_everything(tmp_path, tiny_loom, monkeypatch):
     from loomterm.sessions.session import Session, close_session
 

@@ -17,7 +17,7 @@ from loomterm.engine.events import Event
 from loomterm.engine.text import PieceMaker
 from loomterm.errors import SessionError
 from loomterm.store import Caret, SessionData, SessionStore, Typed
-from loomterm.store.journal import Journal, node_state, token_state
+from loomterm.store.journal import Journal, node_head, node_state, token_state
 from loomterm.tree import Node
 
 if TYPE_CHECKING:
@@ -80,6 +80,39 @@ def settled(node: Node) -> int:
     return min(len(node.tokens), len(node.logprobs), len(node.top))
 
 
+@dataclass
+class Kept:
+    """What the journal holds of one node: the fields of its last ``node`` line and
+    its tokens with their records as its lines left them (copies: the node changes)."""
+
+    head: dict
+    tokens: list
+    logprobs: list
+    top: list
+
+    @classmethod
+    def of(cls, node: Node, end: int, head: dict | None = None) -> Kept:
+        return cls(
+            node_head(node) if head is None else head,
+            list(node.tokens[:end]),
+            list(node.logprobs[:end]),
+            list(node.top[:end]),
+        )
+
+    def same_until(self, node: Node, end: int) -> int:
+        """How many of ``node``'s first ``end`` tokens, records included, the journal
+        holds as they are."""
+        limit = min(end, len(self.tokens))
+        for i in range(limit):
+            if (
+                node.tokens[i] != self.tokens[i]
+                or node.logprobs[i] != self.logprobs[i]
+                or node.top[i] != self.top[i]
+            ):
+                return i
+        return limit
+
+
 def take(pending: dict[int, Node]) -> list[Node]:
     """Empty ``pending`` (the nodes whose generated tokens wait for a write); its nodes."""
     nodes = list(pending.values())
@@ -100,6 +133,10 @@ class Keeper:
         journal: The session's journal.
         error: Why the journal cannot be written either ("" while it can).
         journaled: Node id -> tokens the journal holds.
+        kept: Node id -> what the journal holds of it (:class:`Kept`), for the nodes it
+            has a ``node`` line of: a change to such a node is journaled from its first
+            changed token (typing on a full disk writes a few tokens a key, not the
+            whole node).
     """
 
     def __init__(
@@ -115,6 +152,7 @@ class Keeper:
         self.journal = Journal(path)
         self.error = ""
         self.journaled: dict[int, int] = {}
+        self.kept: dict[int, Kept] = {}
         self.pieces = pieces
         self.stored, self.pending, self.vocab = books
         self._buffer = buffer
@@ -145,6 +183,7 @@ class Keeper:
         for i in gone:
             self.stored.pop(i, None)
             self.journaled.pop(i, None)
+            self.kept.pop(i, None)
         self.write("removed", gone)
         self.node(node)
 
@@ -180,21 +219,45 @@ class Keeper:
             end = settled(node)
             start = self.journaled.get(node.id, 0)
             if end > start:
-                pieces = self.pieces.node_pieces(node, start, end)
-                self.write("tokens", token_state(node, start, end, pieces))
-                self._vocab([node], {node.id: start})
-                self.journaled[node.id] = end
+                self._tokens(node, start, end)
             elif end < start:
                 self.node(node)
 
     def node(self, node: Node) -> None:
-        """Journal the whole state of ``node``."""
+        """Journal the state of ``node``: the tokens from its first change on where the
+        journal holds the rest as it is, else the whole of it."""
         end = settled(node)
+        kept = self.kept.get(node.id)
+        head = node_head(node)
+        if kept is not None and kept.head == head:
+            start = kept.same_until(node, end)
+            if start == end == len(kept.tokens):
+                return  # the journal holds it as it is
+            self._tokens(node, start, end)
+            return
         state = node_state(node, self.pieces.node_pieces(node, 0, end))
         del state["tokens"][end:], state["logprobs"][end:], state["top"][end:]
-        self.write("node", state)
+        written = self.write("node", state)
         self._vocab([node])
         self.journaled[node.id] = end
+        if written:
+            self.kept[node.id] = Kept.of(node, end, head)
+
+    def _tokens(self, node: Node, start: int, end: int) -> None:
+        """Journal tokens ``start:end`` of ``node`` in place of those it held from
+        ``start`` on."""
+        pieces = self.pieces.node_pieces(node, start, end)
+        written = self.write("tokens", token_state(node, start, end, pieces))
+        self._vocab([node], {node.id: start})
+        self.journaled[node.id] = end
+        kept = self.kept.get(node.id)
+        if not written:  # the next change to it journals it whole
+            self.kept.pop(node.id, None)
+        elif kept is not None:
+            del kept.tokens[start:], kept.logprobs[start:], kept.top[start:]
+            kept.tokens += node.tokens[start:end]
+            kept.logprobs += node.logprobs[start:end]
+            kept.top += node.top[start:end]
 
     def _vocab(self, nodes: list[Node], start: dict[int, int] | None = None) -> None:
         new = alternative_ids(nodes, start) - self.vocab
@@ -202,23 +265,25 @@ class Keeper:
             self.write("vocab", {t: self.pieces.piece(t) for t in new})
             self.vocab |= new
 
-    def write(self, kind: str, value: object) -> None:
-        """Append one line to the journal (a journal that fails too is told, not raised:
-        the live tree still holds it all, written at the next try)."""
+    def write(self, kind: str, value: object) -> bool:
+        """Append one line to the journal; whether it is there. A journal that fails too
+        is told, not raised: the live tree still holds it all, written at the next try."""
         try:
             self.journal.write(kind, value)
         except OSError as exc:
             if not self.error:
                 self.error = exc.strerror or str(exc)
                 self._tell()
-            return
+            return False
         if self.error:
             self.error = ""
             self._tell()
+        return True
 
     def discard(self) -> None:
         """The file holds everything again: the journal is deleted."""
         self.journaled.clear()
+        self.kept.clear()
         self.journal.discard()
 
 

@@ -55,8 +55,8 @@ def journal_files(session_path: Path) -> list[Path]:
     return [folder / name for folder in journal_dirs() if (folder / name).is_file()]
 
 
-def node_state(node: Node, pieces: list[str]) -> dict[str, Any]:
-    """A node's whole state as a journal line holds it."""
+def node_head(node: Node) -> dict[str, Any]:
+    """What a ``node`` line holds of a node besides its tokens and their records."""
     parent = node.parent
     return {
         "id": node.id,
@@ -68,6 +68,13 @@ def node_state(node: Node, pieces: list[str]) -> dict[str, Any]:
         "seed": node.seed,
         "created": float(node.created),
         "meta": node.meta or {},
+    }
+
+
+def node_state(node: Node, pieces: list[str]) -> dict[str, Any]:
+    """A node's whole state as a journal line holds it."""
+    return {
+        **node_head(node),
         "tokens": [int(t) for t in node.tokens],
         "logprobs": [None if p is None else float(p) for p in node.logprobs],
         "top": [_top(t) for t in node.top],

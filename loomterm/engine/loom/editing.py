@@ -301,7 +301,7 @@ class LoomEdits:
             target.top = target.top[:keep] + [None] * (len(plan.tokens) - keep)
             self.emit(Event.REWRITE, target)
             for item in below:  # moved: a flag changed; recomputed: records cleared
-                self.emit(Event.UPDATE if moved else "rewrite", item)
+                self.emit(Event.UPDATE if moved else Event.REWRITE, item)
             stopped = self.prepare(node)
             if stopped is not None:
                 raise self.stopped(stopped, node)
