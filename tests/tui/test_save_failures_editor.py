@@ -10,7 +10,7 @@ from loomterm import store
 from loomterm.store import journal
 from tests.test_bad_environment import tmpfs  # noqa: F401
 from tests.test_save_failures import fill
-from tests.tui.conftest import TERMINAL, settle, type_text
+from tests.tui.conftest import TERMINAL, paste, settle, type_text
 
 
 async def wait_until(pilot, predicate, timeout: float = 40.0) -> None:
@@ -41,7 +41,8 @@ async def test_a_full_disk_is_said_until_it_is_saved_and_nothing_typed_is_lost(
         await settle(pilot)
         assert "NOT SAVED" not in app.status.full_text
         filler = fill(data)
-        await type_text(pilot, " there was a disk " + "that filled up " * 30)
+        await type_text(pilot, " there was a disk ")
+        await paste(pilot, "that filled up " * 30)  # more than the file has room for
         await settle(pilot)
         await wait_until(pilot, lambda: "NOT SAVED" in app.status.full_text)
         bar = app.status.full_text
@@ -79,7 +80,8 @@ async def test_save_elsewhere_writes_everything_to_another_path(
         await type_text(pilot, "Once upon a time")
         await settle(pilot)
         fill(data)
-        await type_text(pilot, " the disk filled " * 20)
+        await type_text(pilot, " the disk filled")
+        await paste(pilot, " the disk filled" * 20)  # more than the file has room for
         await settle(pilot)
         await wait_until(pilot, lambda: "NOT SAVED" in app.status.full_text)
         text = app.doc.text
