@@ -91,13 +91,16 @@ class Kept:
     top: list
 
     @classmethod
-    def of(cls, node: Node, end: int, head: dict | None = None) -> Kept:
-        return cls(
-            node_head(node) if head is None else head,
-            list(node.tokens[:end]),
-            list(node.logprobs[:end]),
-            list(node.top[:end]),
-        )
+    def of(cls, node: Node, end: int, head: dict) -> Kept:
+        return cls(head, list(node.tokens[:end]), list(node.logprobs[:end]), list(node.top[:end]))
+
+    def replace_from(self, node: Node, start: int, end: int) -> None:
+        """A ``tokens`` line put ``node``'s tokens ``start:end`` in place of those from
+        ``start`` on."""
+        del self.tokens[start:], self.logprobs[start:], self.top[start:]
+        self.tokens += node.tokens[start:end]
+        self.logprobs += node.logprobs[start:end]
+        self.top += node.top[start:end]
 
     def same_until(self, node: Node, end: int) -> int:
         """How many of ``node``'s first ``end`` tokens, records included, the journal
@@ -254,10 +257,7 @@ class Keeper:
         if not written:  # the next change to it journals it whole
             self.kept.pop(node.id, None)
         elif kept is not None:
-            del kept.tokens[start:], kept.logprobs[start:], kept.top[start:]
-            kept.tokens += node.tokens[start:end]
-            kept.logprobs += node.logprobs[start:end]
-            kept.top += node.top[start:end]
+            kept.replace_from(node, start, end)
 
     def _vocab(self, nodes: list[Node], start: dict[int, int] | None = None) -> None:
         new = alternative_ids(nodes, start) - self.vocab
